@@ -1,0 +1,31 @@
+/* chat_template.h - the Hy3 chat template (../shared/data/hy3/tencent-Hy3.jinja), rendered in C.
+ *
+ * Output is byte-for-byte what Hugging Face apply_chat_template produces with jinja2
+ * (trim_blocks, lstrip_blocks; tojson = json.dumps(ensure_ascii=False) ) for the same inputs.
+ */
+#ifndef HY_TEXT_CHAT_TEMPLATE_H
+#define HY_TEXT_CHAT_TEMPLATE_H
+
+#include <jansson.h>
+
+/* Template variables besides messages/tools. Use NULL / -1 for "not defined". */
+struct hy_chat_template_opts {
+    int         add_generation_prompt;  /* 0 or 1 */
+    const char *reasoning_effort;       /* "no_think" | "low" | "high"; NULL = undefined (→ no_think) */
+    int         preserved_thinking;     /* -1 undefined (→ true iff tools), 0, 1 */
+    int         is_training;            /* -1 undefined (→ false), 0, 1 */
+    int         raw_last_assistant;     /* -1 undefined (→ false), 0, 1 */
+    const char *fallback_strategy;      /* NULL or e.g. "reasoning_toolcall_retry" */
+};
+
+/* Defaults: add_generation_prompt 1, everything else undefined. */
+void hy_chat_template_opts_init(struct hy_chat_template_opts *o);
+
+/* Renders `messages` (JSON array of {role, content, reasoning_content?, tool_calls?, ...}; content
+ * may be a string, null or an array of {type:"text", text} parts) and `tools` (JSON array or NULL)
+ * into a malloc'd NUL-terminated prompt string (caller frees). Returns NULL with hy_err_msg() set on
+ * invalid input or where the template raises (e.g. an unknown reasoning_effort; message text names it). */
+char *hy_chat_template_render(const json_t *messages, const json_t *tools,
+                              const struct hy_chat_template_opts *opts);
+
+#endif

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs every test: C unit tests (cmocka), the same under ASan+UBSan, golden/e2e scripts, fuzzers.
+# Each test is a program; exit 0 = pass, 77 = skipped, anything else = fail.
+# Ends with the line "N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export HYINFER_ROOT="$PWD"
+export PYTHON=/usr/bin/python3
+export HY_SHARED="${HY_SHARED:-$PWD/../shared}"
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+pass=0; fail=0; skip=0; failed=()
+run_one() {  # name, command...
+  local name="$1"; shift
+  local log; log="build/test-logs/$(echo "$name" | tr '/ ' '__').log"
+  local t0=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS $name ($((SECONDS-t0))s)";
+  elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP $name: $(tail -1 "$log")";
+  else fail=$((fail+1)); failed+=("$name"); echo "FAIL $name (rc=$rc), last lines of $log:"; tail -25 "$log" | sed 's/^/    /'; fi
+}
+
+make -s -j"$JOBS" all unit || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+mkdir -p build/test-logs
+
+for t in build/tests/test_*; do [ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"; done
+
+if [ "${HYINFER_SKIP_ASAN:-0}" != 1 ]; then
+  if make -s -j"$JOBS" asan >build/test-logs/asan-build.log 2>&1; then
+    for t in build-asan/tests/test_*; do
+      [ -x "$t" ] && run_one "asan/$(basename "$t")" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$t"
+    done
+  else
+    fail=$((fail+1)); failed+=("asan-build"); echo "FAIL asan build:"; tail -20 build/test-logs/asan-build.log
+  fi
+fi
+
+for t in tests/golden/test_* tests/e2e/test_*; do
+  [ -f "$t" ] || continue
+  case "$t" in
+    *.py) run_one "${t#tests/}" "$PYTHON" "$t" ;;
+    *.sh) run_one "${t#tests/}" bash "$t" ;;
+    *.mjs|*.js) run_one "${t#tests/}" node "$t" ;;
+  esac
+done
+
+if [ "${HYINFER_SKIP_FUZZ:-0}" != 1 ] && ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
+  if make -s fuzz >build/test-logs/fuzz-build.log 2>&1; then
+    for f in build-fuzz/fuzz_*; do
+      n=$(basename "$f"); corpus="tests/fuzz/corpus/${n#fuzz_}"
+      mkdir -p "build/fuzz-work/$n"
+      [ -d "$corpus" ] || corpus=""
+      run_one "fuzz/$n" "$f" -max_total_time="${HYINFER_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 \
+        "build/fuzz-work/$n" $corpus
+    done
+  else
+    fail=$((fail+1)); failed+=("fuzz-build"); echo "FAIL fuzz build:"; tail -20 build/test-logs/fuzz-build.log
+  fi
+fi
+
+[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
