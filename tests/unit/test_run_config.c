@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 #include "base/fileio.h"
+#include "base/log.h"
 #include "config/run_config.h"
 #include "sample/sampler.h"
 
@@ -515,6 +516,7 @@ static void test_shared_example(void **state)
 
 int main(void)
 {
+    hy_log_set_level(HY_LOG_INFO); /* the warning tests need warnings, whatever HYINFER_LOG says */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_full_config),
