@@ -62,26 +62,95 @@ void hy_pyjson_buf_free(struct hy_pyjson_buf *b)
 
 /* ---------------------------------------------------------------- numbers */
 
+/* Splits "d.ddde±X" (from %e) into its digits and exponent. */
+static int split_sci(const char *sci, char *digits, int *exp10)
+{
+    int nd = 0;
+    const char *s = sci;
+    for (; *s && *s != 'e'; s++)
+        if (*s >= '0' && *s <= '9') digits[nd++] = *s;
+    *exp10 = atoi(s + 1);
+    return nd;
+}
+
+/* digits (nd of them) * 10^(exp10 - nd + 1) as a double. */
+static double digits_value(const char *digits, int nd, int exp10)
+{
+    char buf[48];
+    memcpy(buf, digits, (size_t)nd);
+    snprintf(buf + nd, sizeof buf - (size_t)nd, "e%d", exp10 - nd + 1);
+    return strtod(buf, NULL);
+}
+
+/* Adds delta (+1 or -1) to the last of nd digits, with carry / borrow; renormalizes so that the
+ * first digit is non-zero (adjusting *exp10). Returns the new digit count. */
+static int digits_step(char *digits, int nd, int *exp10, int delta)
+{
+    int i = nd - 1;
+    if (delta > 0) {
+        while (i >= 0 && digits[i] == '9') digits[i--] = '0';
+        if (i >= 0) {
+            digits[i]++;
+        } else {                       /* 99..9 + 1 = 100..0 */
+            memmove(digits + 1, digits, (size_t)nd);
+            digits[0] = '1';
+            nd++;
+            (*exp10)++;
+        }
+    } else {
+        while (i >= 0 && digits[i] == '0') digits[i--] = '9';
+        if (i >= 0) digits[i]--;
+        if (digits[0] == '0' && nd > 1) {  /* 10..0 - 1 = 09..9 */
+            memmove(digits, digits + 1, (size_t)(nd - 1));
+            nd--;
+            (*exp10)--;
+        }
+    }
+    return nd;
+}
+
+/* The digits Python's repr picks for finite x > 0: the fewest significant digits that read back
+ * as x, and of those the nearest to x. The correctly rounded p-digit value is the nearest; when it
+ * misses x's rounding interval (possible next to a power of two, where the interval is lopsided)
+ * its neighbour on the other side of x may still hit it. */
+static void shortest_digits(double x, char *digits, int *nd_out, int *exp_out)
+{
+    char sci[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(sci, sizeof sci, "%.*e", p - 1, x);
+        int exp10;
+        int nd = split_sci(sci, digits, &exp10);
+        double back = digits_value(digits, nd, exp10);
+        if (back != x && p < 17) {
+            char alt[24];
+            int aexp = exp10;
+            memcpy(alt, digits, (size_t)nd);
+            int and_ = digits_step(alt, nd, &aexp, back < x ? 1 : -1);
+            if (digits_value(alt, and_, aexp) == x) {
+                memcpy(digits, alt, (size_t)and_);
+                nd = and_;
+                exp10 = aexp;
+                back = x;
+            }
+        }
+        if (back == x || p == 17) {
+            while (nd > 1 && digits[nd - 1] == '0') nd--;
+            *nd_out = nd;
+            *exp_out = exp10;
+            return;
+        }
+    }
+}
+
 int hy_pyjson_float_repr(double x, char *out)
 {
     if (isnan(x)) return sprintf(out, "nan");
     if (isinf(x)) return sprintf(out, x < 0 ? "-inf" : "inf");
     if (x == 0) return sprintf(out, signbit(x) ? "-0.0" : "0.0");
 
-    /* Shortest %.{p}e form that reads back as x: the digits Python's repr picks. */
-    char sci[40];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(sci, sizeof sci, "%.*e", p - 1, x);
-        if (strtod(sci, NULL) == x) break;
-    }
     char digits[24];
-    int nd = 0, neg = 0;
-    const char *s = sci;
-    if (*s == '-') { neg = 1; s++; }
-    for (; *s && *s != 'e'; s++)
-        if (*s >= '0' && *s <= '9') digits[nd++] = *s;
-    int exp10 = atoi(s + 1);
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    int nd = 0, exp10 = 0, neg = signbit(x) != 0;
+    shortest_digits(fabs(x), digits, &nd, &exp10);
     int decpt = exp10 + 1;  /* x = 0.d1d2...dn * 10^decpt */
 
     char *o = out;

@@ -11,6 +11,7 @@ Scratch files: build/chat_template/. Exit 0 pass, 1 fail, 77 skip.
 import json
 import os
 import random
+import struct
 import subprocess
 import sys
 
@@ -57,6 +58,29 @@ CALL_ARGS = {"city": "Zürich 北京 🌧", "days": 3, "metric": True, "ratio": 
 
 def call(name, args, cid="call_1"):
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def float_stress_values(n=3000):
+    """Doubles where shortest-repr digits are easy to get wrong: random bit patterns, powers of two
+    and ten and their neighbours, subnormals, short decimals."""
+    rng = random.Random(99)
+    out = []
+    while len(out) < n:
+        r = rng.random()
+        if r < 0.35:
+            bits = rng.getrandbits(64)
+        else:
+            if r < 0.7:
+                x = 2.0 ** rng.randint(-1074, 1023)
+            elif r < 0.85:
+                x = 10.0 ** rng.randint(-320, 308)
+            else:
+                x = round(rng.uniform(-1e6, 1e6), rng.randint(0, 8))
+            bits = (struct.unpack("<Q", struct.pack("<d", x))[0] + rng.choice([-1, 0, 1])) % (1 << 64)
+        x = struct.unpack("<d", struct.pack("<Q", bits))[0]
+        if x == x and abs(x) != float("inf"):
+            out.append(x)
+    return out
 
 
 def named_cases():
@@ -147,6 +171,8 @@ def named_cases():
                                              {"content": "no role"}, u("real"), {"role": 5}]},
         "messages_empty": {"messages": [], "add_generation_prompt": True},
         "messages_none": {"messages": None},
+        "float_repr_stress": {"messages": [u("f"), a("", tool_calls=[call("f", {"xs": float_stress_values()})]),
+                                           u({"xs": float_stress_values()[:300]})], "tools": TOOLS},
         "kwargs_truthiness": {"messages": [u("a"), a("b", reasoning_content="r"), u("c")],
                               "preserved_thinking": "yes", "is_training": 0, "raw_last_assistant": [],
                               "add_generation_prompt": 1},
@@ -176,7 +202,6 @@ def rand_float(rng):
     elif r < 0.6:
         x = rng.uniform(-1000, 1000)
     else:
-        import struct
         while True:
             x = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
             if x == x and x not in (float("inf"), float("-inf")):
@@ -250,7 +275,7 @@ def random_case(rng):
     if rng.random() < 0.8:
         c["add_generation_prompt"] = rng.random() < 0.6
     if rng.random() < 0.7:
-        c["reasoning_effort"] = rng.choice(["no_think", "low", "high", "no_think", "low", "high", "bad", None])
+        c["reasoning_effort"] = rng.choice(["no_think", "low", "high"] * 5 + ["bad", None])
     for k in ("preserved_thinking", "is_training", "raw_last_assistant"):
         if rng.random() < 0.2:
             c[k] = rng.random() < 0.5
