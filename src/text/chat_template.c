@@ -453,3 +453,36 @@ char *hy_chat_template_render(const json_t *messages, const json_t *tools,
     json_decref(kw);
     return s;
 }
+
+int hy_chat_template_parse_tool_arguments(json_t *messages)
+{
+    for (size_t i = 0; i < json_array_size(messages); i++) {
+        json_t *m = json_array_get(messages, i);
+        if (!str_eq(getitem(m, "role"), "assistant")) continue;
+        json_t *calls = json_object_get(m, "tool_calls");
+        for (size_t j = 0; j < json_array_size(calls); j++) {
+            json_t *fn = json_object_get(json_array_get(calls, j), "function");
+            if (!json_is_object(fn)) continue;
+            json_t *args = json_object_get(fn, "arguments");
+            if (json_is_object(args)) continue;
+            json_t *parsed = NULL;
+            if (!args || json_is_null(args) || (json_is_string(args) && json_string_length(args) == 0)) {
+                parsed = json_object();
+            } else if (json_is_string(args)) {
+                json_error_t e;
+                parsed = json_loadb(json_string_value(args), json_string_length(args), 0, &e);
+                if (!json_is_object(parsed)) {
+                    json_decref(parsed);
+                    return hy_err_set("messages[%zu].tool_calls[%zu].function.arguments: not a JSON "
+                                      "object%s%s", i, j, parsed ? "" : ": ", parsed ? "" : e.text);
+                }
+            } else {
+                return hy_err_set("messages[%zu].tool_calls[%zu].function.arguments: expected an object "
+                                  "or a JSON string, got %s", i, j, hy_pyjson_type_name(args));
+            }
+            if (!parsed || json_object_set_new(fn, "arguments", parsed))
+                return hy_err_set("messages[%zu].tool_calls[%zu]: out of memory", i, j);
+        }
+    }
+    return 0;
+}

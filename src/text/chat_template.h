@@ -42,4 +42,12 @@ char *hy_chat_template_render(const json_t *messages, const json_t *tools,
 char *hy_chat_template_render_kwargs(const json_t *messages, const json_t *tools,
                                      const json_t *kwargs);
 
+/* OpenAI clients send tool_calls[*].function.arguments as a JSON *string*; the template (like
+ * jinja2) needs an object there and fails on a string ("'str object' has no attribute 'items'").
+ * This rewrites `messages` in place the way vLLM does before rendering: for every assistant
+ * message's tool_calls entry, a string `arguments` is parsed as JSON (it must be an object), and a
+ * missing, null or empty-string `arguments` becomes {}. Returns 0, or -1 with hy_err_msg() naming
+ * the message / call index when an argument string is not a JSON object. */
+int hy_chat_template_parse_tool_arguments(json_t *messages);
+
 #endif

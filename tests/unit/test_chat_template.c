@@ -220,6 +220,34 @@ static void test_pyjson(void **state)
     assert_string_equal(hy_pyjson_type_name(NULL), "NoneType");
 }
 
+static void test_parse_tool_arguments(void **state)
+{
+    (void)state;
+    json_t *m = parse("[{\"role\":\"user\",\"content\":\"x\"},"
+                      " {\"role\":\"assistant\",\"tool_calls\":["
+                      "   {\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\": 1.0, \\\"s\\\": \\\"a\\\"}\"}},"
+                      "   {\"function\":{\"name\":\"g\",\"arguments\":\"\"}},"
+                      "   {\"function\":{\"name\":\"h\"}}]}]");
+    assert_int_equal(hy_chat_template_parse_tool_arguments(m), 0);
+    char *s = hy_chat_template_render_kwargs(m, NULL, NULL);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "<tool_call:opensource>f<tool_sep:opensource>\n"
+                              "<arg_key:opensource>q</arg_key:opensource>\n<arg_value:opensource>1.0</arg_value:opensource>\n"
+                              "<arg_key:opensource>s</arg_key:opensource>\n<arg_value:opensource>a</arg_value:opensource>\n"
+                              "</tool_call:opensource>\n<tool_call:opensource>g<tool_sep:opensource>\n</tool_call:opensource>\n"
+                              "<tool_call:opensource>h<tool_sep:opensource>\n</tool_call:opensource>\n"));
+    free(s);
+    json_decref(m);
+
+    m = parse("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"[1]\"}}]}]");
+    assert_int_equal(hy_chat_template_parse_tool_arguments(m), -1);
+    assert_non_null(strstr(hy_err_msg(), "messages[0].tool_calls[0].function.arguments"));
+    json_decref(m);
+    m = parse("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"{bad\"}}]}]");
+    assert_int_equal(hy_chat_template_parse_tool_arguments(m), -1);
+    json_decref(m);
+}
+
 /* A long conversation renders (linear time; no quadratic copying) and has every turn. */
 static void test_long_conversation(void **state)
 {
@@ -249,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_kwargs_defaults),
         cmocka_unit_test(test_pyjson),
+        cmocka_unit_test(test_parse_tool_arguments),
         cmocka_unit_test(test_long_conversation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
