@@ -370,7 +370,7 @@ def read_reference(path):
         cmd = data[a + len(b"=== CMD: "):eol].decode()
         end = data.index(b"=== END\n", eol)
         argv = shlex.split(cmd)
-        args = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1, 2)}
+        args = {argv[i]: argv[i + 1] for i in range(2, len(argv) - 1, 2)}
         blocks.append({"cmd": cmd, "args": args, "stdout": data[eol + 1:end]})
         pos = end
     return blocks
