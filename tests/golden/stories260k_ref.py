@@ -8,6 +8,7 @@
 - read_reference: the blocks of reference_outputs_run_c.txt.
 """
 import json
+import random
 import shlex
 import struct
 
@@ -138,7 +139,27 @@ class HfBpeTokenizer:
             text = self.prepend + text
         return text.replace(self.rep_from, self.rep_to)
 
+    SPECIAL_STRINGS = ("<unk>", "<s>", "</s>")
+
     def encode(self, text, add_special_tokens=True):
+        """Like HF tokenizers: special added tokens written in the text are matched first (leftmost,
+        longest) and become their ids; each remaining segment is normalized (so gets its own '▁'
+        prefix) and BPE-encoded on its own."""
+        specials = sorted((a["content"] for a in self.added.values() if a["special"]), key=len, reverse=True)
+        ids, seg, i = [], "", 0
+        while i < len(text):
+            hit = next((sp for sp in specials if text.startswith(sp, i)), None)
+            if hit is None:
+                seg += text[i]
+                i += 1
+                continue
+            ids += self._encode_segment(seg)
+            ids.append(self.vocab[hit])
+            seg, i = "", i + len(hit)
+        ids += self._encode_segment(seg)
+        return (self.prefix_ids if add_special_tokens else []) + ids
+
+    def _encode_segment(self, text):
         s = self.normalize(text)
         syms = []
         for ch in s:
@@ -162,7 +183,7 @@ class HfBpeTokenizer:
                 break
             _, k, new = best
             syms[k:k + 2] = [new]
-        return (self.prefix_ids if add_special_tokens else []) + syms
+        return syms
 
     def decode(self, ids, skip_special_tokens=True):
         toks = [self.id_to_tok[i] for i in ids
@@ -374,3 +395,26 @@ def read_reference(path):
         blocks.append({"cmd": cmd, "args": args, "stdout": data[eol + 1:end]})
         pos = end
     return blocks
+
+
+# ------------------------------------------------------------------------------------------- test texts
+
+def test_texts(rt, corpus_path):
+    """Fixed strings, the first 100 corpus lines (one by one and in 5-line chunks), and 300 seeded random
+    strings glued from vocabulary pieces, spaces, punctuation and non-vocab characters (byte fallback)."""
+    texts = ["Once upon a time", "", " ", "  ", "a", "Lily", " Once upon a time", "Once upon a time ",
+             "Hello  world\n", "Tim and Lily went to the park.\nThey saw a big dog!",
+             "\"I'm sorry, mom.\" She said, \"Don't worry.\"", "tab\there", "café naïve – “quotes” …",
+             "\u2603 snowman \U0001d11e clef \u4e2d\u6587", "\u200a\xa0", "<s> </s> <unk> <0x41>",
+             "aaaa llll pppp oooo", "1234567890 $%&*()[]{}~|\\/"]
+    with open(corpus_path, encoding="utf-8") as f:
+        lines = f.read().split("\n")[:100]
+    texts += lines
+    texts += ["\n".join(lines[i:i + 5]) for i in range(0, 100, 5)]
+    rng = random.Random(1234)
+    pieces = [t.decode("utf-8") for t in rt.vocab[259:]]
+    extra = [" ", "  ", "\n", ".", ",", "'", "\"", "é", "\u2014", "\u00fc", "\U0001F600", "x", "z"]
+    for _ in range(300):
+        texts.append("".join(rng.choice(pieces if rng.random() < 0.8 else extra)
+                             for _ in range(rng.randint(1, 25))))
+    return texts
