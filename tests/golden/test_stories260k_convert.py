@@ -9,6 +9,8 @@
    N = steps - len(prompt ids incl. BOS) + 1 new tokens, stop on generation_config eos_token_id, echo the
    raw prompt, decode the new ids with the tokenizer.json decoder), must print the same bytes (+ "\\n").
 3. Structure: tensor names/shapes/dtypes, no lm_head (tied), config.json / generation_config.json values.
+4. A random checkpoint of another shape with a separate classifier converts to matching logits; a
+   truncated checkpoint is refused.
 Exit 0 pass, 1 fail, 77 skip (data missing).
 """
 import json
@@ -120,8 +122,52 @@ def main():
         check(len(new) == n_new, f"[{b['cmd']}] stopped at eos after {len(new)} tokens, the .sh test assumes -n")
         print(f"[{b['cmd']}] prompt ids {len(hids)}, -n {n_new}, generated {len(new)}, "
               f"stopped by {'eos' if len(new) < n_new else '-n'}, logits diff {diff:.2e}")
+
+    synthetic_checks(tok, check)
     print("FAILED: %d checks" % len(fails) if fails else "all checks passed")
     return 1 if fails else 0
+
+
+def synthetic_checks(tok, check):
+    """A random llama2.c checkpoint with another shape (head_size 12, GQA 3:1, separate classifier:
+    negative vocab_size) must convert to an untied HF model with the same logits; a truncated file
+    must be refused with exit status 1."""
+    rng = np.random.default_rng(7)
+    dim, hidden, L, nh, nkv, vocab, seq = 72, 100, 2, 6, 2, 512, 40
+    hs = dim // nh
+    kv = nkv * hs
+    ang = np.arange(seq)[:, None] * (1.0 / 10000.0 ** (np.arange(0, hs, 2) / hs))[None, :]
+    parts = [rng.standard_normal(n).astype(np.float32) * 0.3 for n in (
+        vocab * dim, L * dim, L * dim * dim, L * kv * dim, L * kv * dim, L * dim * dim, L * dim,
+        L * hidden * dim, L * dim * hidden, L * hidden * dim, dim)]
+    parts += [np.cos(ang).astype(np.float32).ravel(), np.sin(ang).astype(np.float32).ravel(),
+              rng.standard_normal(vocab * dim).astype(np.float32) * 0.3]
+    os.makedirs(os.path.join(ROOT, "build"), exist_ok=True)
+    path = os.path.join(ROOT, "build", "synthetic_llama2c.bin")
+    with open(path, "wb") as f:
+        f.write(np.array([dim, hidden, L, nh, nkv, -vocab, seq], np.int32).tobytes())
+        for a in parts:
+            f.write(a.tobytes())
+    out = os.path.join(ROOT, "build", "synthetic-hf")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"), "--checkpoint", path,
+                        "--tokenizer", tok, "--out", out])
+    check(r.returncode == 0, "synthetic conversion")
+    if r.returncode:
+        return
+    config = json.load(open(os.path.join(out, "config.json")))
+    tensors = safetensors_np.load(os.path.join(out, "model.safetensors"))
+    check(config["tie_word_embeddings"] is False and "lm_head.weight" in tensors, "untied classifier -> lm_head")
+    cfg, w = convert_llama2c.read_checkpoint(path)
+    a, b = RuncModel(cfg, w), HfLlamaModel(config, tensors)
+    diff = max(float(np.max(np.abs(a.forward(t, p) - b.forward(t, p))))
+               for p, t in enumerate([1, 300, 17, 400, 5, 259, 260, 511]))
+    check(diff < 1e-3, f"synthetic logits max abs diff {diff}")
+    print(f"synthetic head_size {hs}, GQA {nh}/{nkv}, untied: logits diff {diff:.2e}")
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 4)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"), "--checkpoint", path,
+                        "--tokenizer", tok, "--out", out + "-bad"], capture_output=True, text=True)
+    check(r.returncode == 1 and "header implies" in r.stderr, f"truncated checkpoint: rc {r.returncode} {r.stderr!r}")
 
 
 if __name__ == "__main__":
