@@ -7,7 +7,7 @@
 # Steps: tools/convert_llama2c.py turns stories260K.bin + tok512.bin into build/stories260K-hf
 # (HF Llama layout, wq/wk rows permuted so NeoX RoPE equals run.c's interleaved RoPE), then
 #   build/hyinfer generate -m build/stories260K-hf -p PROMPT -n N --temperature 0 --dtype float32 --echo
-# and compares its stdout + "\n" with the block between "=== CMD: ..." and "=== END".
+# and compares its stdout, byte for byte, with the block between "=== CMD: ..." and "=== END".
 #
 # Mapping run.c -> hyinfer:
 # - run.c's -n is "steps", the number of positions including BOS and the prompt (default 256); it
@@ -27,8 +27,11 @@
 #   the first piece after BOS (the dummy prefix), then "\n" after the loop. With --echo the engine
 #   prints the raw prompt, then the decoded completion (tokenizer.json decoder; its Strip removes the
 #   leading space of the first piece after BOS, which matters for case 1 where the first generated
-#   token is "▁Once"; in cases 2/4 the first new token is "," and nothing is stripped). The final
-#   newline of each reference block is run.c's printf("\n"), hence stdout + "\n" is compared.
+#   token is "▁Once"; in cases 2/4 the first new token is "," and nothing is stripped).
+# - Final newline: the last byte of each reference block is run.c's printf("\n") after its loop (the
+#   last generated pieces are "you." and "Lily", no newline token). hyinfer generate likewise prints
+#   "\n" after the completion (src/cli/cmd_generate.c, text mode), so stdout is compared as is,
+#   with no newline added.
 # Exit 0 pass, 77 skip (data missing), else fail.
 set -uo pipefail
 ROOT="${HYINFER_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -64,7 +67,6 @@ run_case() {  # name, exact reference CMD line, prompt, N
   "$BIN" generate -m "$MODEL" -p "$prompt" -n "$n" --temperature 0 --dtype float32 --echo \
     >"$out" 2>"$WORK/$name.err"
   local rc=$?
-  printf '\n' >>"$out"
   if [ $rc -ne 0 ]; then
     echo "FAIL $name: hyinfer exited $rc"; tail -5 "$WORK/$name.err" | sed 's/^/    /'
     fails=$((fails + 1)); return

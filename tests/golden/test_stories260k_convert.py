@@ -7,7 +7,7 @@
    config.json must give the same logits as (1) at every position (max abs diff < 1e-3) and, run the way
    `hyinfer generate -p PROMPT -n N --temperature 0 --echo` is specified (prompt through tokenizer.json,
    N = steps - len(prompt ids incl. BOS) + 1 new tokens, stop on generation_config eos_token_id, echo the
-   raw prompt, decode the new ids with the tokenizer.json decoder), must print the same bytes (+ "\\n").
+   raw prompt, decode the new ids with the tokenizer.json decoder, final "\\n"), must print the same bytes.
 3. Structure: tensor names/shapes/dtypes, no lm_head (tied), config.json / generation_config.json values.
 4. A random checkpoint of another shape with a separate classifier converts to matching logits; a
    truncated checkpoint is refused.
