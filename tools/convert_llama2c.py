@@ -181,7 +181,7 @@ def hf_config(cfg):
 
 def generation_config():
     # eos 1 (= BOS): run.c ends a sample when it draws BOS; see the module docstring.
-    return {"bos_token_id": 1, "eos_token_id": [1, 2], "do_sample": False}
+    return {"bos_token_id": 1, "eos_token_id": [1, 2]}
 
 
 # ---------------------------------------------------------------------------------------------
