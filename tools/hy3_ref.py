@@ -22,8 +22,8 @@ computed as fp32 products of fp32 values, as the spec recommends, unless rope_fp
 comparison against this reference is sensitive to each of them.
 
 CLI (same JSON as `hyinfer logits` / `hyinfer generate --print-ids`):
-  hy3_ref.py logits -m DIR --prompt-ids 1,2,3 [--all-positions] [--mtp] [--mutate NAME]
-  hy3_ref.py generate -m DIR --prompt-ids 1,2,3 -n 64 [--ignore-eos] [--mutate NAME]
+  hy3_ref.py logits -m DIR --prompt-ids 1,2,3 [--all-positions] [--mtp] [--mutate NAME] [--dtype float32]
+  hy3_ref.py generate -m DIR --prompt-ids 1,2,3 -n 64 [--ignore-eos] [--mutate NAME] [--dtype float32]
 """
 import argparse
 import json
@@ -394,9 +394,16 @@ def _main(argv):
     ap.add_argument("-n", type=int, default=16)
     ap.add_argument("--ignore-eos", action="store_true")
     ap.add_argument("--mutate", action="append", default=[], choices=sorted(MUTATIONS))
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                    help="math precision (float32 makes this a stand-in for the engine's fp32 mode)")
+    ap.add_argument("--temperature", type=float, default=0.0, help="only 0 (greedy) is supported")
+    ap.add_argument("--json", action="store_true", help="accepted for CLI compatibility (output is JSON)")
+    ap.add_argument("--print-ids", action="store_true", help="accepted for CLI compatibility")
     a = ap.parse_args(argv)
+    if a.temperature != 0.0:
+        ap.error("only --temperature 0 (greedy) is supported")
     ids = [int(x) for x in a.prompt_ids.split(",") if x.strip()]
-    ref = Hy3Ref(a.model, mutations=a.mutate)
+    ref = Hy3Ref(a.model, mutations=a.mutate, dtype=np.float32 if a.dtype == "float32" else np.float64)
     if a.cmd == "logits":
         logits, hidden = ref.forward(ids)
         res = {"prompt_ids": ids, "logits": (logits if a.all_positions else logits[-1:]).tolist()}
