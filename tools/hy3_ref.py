@@ -61,6 +61,10 @@ class Hy3Config:
         self.raw = cfg
         if cfg.get("model_type") not in (None, "hy_v3"):
             raise ValueError("config.json: model_type %r is not hy_v3" % cfg.get("model_type"))
+        if cfg.get("hidden_act", "silu") != "silu":
+            raise ValueError("config.json: hidden_act %r (hy_v3 uses silu)" % cfg.get("hidden_act"))
+        if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+            raise ValueError("config.json: attention_bias / mlp_bias are not part of hy_v3")
         self.vocab = int(cfg["vocab_size"])
         self.hidden = int(cfg["hidden_size"])
         self.n_layers = int(cfg["num_hidden_layers"])
