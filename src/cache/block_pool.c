@@ -1,4 +1,4 @@
-/* block_pool.c - block ref counts, the free queue in eviction order and the prefix-cache hash map. */
+/* block_pool.c - ref counts, the free queue in eviction order, the prefix-cache hash map. */
 #include "cache/block_pool.h"
 
 #include "base/err.h"
@@ -15,7 +15,8 @@ static uint64_t mum(uint64_t a, uint64_t b)
 
 uint64_t hy_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t n)
 {
-    const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL, k2 = 0x8ebc6af09c88c6e3ULL;
+    const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL,
+                   k2 = 0x8ebc6af09c88c6e3ULL;
     uint64_t h = mum(parent_hash ^ k0, k1 ^ (uint64_t)n);
     int32_t i = 0;
     for (; i + 1 < n; i += 2) {
@@ -150,8 +151,8 @@ int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, uint6
         const struct hy_block *b = &p->blocks[id];
         if (b->hash != hash)
             continue;
-        if (b->parent_hash != parent_hash ||
-            memcmp(p->tokens + (size_t)id * p->block_size, tokens, (size_t)p->block_size * sizeof(int32_t)))
+        if (b->parent_hash != parent_hash || memcmp(p->tokens + (size_t)id * p->block_size, tokens,
+                                                    (size_t)p->block_size * sizeof(int32_t)))
             return -1; /* a collision: the map holds one block per hash */
         return id;
     }

@@ -123,7 +123,8 @@ static int grow_blocks(struct hy_scheduler *s, struct hy_request *r, int32_t n)
 
 /* Schedules running request r for up to *budget tokens, preempting newer requests while blocks
  * run out. Returns 1 if r itself was preempted. */
-static int schedule_running(struct hy_scheduler *s, struct hy_request *r, int32_t *budget, int *preempted)
+static int schedule_running(struct hy_scheduler *s, struct hy_request *r, int32_t *budget,
+                            int *preempted)
 {
     int32_t n = r->n_tokens - r->n_computed;
     if (n > *budget)
@@ -154,7 +155,8 @@ static int32_t lookup_prefix(struct hy_scheduler *s, struct hy_request *r)
     int32_t k = 0;
     for (; k < max_blocks; k++) {
         uint64_t parent = k ? r->hashes[k - 1] : 0;
-        int32_t id = hy_block_pool_lookup(s->pool, r->hashes[k], parent, r->tokens + (size_t)k * bs);
+        int32_t id =
+            hy_block_pool_lookup(s->pool, r->hashes[k], parent, r->tokens + (size_t)k * bs);
         if (id < 0)
             break;
         s->hit_ids[k] = id;

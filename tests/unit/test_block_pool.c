@@ -67,7 +67,8 @@ static void test_hash_hit_miss_evict(void **state)
     assert_int_equal(p.n_cached, 1);
     assert_int_equal(hy_block_pool_lookup(&p, ha, 0, a), ids[0]);
     assert_int_equal(hy_block_pool_lookup(&p, hb, 0, b), -1);
-    assert_int_equal(hy_block_pool_lookup(&p, ha, 0, b), -1);  /* same hash, other tokens: collision */
+    assert_int_equal(hy_block_pool_lookup(&p, ha, 0, b),
+                     -1); /* same hash, other tokens: collision */
     assert_int_equal(hy_block_pool_lookup(&p, ha, 7, a), -1);  /* other parent */
     /* a duplicate registration under the same hash is ignored */
     assert_int_equal(hy_block_pool_alloc(&p, 1, ids + 1), 0);

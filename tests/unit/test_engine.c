@@ -178,7 +178,8 @@ static void test_concurrent_equals_sequential(void **state)
     base_config(&c);
     run(&c, prompts, NREQ, 1, res, &st);
     assert_same(reference, res, NREQ);
-    printf("concurrent: max_batch_seqs=%d steps=%llu\n", st.max_batch_seqs, (unsigned long long)st.num_steps);
+    printf("concurrent: max_batch_seqs=%d steps=%llu\n", st.max_batch_seqs,
+           (unsigned long long)st.num_steps);
     assert_true(st.max_batch_seqs >= 8);
     c.enable_prefix_caching = 0; /* and the same without prefix caching */
     run(&c, prompts, NREQ, 1, res, &st);
@@ -238,7 +239,8 @@ static void test_chunked_prefill(void **state)
     c.max_num_batched_tokens = 3; /* every prompt (>= 5 tokens) is split */
     run(&c, prompts, NREQ, 1, res, &st);
     assert_same(reference, res, NREQ);
-    printf("chunked: %llu prompt chunks for %d prompts\n", (unsigned long long)st.prompt_chunks, NREQ);
+    printf("chunked: %llu prompt chunks for %d prompts\n", (unsigned long long)st.prompt_chunks,
+           NREQ);
     assert_true(st.prompt_chunks >= 2 * NREQ);
     run(&c, prompts, NREQ, 0, res, &st);
     assert_same(reference, res, NREQ);
@@ -303,7 +305,8 @@ static void test_queue_full_and_invalid_input(void **state)
     assert_non_null(strstr(hy_err_msg(), "empty prompt"));
     req_init(&r, &prompts[3], 4); /* 33 tokens > max_model_len 32 */
     assert_int_equal(hy_engine_add_request(e, &r, &id), HY_ENGINE_ERROR);
-    assert_string_equal(hy_err_msg(), "Input length 33 exceeds the model's maximum context length 32");
+    assert_string_equal(hy_err_msg(),
+                        "Input length 33 exceeds the model's maximum context length 32");
     req_init(&r, &prompts[0], 0);
     assert_int_equal(hy_engine_add_request(e, &r, &id), HY_ENGINE_ERROR);
     req_init(&r, &prompts[0], 4);
@@ -324,6 +327,13 @@ static void test_queue_full_and_invalid_input(void **state)
     c.kv_cache_memory_bytes = 16 * 4 * 1280;
     e = create(&c);
     hy_engine_free(e);
+    c.max_model_len = 262145;
+    assert_null(hy_engine_create(model, &c));
+    assert_non_null(strstr(hy_err_msg(), "max_position_embeddings 262144"));
+    c.max_model_len = 64;
+    c.max_num_seqs = 0;
+    assert_null(hy_engine_create(model, &c));
+    assert_non_null(strstr(hy_err_msg(), "max_num_seqs"));
 }
 
 static void test_abort_frees_blocks(void **state)
@@ -427,7 +437,7 @@ static void test_seeded_sampling(void **state)
     for (int i = 0; i < NREQ; i++) {
         struct hy_engine_request q;
         req_init(&q, &prompts[i], MAXTOK);
-        if (i == 2)
+        if (i == NREQ - 1) /* the seeded request comes last: the newest is preempted first */
             q = r, q.params.seed = 42, q.params.max_new_tokens = 16;
         assert_int_equal(hy_engine_add_request(e, &q, &ids[i]), HY_ENGINE_OK);
     }
@@ -435,7 +445,7 @@ static void test_seeded_sampling(void **state)
     struct hy_engine_stats st;
     hy_engine_get_stats(e, &st);
     assert_true(st.num_preemptions > 0);
-    assert_memory_equal(a.toks, res[2].toks, sizeof(int32_t) * 16);
+    assert_memory_equal(a.toks, res[NREQ - 1].toks, sizeof(int32_t) * 16);
     hy_engine_free(e);
 }
 

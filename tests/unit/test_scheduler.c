@@ -18,7 +18,8 @@ struct fixture {
     struct hy_scheduler  s;
 };
 
-static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget, int prefix)
+static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget,
+                     int prefix)
 {
     struct hy_sched_config c = {max_seqs, budget, prefix, 16};
     assert_int_equal(hy_block_pool_init(&f->pool, n_blocks, BS), 0);
