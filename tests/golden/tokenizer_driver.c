@@ -4,7 +4,8 @@
  *   tokenizer_driver LOAD encode-list STRINGS.json   -> JSON array, one object per string:
  *        {"special": [ids, added tokens matched], "ordinary": [ids, specials as text],
  *         "roundtrip": decode(special ids) == text byte for byte,
- *         "stream_ok": concatenated hy_detok output == decode output (when that is valid UTF-8)}
+ *         "stream_ok": concatenated hy_detok output == decode output (when that is valid UTF-8),
+ *         "decoded_hex": hex of decode(special ids, skip_special 0)}
  *   tokenizer_driver LOAD encode-file FILE [MAX_BYTES] -> {"ids": [...], "bytes": n,
  *         "seconds": encode wall time, "roundtrip": bool}
  *   tokenizer_driver LOAD info   -> {"vocab_size": n, "bos": id}
@@ -139,9 +140,18 @@ int main(int argc, char **argv)
             if (!dec)
                 goto fail;
             int rt = strlen(dec) == n && memcmp(dec, s, n) == 0;
-            json_array_append_new(res, json_pack("{s:o,s:o,s:b,s:b}", "special", ids_json(a, na),
+            size_t dl = strlen(dec);
+            char *hex = malloc(2 * dl + 1);
+            if (!hex)
+                goto fail;
+            hex[0] = '\0';
+            for (size_t q = 0; q < dl; q++)
+                snprintf(hex + 2 * q, 3, "%02x", (unsigned char)dec[q]);
+            json_array_append_new(res, json_pack("{s:o,s:o,s:b,s:b,s:s}", "special", ids_json(a, na),
                                                  "ordinary", ids_json(b, nb), "roundtrip", rt,
-                                                 "stream_ok", stream_matches(t, a, na, dec)));
+                                                 "stream_ok", stream_matches(t, a, na, dec),
+                                                 "decoded_hex", hex));
+            free(hex);
             free(dec);
             free(a);
             free(b);
