@@ -170,8 +170,8 @@ static int read_moe(json_t *root, struct hy_model_config *c)
         return 0;
     if (c->num_experts <= 0)
         return hy_err_set("field \"num_experts\" is required (MoE layers present)");
-    if (c->num_experts_per_tok <= 0 || c->num_experts_per_tok > c->num_experts)
-        return hy_err_set("num_experts_per_tok (%d) must be in [1, num_experts=%d]",
+    if (c->num_experts_per_tok <= 0 || c->num_experts_per_tok > c->num_experts || c->num_experts_per_tok > 64)
+        return hy_err_set("num_experts_per_tok (%d) must be in [1, min(64, num_experts=%d)]",
                           c->num_experts_per_tok, c->num_experts);
     if (c->moe_intermediate_size <= 0)
         return hy_err_set("field \"moe_intermediate_size\" (or \"expert_hidden_dim\") is required");
