@@ -101,6 +101,7 @@ struct hy_tokenizer {
     struct hy_strmap     by_surf;    /* surface form (and added token text) -> id */
     struct hy_strmap     by_model;   /* model-space key used by BPE: raw bytes for byte-level */
     struct hy_pairmap    merges;
+    struct hy_pairmap    adjacent;   /* (char, char) pairs adjacent inside some multi-char token */
     int32_t              byte_id[256];      /* byte-level: id of each single byte; -1 none */
     int32_t              fallback_id[256];  /* byte_fallback: id of <0xNN>; -1 none */
     int                  byte_level;        /* BPE input is raw bytes (ByteLevel / tiktoken) */
@@ -137,6 +138,7 @@ struct hy_tok_scratch {
     size_t               seg_cap;
     /* BPE work arrays */
     int32_t *sym, *prev, *next;
+    uint8_t *cut;  /* cut[i]: no merge can cross the boundary before symbol i */
     size_t   sym_cap;
     struct hy_heap_ent { int32_t prio, pos, left, right; } *heap;
     size_t   heap_n, heap_cap;
@@ -152,6 +154,10 @@ int  hy_tok_emit(struct hy_tok_scratch *s, int32_t id);
  * starts the input (Metaspace prepend_scheme "first"). Returns 0 / -1. */
 int hy_tok_pretokenize(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *text,
                        size_t len, int first);
+
+/* bpe.c: records which characters occur next to each other inside tokens (used to cut long
+ * pieces where no merge can ever cross: exact, and keeps the merge heap small). 0 / -1 OOM. */
+int hy_tok_build_adjacency(struct hy_tokenizer *t);
 
 /* bpe.c: BPE-encodes one piece, appending ids to s->ids. Returns 0 / -1 (OOM). */
 int hy_tok_bpe_piece(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *p,

@@ -192,6 +192,7 @@ void hy_tokenizer_free(struct hy_tokenizer *t)
     hy_strmap_free(&t->by_surf);
     hy_strmap_free(&t->by_model);
     hy_pairmap_free(&t->merges);
+    hy_pairmap_free(&t->adjacent);
     hy_arena_free(&t->arena);
     free(t);
 }
@@ -730,6 +731,8 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
     if (rc)
         return -1;
     index_added(t);
+    if (hy_tok_build_adjacency(t) != 0)
+        return hy_err_set("out of memory");
     t->bos_id = bos_from_post_processor(json_object_get(root, "post_processor"));
     if (t->bos_id >= t->n_vocab)
         t->bos_id = -1;
@@ -1052,6 +1055,10 @@ int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *config_pat
     t->byte_level = 1;
     t->whole_word_first = 1;
     t->is_tiktoken = 1;
+    if (hy_tok_build_adjacency(t) != 0) {
+        hy_err_set("out of memory");
+        goto done;
+    }
     rc = 0;
 
 done:

@@ -3,7 +3,7 @@
 //   node tests/js/ref_encode.mjs TOKENIZER_JSON CONFIG_JSON|- STRINGS_JSON
 // prints a JSON array, one object per input string:
 //   {"ids": encode(s, add_special_tokens=false).ids, "ids_bos": encode(s, add_special_tokens=true).ids,
-//    "decoded": decode(ids)}
+//    "decoded": decode(ids) without clean_up_tokenization_spaces}
 // Also: node tests/js/ref_encode.mjs --locate PACKAGE  prints the path of PACKAGE/models/tokenizer.json.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -27,6 +27,6 @@ const tok = new Tokenizer(tj, cfg);
 const out = strings.map((s) => {
   const ids = tok.encode(s, { add_special_tokens: false }).ids;
   const idsBos = tok.encode(s, { add_special_tokens: true }).ids;
-  return { ids, ids_bos: idsBos, decoded: ids.length ? tok.decode(ids) : "" };
+  return { ids, ids_bos: idsBos, decoded: ids.length ? tok.decode(ids, { clean_up_tokenization_spaces: false }) : "" };
 });
 process.stdout.write(JSON.stringify(out) + "\n");
