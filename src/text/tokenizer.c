@@ -1258,6 +1258,13 @@ const char *hy_tokenizer_token_bytes(const struct hy_tokenizer *t, int32_t id, s
 char *hy_tokenizer_decode(const struct hy_tokenizer *t, const int32_t *ids, size_t n,
                           int skip_special)
 {
+    size_t len;
+    return hy_tokenizer_decode_len(t, ids, n, skip_special, &len);
+}
+
+char *hy_tokenizer_decode_len(const struct hy_tokenizer *t, const int32_t *ids, size_t n,
+                              int skip_special, size_t *out_len)
+{
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab)
@@ -1288,6 +1295,7 @@ char *hy_tokenizer_decode(const struct hy_tokenizer *t, const int32_t *ids, size
         w += bl;
     }
     out[w] = '\0';
+    *out_len = w;
     return out;
 }
 

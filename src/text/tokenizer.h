@@ -56,6 +56,10 @@ const char *hy_tokenizer_token_bytes(const struct hy_tokenizer *tok, int32_t id,
 char *hy_tokenizer_decode(const struct hy_tokenizer *tok, const int32_t *ids, size_t n,
                           int skip_special);
 
+/* Same as hy_tokenizer_decode, and *out_len gets the byte count (text may contain NUL bytes). */
+char *hy_tokenizer_decode_len(const struct hy_tokenizer *tok, const int32_t *ids, size_t n,
+                              int skip_special, size_t *out_len);
+
 /* Number of leading spaces the decoder drops from the start of decoded text (SentencePiece-style
  * Strip / Metaspace decoders: 1; byte-level and tiktoken: 0). */
 int hy_tokenizer_strip_leading(const struct hy_tokenizer *tok);
@@ -63,7 +67,9 @@ int hy_tokenizer_strip_leading(const struct hy_tokenizer *tok);
 /* Largest id + 1 (ordinary + added tokens). */
 int32_t hy_tokenizer_vocab_size(const struct hy_tokenizer *tok);
 
-/* Id of the exact token string (ordinary or added), or -1. */
+/* Id of the exact token string (ordinary or added), or -1. The string is the vocabulary's own
+ * spelling: GPT-2 surface form for byte-level tokenizer.json files (e.g. "\u0120the" = "Ġthe"),
+ * "▁"-form for SentencePiece-style ones, raw bytes for tiktoken files. */
 int32_t hy_tokenizer_token_to_id(const struct hy_tokenizer *tok, const char *token);
 
 /* 1 if id is an added token marked special (control token), else 0. */
