@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HY_TOK_MAX_ID (1 << 24) /* refuse absurd ids rather than allocating for them */
+#define HY_TOK_MAX_ID (1 << 22) /* refuse absurd ids (> 4M) rather than allocating for them */
 
 /* Hunyuan's tiktoken split pattern (tokenization_hy.py PAT_STR); used when a tiktoken
  * directory's tokenizer_config.json carries no "pat_str". */
@@ -133,6 +133,7 @@ static char *decode_surface(const struct dec_list *d, const char *surf, size_t n
                 z--;
             memmove(cur, cur + a, z - a);
             len = z - a;
+            cur[len] = '\0';
         }
     }
     *out_n = len;

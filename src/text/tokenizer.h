@@ -4,6 +4,21 @@
  * first (when allowed), the remaining text is pre-tokenized (PCRE2 regex splits, UTF + UCP, JIT)
  * and each piece is BPE-merged by rank. Decoding maps ids back to raw bytes (ByteLevel surface
  * mapping undone, SentencePiece-style "▁" / <0xNN> byte-fallback undone for Llama-family files).
+ *
+ * tokenizer.json support (anything else is refused with an error naming the file and the type):
+ *   model       BPE: vocab, merges ("a b" or ["a","b"]), byte_fallback, unk_token, fuse_unk,
+ *               ignore_merges; merge priority = position in merges, ties leftmost.
+ *   normalizer  null, Sequence, Prepend, Replace (String pattern).
+ *   pre_tokenizer null, Sequence, Split (Regex/String; Removed, Isolated, MergedWithPrevious,
+ *               MergedWithNext, Contiguous; invert), ByteLevel (add_prefix_space, use_regex =
+ *               GPT-2 pattern), Metaspace (replacement, prepend_scheme, split), Digits.
+ *   decoder     null, Sequence, ByteLevel, Replace (String), ByteFallback, Fuse, Strip, Metaspace.
+ *   added_tokens matched on the raw text, leftmost-longest, lstrip/rstrip honored ("normalized"
+ *               and "single_word" are ignored).
+ *   post_processor TemplateProcessing: a leading SpecialToken in "single" is the BOS.
+ * tiktoken: "base64 rank" lines, rank = id; merge = the adjacent pair whose concatenation has the
+ * lowest rank; a piece that is itself a token stays whole. Loaded tokenizers are read-only, so one
+ * can be shared by threads.
  */
 #ifndef HY_TEXT_TOKENIZER_H
 #define HY_TEXT_TOKENIZER_H
