@@ -7,7 +7,7 @@
  *         "stream_ok": concatenated hy_detok output == decode output (when that is valid UTF-8),
  *         "decoded_hex": hex of decode(special ids, skip_special 0)}
  *   tokenizer_driver LOAD encode-file FILE [MAX_BYTES] -> {"ids": [...], "bytes": n,
- *         "seconds": encode wall time, "roundtrip": bool}
+ *         "seconds": encode wall time, "cpu_seconds": its thread CPU time, "roundtrip": bool}
  *   tokenizer_driver LOAD info   -> {"vocab_size": n, "bos": id}
  * LOAD is one of: --json tokenizer.json | --tiktoken F.tiktoken [--config tokenizer_config.json]
  *                 | --dir MODEL_DIR
@@ -73,12 +73,13 @@ static int stream_matches(const struct hy_tokenizer *t, const int32_t *ids, size
     return ok;
 }
 
-static double now(void)
+static double now_clock(clockid_t c)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(c, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+static double now(void) { return now_clock(CLOCK_MONOTONIC); }
 
 int main(int argc, char **argv)
 {
@@ -167,15 +168,15 @@ int main(int argc, char **argv)
             len = (size_t)atol(argv[i + 1]);
         int32_t *a;
         size_t na;
-        double t0 = now();
+        double t0 = now(), c0 = now_clock(CLOCK_THREAD_CPUTIME_ID);
         if (hy_tokenizer_encode(t, data, len, 0, &a, &na) != 0)
             goto fail;
-        double dt = now() - t0;
+        double dt = now() - t0, dc = now_clock(CLOCK_THREAD_CPUTIME_ID) - c0;
         size_t dl;
         char *dec = hy_tokenizer_decode_len(t, a, na, 0, &dl);
         int rt = dec && dl == len && memcmp(dec, data, len) == 0;
-        res = json_pack("{s:o,s:I,s:f,s:b}", "ids", ids_json(a, na), "bytes", (json_int_t)len,
-                        "seconds", dt, "roundtrip", rt);
+        res = json_pack("{s:o,s:I,s:f,s:f,s:b}", "ids", ids_json(a, na), "bytes", (json_int_t)len,
+                        "seconds", dt, "cpu_seconds", dc, "roundtrip", rt);
         free(dec);
         free(a);
         free(data);
