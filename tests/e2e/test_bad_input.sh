@@ -6,7 +6,7 @@
 #   - print exactly one stderr line starting with "hyinfer", naming the file / key / flag and the problem.
 set -uo pipefail
 cd "${HYINFER_ROOT:-.}"
-BIN=build/hyinfer
+BIN="${HYINFER_BIN:-build/hyinfer}"   # e.g. an ASan build: HYINFER_BIN=build-asan/hyinfer
 PY="${PYTHON:-/usr/bin/python3}"
 SRC="${HY_SHARED:-../shared}/data/hy3-golden-llamacpp/hy3-golden-b"
 W=build/e2e-bad-input
@@ -28,15 +28,16 @@ expect() {
   if [ $rc -eq 0 ]; then bad "$name" "exit status 0"; return; fi
   if [ $rc -eq 124 ]; then bad "$name" "timed out"; return; fi
   if [ $rc -ge 126 ]; then bad "$name" "exit status $rc (signal $((rc - 128))?); stderr: $(tail -3 "$err")"; return; fi
-  if [ -s "$out" ]; then bad "$name" "stdout not empty: $(head -c 200 "$out")"; fi
+  if grep -q 'Sanitizer\|runtime error:' "$err"; then bad "$name" "sanitizer report: $(grep -m3 'Sanitizer\|runtime error:' "$err")"; return; fi
+  if [ -s "$out" ]; then bad "$name" "stdout not empty: $(head -c 200 "$out")"; return; fi
   local n; n=$(grep -c '^hyinfer' "$err")
   if [ "$n" != 1 ]; then bad "$name" "$n stderr lines start with 'hyinfer' (want 1): $(head -5 "$err")"; return; fi
   local line; line=$(grep '^hyinfer' "$err")
-  local IFS='|' piece
+  local IFS='|' piece before=$failures
   for piece in $want; do
     case "$line" in *"$piece"*) ;; *) bad "$name" "message lacks \"$piece\": $line" ;; esac
   done
-  echo "ok   [$name] rc=$rc: $line"
+  [ $failures -eq $before ] && echo "ok   [$name] rc=$rc: $line"
 }
 
 # copy NAME: a writable copy of the golden model at $W/NAME
@@ -77,6 +78,10 @@ copy yarn; edit_config yarn 'c["rope_parameters"] = {"rope_type": "yarn", "facto
 expect rope_yarn "yarn/config.json|yarn|not supported" -- generate -m "$W/yarn" "${GEN[@]}" --dtype float32
 copy topk; edit_config topk 'c["num_experts_per_tok"] = 13' || setup_failed
 expect experts_per_tok "topk/config.json|num_experts_per_tok (13)" -- generate -m "$W/topk" "${GEN[@]}" --dtype float32
+copy badgen; printf '{"eos_token_id": [475,\n  476,,]}' >"$W/badgen/generation_config.json"
+expect corrupt_generation_config "badgen/generation_config.json|invalid JSON" -- generate -m "$W/badgen" "${GEN[@]}" --dtype float32
+copy badtok; head -c 4000 "$SRC/tokenizer.json" >"$W/badtok/tokenizer.json"
+expect corrupt_tokenizer "badtok/tokenizer.json" -- generate -m "$W/badtok" "${GEN[@]}" --dtype float32
 # a config that disagrees with the weights: caught when binding
 copy vocab; edit_config vocab 'c["vocab_size"] = 500' || setup_failed
 expect config_vs_weights "model.embed_tokens.weight|[480, 96]|[500, 96]" -- generate -m "$W/vocab" "${GEN[@]}" --dtype float32
