@@ -53,6 +53,21 @@ for name, load in loaders.items():
 if not any(c["ids_allow_special"] != c["ids_ordinary"] for c in cases):
     tc.fail("golden file has no case where specials matter")
 
+# the varied strings of the npm test and seeded random byte soups: the tiktoken loader and the
+# converted tokenizer.json must agree everywhere, not only on the golden cases
+import random  # noqa: E402
+rng = random.Random(7)
+alphabet = "ab  \n\t'sSllL0123456789.,!?-你好世界é😀\u3000\r"
+soups = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 200))) for _ in range(300)]
+extra = tc.write_json("a13b_extra_strings.json", tc.STRINGS + soups)
+a = tc.driver(*loaders["tiktoken"], "encode-list", extra)
+b = tc.driver(*loaders["converted-json"], "encode-list", extra)
+for s_, x, y in zip(tc.STRINGS + soups, a, b):
+    if x["special"] != y["special"] or x["ordinary"] != y["ordinary"] or not x["roundtrip"] or not y["roundtrip"]:
+        bad += 1
+        print("LOADERS DIFFER %r" % s_[:60])
+print("%d extra strings: tiktoken loader == converted tokenizer.json" % len(a))
+
 corpus = os.path.join(tc.SHARED, "data", "corpora", "tinyshakespeare.txt")
 for limit in ("50000", "0"):
     args = ["encode-file", corpus] + ([limit] if limit != "0" else [])

