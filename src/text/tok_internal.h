@@ -109,14 +109,13 @@ struct hy_tokenizer {
     int                  whole_word_first;  /* ignore_merges / tiktoken: whole piece in vocab wins */
     int32_t              unk_id;
     int                  fuse_unk;
-    int                  is_tiktoken;
+    int                  is_tiktoken;       /* loaded from a tiktoken file */
     int32_t              bos_id;            /* hy_tokenizer_add_bos */
     int                  strip_leading;     /* decoder: drop this many leading spaces of output */
     struct hy_norm_step *norm;  int n_norm;
     struct hy_pt_step   *pt;    int n_pt;
     struct hy_added     *added; int n_added;   /* sorted by first byte, then longest first */
     int32_t              added_first[257];     /* index range in `added` per first byte */
-    uint8_t              has_nonspecial_added;
 };
 
 /* pretok.c: compiles a regex with UTF|UCP (+MATCH_INVALID_UTF) and JITs it. NULL + hy_err_msg(). */
