@@ -327,6 +327,13 @@ static void test_queue_full_and_invalid_input(void **state)
     c.kv_cache_memory_bytes = 16 * 4 * 1280;
     e = create(&c);
     hy_engine_free(e);
+    /* KV budget 0: half of MemAvailable, capped at max_num_seqs full-length sequences */
+    c.kv_cache_memory_bytes = 0;
+    e = create(&c);
+    struct hy_engine_stats st;
+    hy_engine_get_stats(e, &st);
+    assert_int_equal(st.num_blocks_total, c.max_num_seqs * 64 / 4);
+    hy_engine_free(e);
     c.max_model_len = 262145;
     assert_null(hy_engine_create(model, &c));
     assert_non_null(strstr(hy_err_msg(), "max_position_embeddings 262144"));
@@ -476,6 +483,13 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
     /* 33-token prompt with max_model_len 40: 7 tokens, then length */
     req_init(&r, &prompts[3], 100);
     assert_int_equal(hy_engine_add_request(e, &r, &ids[2]), HY_ENGINE_OK);
+    /* a prompt of exactly max_model_len tokens gets one token (as in vLLM) */
+    struct prompt full;
+    make_prompt(&full, 40);
+    uint64_t full_id;
+    req_init(&r, &full, 100);
+    assert_int_equal(hy_engine_add_request(e, &r, &full_id), HY_ENGINE_OK);
+    int full_n = 0;
     int checked = 0;
     for (int steps = 0; hy_engine_has_work(e); steps++) {
         assert_true(steps < 5000);
@@ -483,6 +497,11 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
         size_t no;
         assert_int_equal(hy_engine_step(e, &o, &no), 0);
         for (size_t k = 0; k < no; k++) {
+            if (o[k].request_id == full_id) {
+                full_n++;
+                assert_int_equal(o[k].finish, HY_ENGINE_FINISHED_LENGTH);
+                continue;
+            }
             int i = o[k].request_id == ids[0] ? 0 : o[k].request_id == ids[1] ? 1 : 2;
             res[i].toks[res[i].n++] = o[k].token_id;
             res[i].finish = o[k].finish;
@@ -506,6 +525,7 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
     assert_memory_equal(res[1].toks, reference[1].toks, sizeof(int32_t) * (size_t)(first + 1));
     assert_int_equal(res[2].n, 7);
     assert_int_equal(res[2].finish, HY_ENGINE_FINISHED_LENGTH);
+    assert_int_equal(full_n, 1);
     hy_engine_free(e);
 }
 
