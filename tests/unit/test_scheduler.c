@@ -275,6 +275,99 @@ static void test_preempt_newest_and_recompute(void **state)
     teardown_fx(&f);
 }
 
+static uint32_t rng = 1;
+static uint32_t rnd(uint32_t n)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (rng >> 8) % n;
+}
+
+/* Block bookkeeping invariants after a step: ref counts equal table memberships, the free queue
+ * holds exactly the unreferenced blocks, a block shared by two tables is a registered prefix
+ * block holding the same tokens in both, tables cover the computed tokens. */
+static void check_invariants(struct fixture *f)
+{
+    const struct hy_block_pool *p = &f->pool;
+    int32_t refs[64] = {0};
+    for (int32_t i = 0; i < f->s.n_running; i++) {
+        const struct hy_request *r = f->s.running[i];
+        assert_true(r->n_blocks * BS >= r->n_computed);
+        assert_true(r->n_computed <= r->n_tokens);
+        for (int32_t k = 0; k < r->n_blocks; k++)
+            refs[r->blocks[k]]++;
+        for (int32_t k = 0; k < r->n_cached_blocks; k++) {
+            const struct hy_block *b = &p->blocks[r->blocks[k]];
+            if (b->has_hash)
+                assert_memory_equal(p->tokens + (size_t)r->blocks[k] * BS, r->tokens + k * BS,
+                                    BS * sizeof(int32_t));
+        }
+    }
+    for (int32_t i = 0; i < f->s.n_waiting; i++)
+        assert_int_equal(f->s.waiting[i]->n_blocks, 0);
+    int32_t n_free = 0;
+    for (int32_t id = p->free_head; id >= 0; id = p->blocks[id].next) {
+        assert_int_equal(p->blocks[id].ref_cnt, 0);
+        n_free++;
+    }
+    assert_int_equal(n_free, p->n_free);
+    for (int32_t id = 0; id < p->n_blocks; id++) {
+        assert_int_equal(p->blocks[id].ref_cnt, refs[id]);
+        if (refs[id] > 1)
+            assert_true(p->blocks[id].has_hash);
+    }
+}
+
+/* Random traffic (shared prefixes, aborts) on a small pool: invariants hold every step, every
+ * request finishes, all blocks come back. */
+static void test_random_traffic(void **state)
+{
+    (void)state;
+    for (int prefix = 0; prefix < 2; prefix++) {
+        struct fixture f;
+        setup_fx(&f, 12, 4, 7, prefix);
+        struct hy_request *reqs[40];
+        int32_t target[40];
+        int n_done = 0, n_added = 0;
+        uint64_t ids[8];
+        int32_t ns[8];
+        for (int steps = 0; n_done < 40; steps++) {
+            assert_true(steps < 5000);
+            while (n_added < 40 && f.s.n_waiting < 3 && rnd(2)) {
+                int32_t n = 1 + (int32_t)rnd(20), toks[32];
+                for (int32_t i = 0; i < n; i++)
+                    toks[i] = i < 8 ? (int32_t)rnd(2) : (int32_t)rnd(50); /* common prefixes */
+                reqs[n_added] = hy_request_create((uint64_t)n_added, toks, n, 48, BS);
+                target[n_added] = n + 1 + (int32_t)rnd(20);
+                assert_int_equal(hy_scheduler_add(&f.s, reqs[n_added]), 0);
+                n_added++;
+            }
+            int32_t np = step(&f, ids, ns);
+            int32_t total = 0;
+            for (int32_t i = 0; i < np; i++)
+                total += ns[i];
+            assert_true(total <= 7);
+            check_invariants(&f);
+            for (int i = 0; i < n_added; i++) {
+                struct hy_request *r = reqs[i];
+                if (!r || r->status == HY_REQ_FINISHED)
+                    continue;
+                if (r->n_tokens >= target[i] || rnd(100) == 0) { /* done or aborted */
+                    hy_scheduler_finish(&f.s, r);
+                    hy_request_free(r);
+                    reqs[i] = NULL;
+                    n_done++;
+                }
+            }
+            check_invariants(&f);
+        }
+        assert_int_equal(hy_block_pool_num_used(&f.pool), 0);
+        if (prefix)
+            assert_true(f.s.stats.prefix_hits > 0);
+        assert_true(f.s.stats.num_preemptions > 0);
+        teardown_fx(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_admission_fifo_max_seqs),
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_preempt_newest_and_recompute),
+        cmocka_unit_test(test_random_traffic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
