@@ -275,6 +275,41 @@ static void test_preempt_newest_and_recompute(void **state)
     teardown_fx(&f);
 }
 
+/* Two requests admitted in the same step compute the same first blocks; the second's duplicates
+ * stay uncached, and its own later block is chained to the first's cached blocks, so a third
+ * request with the second's prompt hits all three blocks. */
+static void test_prefix_duplicates_then_diverge(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint64_t ids[8];
+    int32_t ns[8];
+    setup_fx(&f, 32, 4, 64, 1);
+    struct hy_request *a = mk(1, 13, 0), *b = mk(2, 13, 0);
+    b->tokens[9] = 99; /* blocks 0, 1 equal, block 2 differs */
+    hy_scheduler_add(&f.s, a);
+    hy_scheduler_add(&f.s, b);
+    assert_int_equal(step(&f, ids, ns), 2);
+    assert_int_equal(f.s.stats.prefix_hits, 0);
+    assert_int_equal(f.pool.n_cached, 4); /* a's 3 blocks + b's block 2 */
+    assert_false(f.pool.blocks[b->blocks[0]].has_hash);
+    assert_true(f.pool.blocks[b->blocks[2]].has_hash);
+    struct hy_request *c = mk(3, 14, 0);
+    memcpy(c->tokens, b->tokens, 13 * sizeof(int32_t));
+    hy_scheduler_add(&f.s, c);
+    step(&f, ids, ns);
+    assert_int_equal(f.s.stats.prefix_hits, 12);
+    assert_int_equal(c->blocks[0], a->blocks[0]);
+    assert_int_equal(c->blocks[2], b->blocks[2]);
+    hy_scheduler_finish(&f.s, a);
+    hy_scheduler_finish(&f.s, b);
+    hy_scheduler_finish(&f.s, c);
+    hy_request_free(a);
+    hy_request_free(b);
+    hy_request_free(c);
+    teardown_fx(&f);
+}
+
 static uint32_t rng = 1;
 static uint32_t rnd(uint32_t n)
 {
@@ -376,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_admission_fifo_max_seqs),
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_preempt_newest_and_recompute),
+        cmocka_unit_test(test_prefix_duplicates_then_diverge),
         cmocka_unit_test(test_random_traffic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
