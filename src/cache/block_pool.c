@@ -181,7 +181,8 @@ int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, int32
 int32_t hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
                             uint32_t parent_gen, const int32_t *tokens)
 {
-    if (parent_id >= 0 && (!p->blocks[parent_id].has_hash || p->blocks[parent_id].gen != parent_gen))
+    const struct hy_block *pb = parent_id >= 0 ? &p->blocks[parent_id] : NULL;
+    if (pb && (!pb->has_hash || pb->gen != parent_gen))
         return -1;
     int32_t old = find_hash(p, hash);
     if (old >= 0)

@@ -33,7 +33,7 @@ struct hy_block_pool {
     int32_t          n_blocks;
     int32_t          block_size;  /* tokens per block */
     struct hy_block *blocks;      /* [n_blocks] */
-    int32_t         *tokens;      /* [n_blocks * block_size] ids of hashed blocks (to verify hits) */
+    int32_t         *tokens;      /* [n_blocks * block_size] ids of cached blocks (verify hits) */
     int32_t          free_head, free_tail;
     int32_t          n_free;      /* blocks in the free queue (ref_cnt 0, cached or not) */
     int32_t         *buckets;     /* [n_buckets] first block of each hash bucket (-1 = empty) */
