@@ -390,4 +390,6 @@ void hy_engine_get_stats(const struct hy_engine *e, struct hy_engine_stats *st)
     st->prompt_chunks = ss->prompt_chunks;
     st->prompt_tokens = e->prompt_tokens;
     st->generation_tokens = e->generation_tokens;
+    st->num_blocks_cached = e->pool.n_cached;
+    st->prefix_evictions = e->pool.n_evictions;
 }

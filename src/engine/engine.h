@@ -73,6 +73,8 @@ struct hy_engine_stats {
     int32_t  max_batch_seqs;                      /* most sequences in one step so far */
     uint64_t prompt_chunks;                       /* prefill chunks scheduled (> prompts when chunking) */
     uint64_t prompt_tokens, generation_tokens;    /* counters */
+    int32_t  num_blocks_cached;                   /* blocks findable in the prefix cache */
+    uint64_t prefix_evictions;                    /* cached blocks reused for other content */
 };
 
 enum { HY_ENGINE_OK = 0, HY_ENGINE_ERROR = -1, HY_ENGINE_QUEUE_FULL = -2 };
