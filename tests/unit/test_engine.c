@@ -265,7 +265,7 @@ static void test_preemption_small_kv(void **state)
                prefix ? "on" : "off", (unsigned long long)st.num_preemptions, st.max_batch_seqs,
                (unsigned long long)st.num_steps);
         assert_true(st.num_preemptions > 0);
-        if (prefix) /* 80 slots for 261 prompt tokens: cached blocks had to be reused */
+        if (prefix) /* 80 slots for 259 tokens: cached blocks were reused */
             assert_true(st.prefix_evictions > 0 && st.num_blocks_cached > 0);
     }
     /* and with chunking on top */
@@ -531,6 +531,37 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
     hy_engine_free(e);
 }
 
+/* bf16 compute (bf16 KV cache, half the bytes per block): runs and frees everything. */
+static void test_bf16_smoke(void **state)
+{
+    (void)state;
+    struct hy_model *m16;
+    assert_int_equal(hy_model_load(golden_dir(), HY_COMPUTE_BF16, &m16), 0);
+    struct hy_engine_config c;
+    base_config(&c);
+    c.max_model_len = 64;
+    c.kv_cache_memory_bytes = 20 * 4 * 640;
+    struct hy_engine *e = hy_engine_create(m16, &c);
+    assert_non_null(e);
+    uint64_t ids[NREQ];
+    struct result res[NREQ];
+    memset(res, 0, sizeof(res));
+    for (int i = 0; i < NREQ; i++) {
+        struct hy_engine_request r;
+        req_init(&r, &prompts[i], MAXTOK);
+        assert_int_equal(hy_engine_add_request(e, &r, &ids[i]), HY_ENGINE_OK);
+    }
+    drain(e, ids, NREQ, res);
+    struct hy_engine_stats st;
+    hy_engine_get_stats(e, &st);
+    assert_int_equal(st.num_blocks_total, 20);
+    assert_int_equal(st.num_blocks_used, 0);
+    for (int i = 0; i < NREQ; i++)
+        assert_int_equal(res[i].n, MAXTOK);
+    hy_engine_free(e);
+    hy_model_free(m16);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_abort_frees_blocks),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_logprobs_stop_ids_and_lengths),
+        cmocka_unit_test(test_bf16_smoke),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
