@@ -132,8 +132,11 @@ int hy_bench_mem_bw(size_t bytes, int reps, double *gbs, double *best_s)
 __attribute__((target("avx2,fma"))) static double run_fma(int64_t iters, float *sink)
 {
     __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-    __m256 c0 = _mm256_set1_ps(1.0f), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0,
-           c9 = c0, c10 = c0, c11 = c0;
+    /* distinct start values: identical chains would be merged into one by the compiler */
+    __m256 c0 = _mm256_set1_ps(1.00f), c1 = _mm256_set1_ps(1.01f), c2 = _mm256_set1_ps(1.02f),
+           c3 = _mm256_set1_ps(1.03f), c4 = _mm256_set1_ps(1.04f), c5 = _mm256_set1_ps(1.05f),
+           c6 = _mm256_set1_ps(1.06f), c7 = _mm256_set1_ps(1.07f), c8 = _mm256_set1_ps(1.08f),
+           c9 = _mm256_set1_ps(1.09f), c10 = _mm256_set1_ps(1.10f), c11 = _mm256_set1_ps(1.11f);
     for (int64_t i = 0; i < iters; i++) {
         c0 = _mm256_fmadd_ps(c0, a, b);
         c1 = _mm256_fmadd_ps(c1, a, b);
@@ -177,8 +180,10 @@ __attribute__((target("avx2,fma"))) static double run_fma(int64_t iters, float *
 __attribute__((target("avx512f"))) static double run_avx512(int64_t iters, float *sink)
 {
     const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-    __m512 c0 = _mm512_set1_ps(1.0f), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0,
-           c9 = c0, c10 = c0, c11 = c0;
+    __m512 c0 = _mm512_set1_ps(1.00f), c1 = _mm512_set1_ps(1.01f), c2 = _mm512_set1_ps(1.02f),
+           c3 = _mm512_set1_ps(1.03f), c4 = _mm512_set1_ps(1.04f), c5 = _mm512_set1_ps(1.05f),
+           c6 = _mm512_set1_ps(1.06f), c7 = _mm512_set1_ps(1.07f), c8 = _mm512_set1_ps(1.08f),
+           c9 = _mm512_set1_ps(1.09f), c10 = _mm512_set1_ps(1.10f), c11 = _mm512_set1_ps(1.11f);
 #define FMA512(c) _mm512_fmadd_ps(c, a, b)
     for (int64_t i = 0; i < iters; i++)
         CHAINS12(FMA512);
@@ -193,8 +198,10 @@ __attribute__((target("avx512f"))) static double run_avx512(int64_t iters, float
 __attribute__((target("avx512f,avx512bf16"))) static double run_avx512bf16(int64_t iters, float *sink)
 {
     const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380); /* 1, ~6e-8 */
-    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0,
-           c9 = c0, c10 = c0, c11 = c0;
+    __m512 c0 = _mm512_set1_ps(1.00f), c1 = _mm512_set1_ps(1.01f), c2 = _mm512_set1_ps(1.02f),
+           c3 = _mm512_set1_ps(1.03f), c4 = _mm512_set1_ps(1.04f), c5 = _mm512_set1_ps(1.05f),
+           c6 = _mm512_set1_ps(1.06f), c7 = _mm512_set1_ps(1.07f), c8 = _mm512_set1_ps(1.08f),
+           c9 = _mm512_set1_ps(1.09f), c10 = _mm512_set1_ps(1.10f), c11 = _mm512_set1_ps(1.11f);
 #define DPBF16(c) _mm512_dpbf16_ps(c, a, b)
     for (int64_t i = 0; i < iters; i++)
         CHAINS12(DPBF16);
