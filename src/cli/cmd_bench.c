@@ -554,7 +554,7 @@ int hy_cmd_bench(int argc, char **argv)
                             json_pack("{s:i, s:i, s:f, s:f, s:s}", "layers", proj_layers, "dense_layers", proj_dense,
                                       "moe_layer_s", moe_layer_s, "dense_layer_s", dense_layer_s, "formula",
                                       proj_formula));
-        char *txt = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+        char *txt = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
         json_decref(o);
         if (!txt) {
             hy_err_set("bench: cannot format the JSON output");
