@@ -317,7 +317,7 @@ static double ratio(double a, double b)
 int hy_cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16",
-               *bw_s = "2G";
+               *bw_s = "2G", *json_out = NULL;
     int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80,
         proj_dense = 1, skip_model = 0;
     float flop_s = 0.25f;
@@ -337,11 +337,12 @@ int hy_cmd_bench(int argc, char **argv)
         {"--project-dense", NULL, HY_ARG_INT, &proj_dense, NULL, "dense layers of the full model (1)"},
         {"--probes-only", NULL, HY_ARG_FLAG, &skip_model, NULL, "only the bandwidth and FLOP probes"},
         {"--json", NULL, HY_ARG_FLAG, &json, NULL, "print one JSON object instead of the table"},
+        {"--json-out", NULL, HY_ARG_STR, &json_out, NULL, "also write the JSON object to this file"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
     const char *usage = "hyinfer bench latency -m DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] "
-                        "[--decode-steps 16] [--bw-bytes 2G] [--threads N] [--dtype bfloat16] [--json]";
+                        "[--decode-steps 16] [--bw-bytes 2G] [--threads N] [--dtype bfloat16] [--json] [--json-out FILE]";
     if (argc < 3 || strcmp(argv[2], "latency") != 0) {
         if (argc >= 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
             hy_args_usage(usage, args, na);
@@ -375,6 +376,11 @@ int hy_cmd_bench(int argc, char **argv)
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
         return 2;
     }
+    FILE *jf = NULL; /* opened now so a bad path fails before a long run, not after */
+    if (json_out && !(jf = fopen(json_out, "w"))) {
+        fprintf(stderr, "hyinfer bench: --json-out %s: cannot create the file\n", json_out);
+        return 2;
+    }
     hy_cli_set_threads(threads);
     const int nthreads = omp_get_max_threads();
 
@@ -387,6 +393,8 @@ int hy_cmd_bench(int argc, char **argv)
     double bw_gbs = 0.0, bw_s_best = 0.0;
     if (hy_bench_mem_bw(bw_bytes, bw_reps, &bw_gbs, &bw_s_best)) {
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
+        if (jf)
+            fclose(jf);
         return 1;
     }
     fprintf(stderr, "bench: read bandwidth %.2f GB/s (%zu bytes, best of %d: %.4f s)\n", bw_gbs, bw_bytes, bw_reps,
@@ -469,7 +477,7 @@ int hy_cmd_bench(int argc, char **argv)
                                "attention/layers + dense_mlp/dense_layers (per-step stage seconds, batch 1)";
     const double big_roof_s = dmax ? dmax->bytes.weights / bw : 0.0;
 
-    if (json) {
+    {
         json_t *o = json_object(), *cpu = json_object(), *ul = json_array(), *pg = json_object();
         json_object_set_new(cpu, "brand", json_string(cu.brand));
         const int have[4] = {cu.avx2_fma, cu.avx512f, cu.avx512_bf16, cu.amx_bf16};
@@ -560,9 +568,22 @@ int hy_cmd_bench(int argc, char **argv)
             hy_err_set("bench: cannot format the JSON output");
             goto fail;
         }
-        printf("%s\n", txt);
+        if (json)
+            printf("%s\n", txt);
+        if (jf) {
+            int bad = fprintf(jf, "%s\n", txt) < 0;
+            if (fclose(jf))
+                bad = 1;
+            jf = NULL;
+            if (bad) {
+                free(txt);
+                hy_err_set("--json-out %s: cannot write the file", json_out);
+                goto fail;
+            }
+        }
         free(txt);
-    } else {
+    }
+    if (!json) {
         char b1[32];
         printf("hyinfer bench latency  (%s, %d threads)\n", cu.brand[0] ? cu.brand : "unknown CPU", nthreads);
         printf("units present: avx2_fma=%d avx512f=%d avx512_bf16=%d amx_bf16=%d\n", cu.avx2_fma, cu.avx512f,
@@ -631,6 +652,8 @@ int hy_cmd_bench(int argc, char **argv)
 fail:
     fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
 out:
+    if (jf)
+        fclose(jf);
     if (m) {
         hy_model_prof_enable(m, 0);
         hy_model_free(m);

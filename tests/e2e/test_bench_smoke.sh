@@ -129,7 +129,9 @@ PY
 
 # the table form prints the ratios beside their raw figures
 "$BIN" bench latency -m "$MODEL" --prompt-lens 8 --batch-sizes 1 --decode-steps 2 --bw-bytes 8M --bw-reps 1 \
-  --flop-seconds 0.01 >"$W/table.txt" 2>/dev/null || fail "table run exited non-zero"
+  --flop-seconds 0.01 --json-out "$W/table.json" >"$W/table.txt" 2>/dev/null || fail "table run exited non-zero"
+"$PY" -c 'import json,sys; o=json.load(open(sys.argv[1])); assert o["mem_bw_gbs"] > 0 and "1" in o["decode_tokens_per_s"]' \
+  "$W/table.json" || fail "--json-out file is not the bench JSON"
 for s in "read bandwidth" "decode_roofline_fraction" "prefill_peak_fraction" "projected_full_model_ms/tok" \
          "stage breakdown"; do
   grep -q "$s" "$W/table.txt" || fail "table lacks \"$s\""
@@ -140,8 +142,10 @@ set +e
 "$BIN" bench -m "$MODEL" >/dev/null 2>"$W/e1"; r1=$?
 "$BIN" bench latency -m "$MODEL" --prompt-lens 8,x >/dev/null 2>"$W/e2"; r2=$?
 "$BIN" bench latency -m "$MODEL" --bw-bytes 12Q >/dev/null 2>"$W/e3"; r3=$?
+"$BIN" bench latency -m "$MODEL" --json-out "$W/no/such/dir/x.json" >/dev/null 2>"$W/e4"; r4=$?
 set -e
 [ $r1 = 2 ] && grep -q latency "$W/e1" || fail "bench without a mode: rc $r1, $(cat "$W/e1")"
 [ $r2 = 2 ] && grep -q -- --prompt-lens "$W/e2" || fail "bad --prompt-lens: rc $r2, $(cat "$W/e2")"
 [ $r3 = 2 ] && grep -q -- --bw-bytes "$W/e3" || fail "bad --bw-bytes: rc $r3, $(cat "$W/e3")"
+[ $r4 = 2 ] && grep -q -- --json-out "$W/e4" || fail "unwritable --json-out: rc $r4, $(cat "$W/e4")"
 echo "PASS bench smoke"
