@@ -13,7 +13,9 @@ same size whatever the expert count). Shapes:
           About 6.6 GB (BF16).
   hy-mt2  Hy-MT2-30B-A3B per-layer dims: hidden 2048, 32 query / 4 KV heads of 128, 128 routed experts
           of width 768, top-8 + 1 shared, vocab 120832. Its dense width is not documented in our
-          sources; 6144 (3x hidden) is an assumption. About 2.4 GB.
+          sources; 6144 (3x hidden) is an assumption. About 4.9 GB.
+  tiny    a few-MB model of the same structure (hidden 64, 8 experts of 32, top-2, vocab 512) for tests
+          of this tool and of `hyinfer bench`.
 
 Weights: N(0, 0.02) (norm weights 1.0, expert_bias N(0, 0.001)), rounded to bf16; the router gate and
 expert_bias are stored F32 like the hub checkpoint. --mtp adds the MTP layer (model.layers.4.*, a full MoE
@@ -39,13 +41,24 @@ SHAPES = {
                 shared=1, vocab=120832, layers=4, dense=1, theta=11158840.0, scale=2.826),
     "hy-mt2": dict(hidden=2048, heads=32, kv=4, head_dim=128, inter=6144, experts=128, top_k=8, moe_inter=768,
                    shared=1, vocab=120832, layers=4, dense=1, theta=11158840.0, scale=2.826),
+    "tiny": dict(hidden=64, heads=4, kv=2, head_dim=16, inter=96, experts=8, top_k=2, moe_inter=32,
+                 shared=1, vocab=512, layers=4, dense=1, theta=11158840.0, scale=2.826),
 }
 SIGMA = 0.02
 BIAS_SIGMA = 0.001
 CHUNK_ELEMS = 1 << 24  # 16M values (64 MB of fp32) per generated chunk
 
 
+def special_ids(p):
+    """Hub ids (bos, eos, pad, sep, eod) when the vocabulary is the real one, else ids near its top."""
+    if p["vocab"] >= 120832:
+        return 120000, 120025, 120002, 120007, 120026
+    v = p["vocab"]
+    return v - 8, v - 7, v - 6, v - 5, v - 4
+
+
 def make_config(p, mtp):
+    bos, eos, pad, sep, eod = special_ids(p)
     return {
         "architectures": ["HYV3ForCausalLM"],
         "model_type": "hy_v3",
@@ -77,11 +90,11 @@ def make_config(p, mtp):
         "enable_lm_head_fp32": True,
         "enable_attention_fp32_softmax": False,
         "num_nextn_predict_layers": 1 if mtp else 0,
-        "bos_token_id": 120000,
-        "eos_token_id": 120025,
-        "pad_token_id": 120002,
-        "sep_token_id": 120007,
-        "eod_token_id": 120026,
+        "bos_token_id": bos,
+        "eos_token_id": eos,
+        "pad_token_id": pad,
+        "sep_token_id": sep,
+        "eod_token_id": eod,
         "initializer_range": 0.006,
         "use_cache": True,
         "output_router_logits": True,
@@ -161,7 +174,8 @@ def write(out_dir, shape, seed, mtp):
         json.dump(make_config(p, mtp), f, indent=2)
         f.write("\n")
     with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": 120000, "eos_token_id": 120025, "pad_token_id": 120002,
+        bos, eos, pad, _, _ = special_ids(p)
+        json.dump({"bos_token_id": bos, "eos_token_id": eos, "pad_token_id": pad,
                    "do_sample": False, "transformers_version": "5.6.0"}, f, indent=2)
         f.write("\n")
     tensors = tensor_list(p, mtp)

@@ -137,6 +137,49 @@ for s in "read bandwidth" "decode_roofline_fraction" "prefill_peak_fraction" "pr
   grep -q "$s" "$W/table.txt" || fail "table lacks \"$s\""
 done
 
+# tools/make_bench_model.py: the tiny shape end to end (deterministic, loads with its MTP layer, benches),
+# and the hy3 / hy-mt2 shapes' tensor lists (not written: several GB) against the real per-layer dims.
+"$PY" tools/make_bench_model.py --out "$W/tiny" --shape tiny --mtp --seed 5 2>/dev/null
+"$PY" tools/make_bench_model.py --out "$W/tiny2" --shape tiny --mtp --seed 5 2>/dev/null
+cmp -s "$W/tiny/model.safetensors" "$W/tiny2/model.safetensors" || fail "same seed gave different bench models"
+"$BIN" logits -m "$W/tiny" --prompt-ids 1,2,3 --mtp --dtype float32 --json >"$W/tiny_logits.json" 2>"$W/e0" \
+  || fail "tiny bench model does not load: $(cat "$W/e0")"
+"$BIN" bench latency -m "$W/tiny" --prompt-lens 4 --batch-sizes 1 --decode-steps 2 --bw-bytes 4M --bw-reps 1 \
+  --flop-seconds 0.01 --json >"$W/tiny.json" 2>/dev/null || fail "bench on the tiny bench model failed"
+"$PY" - "$W/tiny.json" "$W/tiny_logits.json" <<'PY' || fail "tiny bench model checks"
+import json, math, sys
+o = json.load(open(sys.argv[1]))
+assert o["model"]["experts"] == 8 and o["model"]["layers"] == 4 and o["model"]["moe_layers"] == 3, o["model"]
+assert o["decode"]["1"]["distinct_experts_per_step"] == 2 * 3, o["decode"]["1"]
+lg = json.load(open(sys.argv[2]))
+assert len(lg["logits"][0]) == 512 and len(lg["mtp_logits"]) == 2
+assert all(math.isfinite(x) for x in lg["logits"][0] + lg["mtp_logits"][0])
+PY
+"$PY" - <<'PY' || fail "bench model shapes"
+import sys
+sys.path.insert(0, "tools")
+import make_bench_model as mb
+def shapes(shape):
+    return {n: (d, s) for n, d, s, _ in mb.tensor_list(mb.SHAPES[shape], False)}
+t = shapes("hy3")
+assert t["model.layers.0.self_attn.q_proj.weight"] == ("BF16", (8192, 4096))
+assert t["model.layers.3.self_attn.k_proj.weight"] == ("BF16", (1024, 4096))
+assert t["model.layers.0.mlp.gate_proj.weight"] == ("BF16", (13312, 4096))
+assert t["model.layers.1.mlp.experts.31.down_proj.weight"] == ("BF16", (4096, 1536))
+assert "model.layers.1.mlp.experts.32.down_proj.weight" not in t
+assert t["model.layers.2.mlp.router.gate.weight"] == ("F32", (32, 4096))
+assert t["model.layers.2.mlp.expert_bias"] == ("F32", (32,))
+assert t["model.layers.3.mlp.shared_mlp.up_proj.weight"] == ("BF16", (1536, 4096))
+assert t["lm_head.weight"] == ("BF16", (120832, 4096)) and "model.layers.4.input_layernorm.weight" not in t
+cfg = mb.make_config(mb.SHAPES["hy3"], False)
+assert (cfg["num_experts_per_tok"], cfg["router_scaling_factor"], cfg["route_norm"], cfg["num_nextn_predict_layers"],
+        cfg["rope_parameters"]["rope_theta"]) == (8, 2.826, True, 0, 11158840.0)
+m = shapes("hy-mt2")
+assert m["model.layers.1.mlp.experts.127.gate_proj.weight"] == ("BF16", (768, 2048))
+assert m["model.layers.1.self_attn.q_proj.weight"] == ("BF16", (4096, 2048))
+assert m["model.layers.1.self_attn.v_proj.weight"] == ("BF16", (512, 2048))
+PY
+
 # bad input: clear errors, exit 2
 set +e
 "$BIN" bench -m "$MODEL" >/dev/null 2>"$W/e1"; r1=$?
