@@ -31,7 +31,8 @@ int main(int argc, char **argv)
         return hy_cmd_logits(argc, argv);
     if (!strcmp(argv[1], "bench"))
         return hy_cmd_bench(argc, argv);
-    fprintf(stderr, "hyinfer: unknown subcommand \"%s\"\n\n", argv[1]);
-    usage();
+    /* One line: the usage text would add a second "hyinfer ..." line to an error report. */
+    fprintf(stderr, "hyinfer: unknown subcommand \"%s\" (expected generate, run, logits or bench; see --help)\n",
+            argv[1]);
     return 2;
 }
