@@ -183,6 +183,8 @@ def write(out_dir, shape, seed, mtp):
                                     "shape": shape, "seed": str(seed)}}, 0
     for name, dt, shp, _ in tensors:
         b = nbytes(dt, shp)
+        if off % 4:  # hyinfer maps weights in place: F32 data must be 4-byte aligned (all sizes here are even)
+            raise SystemExit("make_bench_model: tensor %s would start misaligned at %d" % (name, off))
         header[name] = {"dtype": dt, "shape": list(shp), "data_offsets": [off, off + b]}
         off += b
     hb = json.dumps(header, separators=(",", ":")).encode()
