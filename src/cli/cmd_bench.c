@@ -384,6 +384,20 @@ int hy_cmd_bench(int argc, char **argv)
     hy_cli_set_threads(threads);
     const int nthreads = omp_get_max_threads();
 
+    /* ---- the model, loaded first so that a bad directory fails before the probes ---- */
+    struct hy_model *m = NULL;
+    struct prefill_result pre[MAX_LIST];
+    struct decode_result dec[MAX_LIST];
+    memset(pre, 0, sizeof(pre));
+    memset(dec, 0, sizeof(dec));
+    int rc = 1;
+    enum hy_compute_dtype cd = HY_COMPUTE_BF16;
+    if (skip_model)
+        n_plens = n_batches = 0;
+    else if (hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m) ||
+             hy_model_prof_enable(m, 1))
+        goto fail;
+
     /* ---- machine probes ---- */
     struct hy_cpu_units cu;
     hy_bench_cpu_detect(&cu);
@@ -391,12 +405,8 @@ int hy_cmd_bench(int argc, char **argv)
             cu.brand[0] ? cu.brand : "unknown CPU", nthreads, cu.avx2_fma, cu.avx512f, cu.avx512_bf16, cu.amx_bf16,
             cu.amx_cpuid && !cu.amx_bf16 ? " (AMX in CPUID but tile permission refused)" : "");
     double bw_gbs = 0.0, bw_s_best = 0.0;
-    if (hy_bench_mem_bw(bw_bytes, bw_reps, &bw_gbs, &bw_s_best)) {
-        fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
-        if (jf)
-            fclose(jf);
-        return 1;
-    }
+    if (hy_bench_mem_bw(bw_bytes, bw_reps, &bw_gbs, &bw_s_best))
+        goto fail;
     fprintf(stderr, "bench: read bandwidth %.2f GB/s (%zu bytes, best of %d: %.4f s)\n", bw_gbs, bw_bytes, bw_reps,
             bw_s_best);
     static const char *const units[] = {"fma", "avx512", "avx512bf16", "amx"};
@@ -413,18 +423,7 @@ int hy_cmd_bench(int argc, char **argv)
     }
 
     /* ---- model runs ---- */
-    struct hy_model *m = NULL;
-    struct prefill_result pre[MAX_LIST];
-    struct decode_result dec[MAX_LIST];
-    memset(pre, 0, sizeof(pre));
-    memset(dec, 0, sizeof(dec));
-    int rc = 1;
-    enum hy_compute_dtype cd = HY_COMPUTE_BF16;
-    if (skip_model) {
-        n_plens = n_batches = 0;
-    } else {
-        if (hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m) || hy_model_prof_enable(m, 1))
-            goto fail;
+    if (m) {
         double t0 = hy_time_now();
         prefault_weights(m);
         fprintf(stderr, "bench: loaded %s (%.2f GB of weights, load %.1f s, prefault %.1f s)\n", model_dir,

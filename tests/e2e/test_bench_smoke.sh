@@ -186,9 +186,12 @@ set +e
 "$BIN" bench latency -m "$MODEL" --prompt-lens 8,x >/dev/null 2>"$W/e2"; r2=$?
 "$BIN" bench latency -m "$MODEL" --bw-bytes 12Q >/dev/null 2>"$W/e3"; r3=$?
 "$BIN" bench latency -m "$MODEL" --json-out "$W/no/such/dir/x.json" >/dev/null 2>"$W/e4"; r4=$?
+"$BIN" bench latency -m "$W/no-model" >/dev/null 2>"$W/e5"; r5=$?
 set -e
 [ $r1 = 2 ] && grep -q latency "$W/e1" || fail "bench without a mode: rc $r1, $(cat "$W/e1")"
 [ $r2 = 2 ] && grep -q -- --prompt-lens "$W/e2" || fail "bad --prompt-lens: rc $r2, $(cat "$W/e2")"
 [ $r3 = 2 ] && grep -q -- --bw-bytes "$W/e3" || fail "bad --bw-bytes: rc $r3, $(cat "$W/e3")"
 [ $r4 = 2 ] && grep -q -- --json-out "$W/e4" || fail "unwritable --json-out: rc $r4, $(cat "$W/e4")"
+[ $r5 = 1 ] && grep -q "no-model" "$W/e5" && ! grep -q "read bandwidth" "$W/e5" \
+  || fail "missing model dir should fail before the probes: rc $r5, $(cat "$W/e5")"
 echo "PASS bench smoke"
