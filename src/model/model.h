@@ -43,7 +43,9 @@ struct hy_layer {
 };
 
 /* Per-stage wall-clock accounting of the forward pass (for `hyinfer bench`). Off by default: with
- * enabled = 0 the forward pass only tests the flag, so normal runs pay nothing measurable. */
+ * enabled = 0 the forward pass only tests the flag, so normal runs pay nothing measurable. When on,
+ * one forward call at a time per model (the counters are plain fields, updated outside the
+ * parallel regions). */
 enum hy_stage {
     HY_STAGE_ATTENTION = 0, /* input norm, q/k/v, QK-norm, RoPE, KV write, attention, o_proj, residual */
     HY_STAGE_ROUTER,        /* router matmul (fp32) + top-k selection */
