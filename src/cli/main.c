@@ -12,7 +12,8 @@ static void usage(void)
             "  hyinfer generate -m MODEL_DIR -p TEXT [-n 128] [--temperature T --top-p P --top-k K --seed S]\n"
             "                   [--dtype float32|bfloat16] [--chat] [--prompt-ids 1,2,3] [--print-ids] [--echo]\n"
             "  hyinfer run --yaml CONFIG.yaml         offline batch job (cann-recipes-infer YAML schema)\n"
-            "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n\n"
+            "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n"
+            "  hyinfer bench latency -m MODEL_DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] [--json]\n\n"
             "  hyinfer SUBCOMMAND --help              flags of a subcommand\n");
 }
 
@@ -28,7 +29,10 @@ int main(int argc, char **argv)
         return hy_cmd_run(argc, argv);
     if (!strcmp(argv[1], "logits"))
         return hy_cmd_logits(argc, argv);
+    if (!strcmp(argv[1], "bench"))
+        return hy_cmd_bench(argc, argv);
     /* One line: the usage text would add a second "hyinfer ..." line to an error report. */
-    fprintf(stderr, "hyinfer: unknown subcommand \"%s\" (expected generate, run or logits; see --help)\n", argv[1]);
+    fprintf(stderr, "hyinfer: unknown subcommand \"%s\" (expected generate, run, logits or bench; see --help)\n",
+            argv[1]);
     return 2;
 }
