@@ -127,7 +127,8 @@ static void test_matmul_vs_ref(void **state)
     static const int64_t shapes[][3] = {/* T, N, K */
                                         {1, 1, 1},   {1, 7, 5},    {2, 13, 31},  {3, 17, 33},
                                         {1, 5, 8},   {4, 9, 16},   {17, 11, 100}, {5, 33, 257},
-                                        {1, 64, 512}, {2, 3, 1100}, {20, 19, 64}, {6, 40, 129}};
+                                        {1, 64, 512}, {2, 3, 1100}, {20, 19, 64}, {6, 40, 129},
+                                        {50, 7, 700}, {97, 18, 300}}; /* > 1 token block, k slice */
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (int d = 0; d < 3; d++) {
             const int64_t T = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
@@ -151,16 +152,19 @@ static void test_matmul_vs_ref(void **state)
         }
 }
 
-/* Row t of a T-row matmul == the same row computed alone (T = 1, 2, 3) and inside other batches. */
+/* Row t of a T-row matmul == the same row computed alone (T = 1, 2: decode path) and inside other
+ * batches (T >= 3: prefill path); T = 53 spans two token blocks, K = 600 three k slices. */
 static void check_t_invariance(const struct hy_kernel_table *k)
 {
-    const int64_t T = 19, N = 21, K = 77;
+    const int64_t T = 53, N = 21;
+    for (int kk = 0; kk < 2; kk++)
     for (int d = 0; d < 3; d++) {
+        const int64_t K = kk ? 600 : 77;
         struct hy_tensor W = make_weight(dtypes[d], N, K);
         float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * N) * 4), *ys = malloc((size_t)(T * N) * 4);
         fill(x, T * K);
         k->matmul(y, x, T, &W);
-        static const int64_t sub[] = {1, 2, 3, 4, 5, 7};
+        static const int64_t sub[] = {1, 2, 3, 4, 5, 7, 49};
         for (size_t si = 0; si < sizeof(sub) / sizeof(sub[0]); si++)
             for (int64_t t0 = 0; t0 + sub[si] <= T; t0 += sub[si] + 1) {
                 k->matmul(ys, x + t0 * K, sub[si], &W);
