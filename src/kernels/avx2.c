@@ -198,8 +198,8 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     const size_t es = dt == HY_DTYPE_F32 ? 4 : 2;
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
+    const tile_fn fn = dt == HY_DTYPE_F32 ? tile_f32 : dt == HY_DTYPE_BF16 ? tile_bf16 : tile_f16;
     if (T <= 2) { /* decode: stream each weight row once, 4 rows (x T tokens) chains in flight */
-        const tile_fn fn = dt == HY_DTYPE_F32 ? tile_f32 : dt == HY_DTYPE_BF16 ? tile_bf16 : tile_f16;
         const int64_t groups = (N + 3) / 4;
         /* dynamic chunks of 64 rows: a thread that loses its core (shared machines) does not hold
          * up the step; which thread computes a row never changes the row's result */
@@ -219,7 +219,9 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     /* x copied once to 64-byte aligned rows of the same padded stride (the caller's rows may be
      * only 16-byte aligned: every other 32-byte load would split a cache line) */
     float *xp = aligned_alloc(64, (size_t)T * (size_t)ldw * sizeof(float));
-    for (int64_t t = 0; t < T; t++)
+    const float *xs = xp ? xp : x; /* out of memory: use the caller's rows */
+    const int64_t ldx = xp ? ldw : K;
+    for (int64_t t = 0; xp && t < T; t++)
         memcpy(xp + t * ldw, x + t * K, (size_t)K * sizeof(float));
 #pragma omp parallel if (par)
     {
@@ -229,6 +231,13 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < blocks; b++) {
             const int64_t n0 = b * GEMM_NB, nb = N - n0 < GEMM_NB ? N - n0 : GEMM_NB;
+            if (!wbuf || !acc) { /* out of memory: the streaming kernel (same chains, same result) */
+                for (int64_t t = 0; t < T; t += 3)
+                    for (int64_t j = 0; j < nb; j += 4)
+                        fn((int)(T - t < 3 ? T - t : 3), (int)(nb - j < 4 ? nb - j : 4), x + t * K, K,
+                           (const char *)W->data + (size_t)((n0 + j) * K) * es, K, K, y + t * N + n0 + j, N);
+                continue;
+            }
             const float *wp = wbuf;
             widen_rows(W, n0, nb, ldw, wbuf);
             for (int64_t t0 = 0; t0 < T; t0 += GEMM_TB) {
@@ -239,7 +248,7 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
                     for (int64_t t = 0; t < tb; t += 3) {
                         const int mr = (int)(tb - t < 3 ? tb - t : 3);
                         for (int64_t j = 0; j < nb; j += 4)
-                            tile_part_fn(mr, (int)(nb - j < 4 ? nb - j : 4), xp + (t0 + t) * ldw, ldw, wp + j * ldw,
+                            tile_part_fn(mr, (int)(nb - j < 4 ? nb - j : 4), xs + (t0 + t) * ldx, ldx, wp + j * ldw,
                                          ldw, k0, k1, K, acc + (t * GEMM_NB + j) * 8, GEMM_NB);
                     }
                 }

@@ -83,8 +83,11 @@ static void choose(void)
         if (want < 0)
             hy_log_error("HYINFER_ISA=%s: unknown level (ref|avx2|avx512|amx); using %s", env,
                          hy_isa_name(best));
-        else if (hy_kernels_table_for((enum hy_isa)want, &active) != 0)
-            hy_log_error("HYINFER_ISA=%s: %s; using %s", env, hy_err_msg(), hy_isa_name(best));
+        else if (!hy_cpu_supports((enum hy_isa)want)) /* (no hy_err_set: keep the caller's message) */
+            hy_log_error("HYINFER_ISA=%s: not supported by this CPU/OS (usable: %s); using %s", env,
+                         hy_cpu_caps_string(), hy_isa_name(best));
+        else if (!table_of((enum hy_isa)want))
+            hy_log_error("HYINFER_ISA=%s: no %s kernels in this build; using %s", env, env, hy_isa_name(best));
         else
             isa = (enum hy_isa)want;
     }
