@@ -218,7 +218,7 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     const int64_t ldw = ((K + 7) & ~(int64_t)7) + 16, blocks = (N + GEMM_NB - 1) / GEMM_NB;
     /* x copied once to 64-byte aligned rows of the same padded stride (the caller's rows may be
      * only 16-byte aligned: every other 32-byte load would split a cache line) */
-    float *xp = aligned_alloc(64, (size_t)T * (size_t)ldw * sizeof(float));
+    float *xp = aligned_alloc(64, ((size_t)T * (size_t)ldw * sizeof(float) + 63) & ~(size_t)63);
     const float *xs = xp ? xp : x; /* out of memory: use the caller's rows */
     const int64_t ldx = xp ? ldw : K;
     for (int64_t t = 0; xp && t < T; t++)

@@ -138,7 +138,7 @@ void HY_AVX2 hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const f
     const int32_t group = n_heads / nkv;
     const int par = nkv > 1 && (double)n_ctx * (double)n_heads * (double)D >= 65536.0;
     (void)par;
-#pragma omp parallel for schedule(static) if (par)
+#pragma omp parallel for schedule(dynamic, 1) if (par)
     for (int32_t g = 0; g < nkv; g++)
         attend_kv_head(kv, layer, g, q, g * group, group, block_table, n_ctx, out);
 }
