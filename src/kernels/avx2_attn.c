@@ -26,6 +26,7 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
     const enum hy_dtype dt = kv->dtype;
     const float scale = 1.0f / sqrtf((float)D);
     const void *kb = kv->k[layer], *vb = kv->v[layer];
+    const int64_t es = dt == HY_DTYPE_F32 ? 4 : 2;
     float m[8], l[8];
     float o[8][ATT_MAXD] __attribute__((aligned(32)));
     float p[8][ATT_TILE] __attribute__((aligned(32)));
@@ -41,6 +42,20 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
         for (int jj = 0; jj < jn; jj++) {
             const int32_t j = j0 + jj;
             off[jj] = ((int64_t)block_table[j / bs] * bs + j % bs) * row + (int64_t)g * D;
+        }
+        /* K and V rows are scattered (one head's slice of each slot): request their cache lines
+         * ahead so the loads below do not wait on memory one row at a time (this tile's V and, for
+         * the first tile, K; the next tile's K) */
+        for (int jj = 0; jj < jn; jj++)
+            for (int64_t bo = 0; bo < D * es; bo += 64) {
+                _mm_prefetch((const char *)vb + off[jj] * es + bo, _MM_HINT_T0);
+                if (j0 == 0)
+                    _mm_prefetch((const char *)kb + off[jj] * es + bo, _MM_HINT_T0);
+            }
+        for (int32_t j = j0 + ATT_TILE; j < n_ctx && j < j0 + 2 * ATT_TILE; j++) {
+            const int64_t o2 = (((int64_t)block_table[j / bs] * bs + j % bs) * row + (int64_t)g * D) * es;
+            for (int64_t bo = 0; bo < D * es; bo += 64)
+                _mm_prefetch((const char *)kb + o2 + bo, _MM_HINT_T0);
         }
         /* scores p[h][jj] = (q_h . k_j) * scale */
         for (int jj = 0; jj < jn; jj++) {
