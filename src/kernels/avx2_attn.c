@@ -29,7 +29,8 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
     const int64_t es = dt == HY_DTYPE_F32 ? 4 : 2;
     float m[8], l[8];
     float o[8][ATT_MAXD] __attribute__((aligned(32)));
-    float p[8][ATT_TILE] __attribute__((aligned(32)));
+    float p[8][ATT_TILE] __attribute__((aligned(32)));  /* scores / weights [head][position] */
+    float pt[ATT_TILE][8] __attribute__((aligned(32))); /* the same, [position][head], for NH = 8 */
     int64_t off[ATT_TILE];
 #pragma GCC unroll 8
     for (int h = 0; h < NH; h++) {
@@ -69,13 +70,38 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
                 for (int h = 0; h < NH; h++)
                     acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * D + d), kv8, acc[h]);
             }
+            if (NH == 8) { /* 8 horizontal sums at once: lane h of the result = head h's score */
+                const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+                const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+                const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+                const __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                                _mm256_permute2f128_ps(u0, u1, 0x31));
+                _mm256_store_ps(pt[jj], _mm256_mul_ps(sv, _mm256_set1_ps(scale)));
+                continue;
+            }
 #pragma GCC unroll 8
             for (int h = 0; h < NH; h++)
                 p[h][jj] = hy_avx2_hsum(acc[h]) * scale;
         }
         /* online softmax update per head */
         float corr[8];
-        for (int h = 0; h < NH; h++) {
+        if (NH == 8) { /* heads in lanes: pt[jj][h] */
+            const __m256 mo = _mm256_loadu_ps(m);
+            __m256 mt = mo;
+            for (int jj = 0; jj < jn; jj++)
+                mt = _mm256_max_ps(mt, _mm256_load_ps(pt[jj]));
+            const __m256 cv = hy_avx2_exp(_mm256_sub_ps(mo, mt)); /* 0 on the first tile (m = -inf) */
+            __m256 sum = _mm256_setzero_ps();
+            for (int jj = 0; jj < jn; jj++) {
+                const __m256 e = hy_avx2_exp(_mm256_sub_ps(_mm256_load_ps(pt[jj]), mt));
+                _mm256_store_ps(pt[jj], e);
+                sum = _mm256_add_ps(sum, e);
+            }
+            _mm256_storeu_ps(m, mt);
+            _mm256_storeu_ps(corr, cv);
+            _mm256_storeu_ps(l, _mm256_fmadd_ps(_mm256_loadu_ps(l), cv, sum));
+        }
+        for (int h = 0; h < NH && NH != 8; h++) {
             float mt = m[h];
             for (int jj = 0; jj < jn; jj++)
                 mt = p[h][jj] > mt ? p[h][jj] : mt;
@@ -102,7 +128,7 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
                 const __m256 v8 = hy_avx2_load(dt, vb, off[jj] + d);
 #pragma GCC unroll 8
                 for (int h = 0; h < NH; h++)
-                    acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(p[h][jj]), v8, acc[h]);
+                    acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(NH == 8 ? pt[jj][h] : p[h][jj]), v8, acc[h]);
             }
 #pragma GCC unroll 8
             for (int h = 0; h < NH; h++)
