@@ -24,6 +24,8 @@ static int check_requests(const struct hy_model *m, struct hy_gen_request *reqs,
         const struct hy_gen_request *r = &reqs[i];
         if (r->n_prompt == 0)
             return hy_err_set("request %zu: empty prompt", i);
+        if (r->params.max_new_tokens < 1)
+            return hy_err_set("request %zu: max_new_tokens=%d: must be >= 1", i, r->params.max_new_tokens);
         if ((int64_t)r->n_prompt + r->params.max_new_tokens > max_len)
             return hy_err_set("request %zu: prompt (%zu tokens) + max_new_tokens (%d) exceeds the maximum "
                               "context length %d", i, r->n_prompt, r->params.max_new_tokens, max_len);
