@@ -1,6 +1,11 @@
 /* main.c - the hyinfer command: subcommand dispatch. */
 #include "cli/commands.h"
 
+#include "base/cpu.h"
+#include "kernels/kernel_table.h"
+
+#include <omp.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -14,7 +19,16 @@ static void usage(void)
             "  hyinfer run --yaml CONFIG.yaml         offline batch job (cann-recipes-infer YAML schema)\n"
             "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n"
             "  hyinfer bench latency -m MODEL_DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] [--json]\n\n"
+            "  hyinfer info                           kernel ISA level in use, CPU features, threads\n"
             "  hyinfer SUBCOMMAND --help              flags of a subcommand\n");
+}
+
+/* `hyinfer info`: the kernel level in use and what the CPU/OS offer. */
+static int cmd_info(void)
+{
+    printf("isa: %s\ncpu: %s\nthreads: %d\n", hy_kernels_active()->name, hy_cpu_caps_string(),
+           omp_get_max_threads());
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -27,6 +41,8 @@ int main(int argc, char **argv)
         return hy_cmd_generate(argc, argv);
     if (!strcmp(argv[1], "run"))
         return hy_cmd_run(argc, argv);
+    if (!strcmp(argv[1], "info"))
+        return cmd_info();
     if (!strcmp(argv[1], "logits"))
         return hy_cmd_logits(argc, argv);
     if (!strcmp(argv[1], "bench"))
