@@ -1,0 +1,380 @@
+/* engine.c - the serving engine's step loop: schedule, execute, sample, stop checks, outputs. */
+#include "engine/engine.h"
+
+#include "base/err.h"
+#include "cache/block_pool.h"
+#include "engine/logprobs.h"
+#include "engine/runner.h"
+#include "sched/scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hy_engine {
+    struct hy_model          *m;         /* not owned */
+    struct hy_engine_config   cfg;       /* resolved (max_model_len > 0) */
+    struct hy_kv_cache        kv;
+    struct hy_block_pool      pool;
+    struct hy_scheduler       sched;
+    struct hy_runner          runner;
+    struct hy_request       **live;      /* [live_cap] waiting or running requests */
+    int32_t                   n_live, live_cap;
+    uint64_t                 *aborted;   /* [live_cap] ids to report as aborted next step */
+    int32_t                   n_aborted;
+    struct hy_engine_output  *outs;      /* [max_num_seqs + live_cap] */
+    float                    *row;       /* [vocab] raw logits copy for logprobs */
+    uint64_t                  next_id;
+    uint64_t                  prompt_tokens, generation_tokens;
+};
+
+void hy_engine_config_init(struct hy_engine_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->max_num_seqs = 8;
+    c->max_model_len = 0;
+    c->max_num_batched_tokens = 512;
+    c->block_size = 16;
+    c->enable_prefix_caching = 1;
+    c->kv_cache_memory_bytes = 0;
+    c->max_waiting_requests = 1024;
+}
+
+static int32_t cdiv(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
+
+/* MemAvailable from /proc/meminfo in bytes, or 0 when unknown. */
+static size_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+static int check_config(const struct hy_engine_config *c)
+{
+    if (c->max_num_seqs < 1)
+        return hy_err_set("engine: max_num_seqs=%d: must be >= 1", c->max_num_seqs);
+    if (c->max_num_batched_tokens < 1)
+        return hy_err_set("engine: max_num_batched_tokens=%d: must be >= 1", c->max_num_batched_tokens);
+    if (c->block_size < 1 || c->block_size > 4096)
+        return hy_err_set("engine: block_size=%d: must be in [1, 4096]", c->block_size);
+    if (c->max_model_len < 1)
+        return hy_err_set("engine: max_model_len=%d: must be >= 1", c->max_model_len);
+    if (c->max_waiting_requests < 0)
+        return hy_err_set("engine: max_waiting_requests=%d: must be >= 0", c->max_waiting_requests);
+    return 0;
+}
+
+/* Number of KV blocks the budget buys; 0 with hy_err_msg() when one max_model_len sequence
+ * does not fit. */
+static int32_t size_blocks(const struct hy_model *m, const struct hy_engine_config *c)
+{
+    const struct hy_model_config *mc = &m->cfg;
+    const int32_t bs = c->block_size;
+    size_t per_block = hy_kv_cache_bytes(mc->num_hidden_layers + (mc->num_nextn_predict_layers > 0),
+                                         mc->num_key_value_heads, mc->head_dim, bs, 1,
+                                         m->compute == HY_COMPUTE_F32 ? HY_DTYPE_F32 : HY_DTYPE_BF16);
+    const int32_t need = cdiv(c->max_model_len, bs);
+    size_t budget = c->kv_cache_memory_bytes;
+    size_t n = 0;
+    if (budget == 0) {
+        budget = mem_available() / 2;
+        n = budget / per_block;
+        size_t most = (size_t)c->max_num_seqs * (size_t)need; /* no use for more */
+        if (n > most)
+            n = most;
+    } else {
+        n = budget / per_block;
+    }
+    if (n > (size_t)(INT32_MAX / bs))
+        n = (size_t)(INT32_MAX / bs);
+    if (n < (size_t)need) {
+        hy_err_set("engine: max_model_len %d needs %d KV blocks of %d tokens (%zu bytes), but the KV "
+                   "cache budget of %zu bytes holds only %zu; raise kv_cache_memory_bytes or lower "
+                   "max_model_len",
+                   c->max_model_len, need, bs, (size_t)need * per_block, budget, n);
+        return 0;
+    }
+    return (int32_t)n;
+}
+
+struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_config *cfg)
+{
+    struct hy_engine *e = calloc(1, sizeof(*e));
+    if (!e) {
+        hy_err_set("engine: out of memory");
+        return NULL;
+    }
+    e->m = m;
+    e->cfg = *cfg;
+    if (e->cfg.max_model_len == 0)
+        e->cfg.max_model_len = m->cfg.max_position_embeddings;
+    int32_t n_blocks = 0;
+    if (check_config(&e->cfg) || !(n_blocks = size_blocks(m, &e->cfg)))
+        goto fail;
+    const struct hy_engine_config *c = &e->cfg;
+    struct hy_sched_config sc = {c->max_num_seqs, c->max_num_batched_tokens, c->enable_prefix_caching,
+                                 c->max_waiting_requests};
+    if (hy_block_pool_init(&e->pool, n_blocks, c->block_size) ||
+        hy_model_kv_cache_init(m, &e->kv, c->block_size, n_blocks) ||
+        hy_scheduler_init(&e->sched, &sc, &e->pool, cdiv((int64_t)c->max_model_len + 1, c->block_size)) ||
+        hy_runner_init(&e->runner, c->max_num_batched_tokens, c->max_num_seqs, c->block_size,
+                       m->cfg.vocab_size))
+        goto fail;
+    e->live_cap = c->max_waiting_requests + c->max_num_seqs;
+    e->live = calloc((size_t)e->live_cap, sizeof(*e->live));
+    e->aborted = calloc((size_t)e->live_cap, sizeof(*e->aborted));
+    e->outs = calloc((size_t)e->live_cap + (size_t)c->max_num_seqs, sizeof(*e->outs));
+    e->row = malloc((size_t)m->cfg.vocab_size * sizeof(float));
+    if (!e->live || !e->aborted || !e->outs || !e->row) {
+        hy_err_set("engine: out of memory");
+        goto fail;
+    }
+    e->next_id = 1;
+    return e;
+fail:
+    hy_engine_free(e);
+    return NULL;
+}
+
+void hy_engine_free(struct hy_engine *e)
+{
+    if (!e)
+        return;
+    for (int32_t i = 0; i < e->n_live; i++)
+        hy_request_free(e->live[i]);
+    free(e->live);
+    free(e->aborted);
+    free(e->outs);
+    free(e->row);
+    hy_runner_free(&e->runner);
+    hy_scheduler_free(&e->sched);
+    hy_kv_cache_free(&e->kv);
+    hy_block_pool_free(&e->pool);
+    free(e);
+}
+
+static int check_request(const struct hy_engine *e, const struct hy_engine_request *r)
+{
+    const int32_t V = e->m->cfg.vocab_size;
+    const int32_t M = e->cfg.max_model_len;
+    if (!r->prompt_ids || r->n_prompt == 0)
+        return hy_err_set("engine: empty prompt");
+    if (r->n_prompt > (size_t)M)
+        return hy_err_set("Input length %zu exceeds the model's maximum context length %d", r->n_prompt, M);
+    if (cdiv((int64_t)r->n_prompt, e->cfg.block_size) > e->pool.n_blocks)
+        return hy_err_set("Input length %zu exceeds the KV cache capacity of %lld tokens", r->n_prompt,
+                          (long long)e->pool.n_blocks * e->cfg.block_size);
+    for (size_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= V)
+            return hy_err_set("engine: prompt token id %d at position %zu is outside the vocabulary [0, %d)",
+                              r->prompt_ids[i], i, V);
+    for (size_t i = 0; i < r->n_stop_token_ids; i++)
+        if (r->stop_token_ids[i] < 0 || r->stop_token_ids[i] >= V)
+            return hy_err_set("engine: stop_token_ids: id %d is outside the vocabulary [0, %d)",
+                              r->stop_token_ids[i], V);
+    if (r->logprobs < -1 || r->logprobs > HY_ENGINE_MAX_LOGPROBS)
+        return hy_err_set("engine: logprobs=%d: must be in [0, %d] (or -1 for none)", r->logprobs,
+                          HY_ENGINE_MAX_LOGPROBS);
+    if (r->params.max_new_tokens < 1)
+        return hy_err_set("engine: max_tokens=%d: must be >= 1", r->params.max_new_tokens);
+    return hy_sampling_params_validate(&r->params);
+}
+
+/* Builds the request's engine-side state (copies, sampler). NULL with hy_err_msg(). */
+static struct hy_request *make_request(struct hy_engine *e, const struct hy_engine_request *r)
+{
+    int64_t cap = (int64_t)r->n_prompt + r->params.max_new_tokens;
+    if (cap > (int64_t)e->cfg.max_model_len + 1)
+        cap = (int64_t)e->cfg.max_model_len + 1;
+    struct hy_request *q = hy_request_create(e->next_id, r->prompt_ids, (int32_t)r->n_prompt, (int32_t)cap,
+                                             e->cfg.block_size);
+    if (!q)
+        return NULL;
+    q->max_tokens = r->params.max_new_tokens;
+    q->ignore_eos = r->params.ignore_eos;
+    q->logprobs = r->logprobs;
+    if (r->n_stop_token_ids) {
+        q->stop_ids = malloc(r->n_stop_token_ids * sizeof(int32_t));
+        if (!q->stop_ids) {
+            hy_request_free(q);
+            hy_err_set("engine: out of memory");
+            return NULL;
+        }
+        memcpy(q->stop_ids, r->stop_token_ids, r->n_stop_token_ids * sizeof(int32_t));
+        q->n_stop = r->n_stop_token_ids;
+    }
+    q->sampler = hy_sampler_create(&r->params, e->m->cfg.vocab_size);
+    if (!q->sampler) {
+        hy_request_free(q);
+        return NULL;
+    }
+    hy_sampler_accept_prompt(q->sampler, r->prompt_ids, r->n_prompt);
+    return q;
+}
+
+int hy_engine_add_request(struct hy_engine *e, const struct hy_engine_request *r, uint64_t *id)
+{
+    if (e->sched.n_waiting >= e->cfg.max_waiting_requests || e->n_live + e->n_aborted >= e->live_cap) {
+        hy_err_set("engine: too many waiting requests (max_waiting_requests=%d)", e->cfg.max_waiting_requests);
+        return HY_ENGINE_QUEUE_FULL;
+    }
+    if (check_request(e, r))
+        return HY_ENGINE_ERROR;
+    struct hy_request *q = make_request(e, r);
+    if (!q)
+        return HY_ENGINE_ERROR;
+    if (hy_scheduler_add(&e->sched, q)) { /* cannot happen: checked above */
+        hy_request_free(q);
+        hy_err_set("engine: waiting queue full");
+        return HY_ENGINE_QUEUE_FULL;
+    }
+    e->live[e->n_live++] = q;
+    e->prompt_tokens += r->n_prompt;
+    *id = e->next_id++;
+    return HY_ENGINE_OK;
+}
+
+/* Removes a finished request from the scheduler and the live set and frees it. */
+static void retire(struct hy_engine *e, struct hy_request *q)
+{
+    hy_scheduler_finish(&e->sched, q);
+    for (int32_t i = 0; i < e->n_live; i++)
+        if (e->live[i] == q) {
+            e->live[i] = e->live[--e->n_live];
+            break;
+        }
+    hy_request_free(q);
+}
+
+int hy_engine_abort_request(struct hy_engine *e, uint64_t id)
+{
+    for (int32_t i = 0; i < e->n_live; i++)
+        if (e->live[i]->id == id) {
+            e->aborted[e->n_aborted++] = id;
+            retire(e, e->live[i]);
+            return 0;
+        }
+    return hy_err_set("engine: no unfinished request with id %llu", (unsigned long long)id);
+}
+
+int hy_engine_has_work(const struct hy_engine *e) { return e->n_live > 0 || e->n_aborted > 0; }
+
+static struct hy_engine_output *new_output(struct hy_engine *e, size_t *n, uint64_t id)
+{
+    struct hy_engine_output *o = &e->outs[(*n)++];
+    memset(o, 0, sizeof(*o));
+    o->request_id = id;
+    o->token_id = -1;
+    return o;
+}
+
+static int is_stop_id(const struct hy_request *q, int32_t tok)
+{
+    for (size_t i = 0; i < q->n_stop; i++)
+        if (q->stop_ids[i] == tok)
+            return 1;
+    return 0;
+}
+
+/* vLLM's check order: length limits first, then EOS, then stop token ids. */
+static enum hy_engine_finish check_stop(const struct hy_engine *e, const struct hy_request *q, int32_t tok)
+{
+    if (q->n_tokens - q->n_prompt >= q->max_tokens || q->n_tokens >= e->cfg.max_model_len)
+        return HY_ENGINE_FINISHED_LENGTH;
+    if (!q->ignore_eos && hy_model_config_is_eos(&e->m->cfg, tok))
+        return HY_ENGINE_FINISHED_STOP;
+    if (is_stop_id(q, tok))
+        return HY_ENGINE_FINISHED_STOP;
+    return HY_ENGINE_RUNNING;
+}
+
+/* Samples the next token of q from logits[vocab] (used as scratch), appends it, fills an output
+ * and retires q when it finished. */
+static void emit_token(struct hy_engine *e, struct hy_request *q, float *logits, size_t *n_outs)
+{
+    const int32_t V = e->m->cfg.vocab_size;
+    if (q->logprobs >= 0)
+        memcpy(e->row, logits, (size_t)V * sizeof(float));
+    int32_t tok = hy_sampler_sample(q->sampler, logits);
+    struct hy_engine_output *o = new_output(e, n_outs, q->id);
+    o->token_id = tok;
+    if (q->logprobs >= 0) {
+        o->n_top = q->logprobs < V ? q->logprobs : V;
+        o->logprob = hy_logprobs_compute(e->row, V, tok, o->n_top, o->top_ids, o->top_logprobs);
+    }
+    e->generation_tokens++;
+    if (hy_request_append(q, tok)) {
+        o->finish = HY_ENGINE_FINISHED_LENGTH; /* cannot happen: cap covers max_tokens */
+    } else {
+        o->finish = check_stop(e, q, tok);
+    }
+    if (o->finish != HY_ENGINE_RUNNING)
+        retire(e, q);
+}
+
+/* The forward failed: every scheduled request finishes (aborted). */
+static void fail_plan(struct hy_engine *e, const struct hy_sched_plan *plan, size_t *n_outs)
+{
+    for (int32_t i = 0; i < plan->n; i++)
+        plan->entries[i].req->plan_idx = -1; /* so retiring leaves the plan as it is */
+    for (int32_t i = 0; i < plan->n; i++) {
+        new_output(e, n_outs, plan->entries[i].req->id)->finish = HY_ENGINE_FINISHED_ABORT;
+        retire(e, plan->entries[i].req);
+    }
+}
+
+int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, size_t *n_outs)
+{
+    const int32_t V = e->m->cfg.vocab_size;
+    size_t n = 0;
+    *outs = e->outs;
+    *n_outs = 0;
+    for (int32_t i = 0; i < e->n_aborted; i++)
+        new_output(e, &n, e->aborted[i])->finish = HY_ENGINE_FINISHED_ABORT;
+    e->n_aborted = 0;
+    const struct hy_sched_plan *plan = hy_scheduler_schedule(&e->sched);
+    if (plan->n == 0) {
+        *n_outs = n;
+        return 0;
+    }
+    if (hy_runner_execute(&e->runner, e->m, &e->kv, plan)) {
+        fail_plan(e, plan, &n);
+        *n_outs = n;
+        return -1;
+    }
+    hy_scheduler_update(&e->sched, plan);
+    /* emit_token may retire requests; the plan's entries stay readable (plan_idx was cleared) */
+    int32_t row = 0;
+    for (int32_t i = 0; i < plan->n; i++)
+        if (plan->entries[i].wants_logits)
+            emit_token(e, plan->entries[i].req, e->runner.logits + (size_t)row++ * V, &n);
+    *n_outs = n;
+    return 0;
+}
+
+void hy_engine_get_stats(const struct hy_engine *e, struct hy_engine_stats *st)
+{
+    const struct hy_sched_stats *ss = &e->sched.stats;
+    memset(st, 0, sizeof(*st));
+    st->num_running = e->sched.n_running;
+    st->num_waiting = e->sched.n_waiting;
+    st->num_blocks_total = e->pool.n_blocks;
+    st->num_blocks_used = hy_block_pool_num_used(&e->pool);
+    st->kv_usage = st->num_blocks_total ? (double)st->num_blocks_used / st->num_blocks_total : 0.0;
+    st->prefix_queries = ss->prefix_queries;
+    st->prefix_hits = ss->prefix_hits;
+    st->num_preemptions = ss->num_preemptions;
+    st->num_steps = ss->num_steps;
+    st->max_batch_seqs = ss->max_batch_seqs;
+    st->prompt_chunks = ss->prompt_chunks;
+    st->prompt_tokens = e->prompt_tokens;
+    st->generation_tokens = e->generation_tokens;
+}

@@ -1,0 +1,61 @@
+/* request.h - one generation request as the scheduler and engine see it: its known tokens
+ * (prompt + output so far), how many of them have KV computed, its block table and the chained
+ * hashes of its full blocks (vLLM v1 Request). All arrays are sized at creation for the longest
+ * the request can get, so a step never allocates.
+ */
+#ifndef HY_SCHED_REQUEST_H
+#define HY_SCHED_REQUEST_H
+
+#include "engine/engine.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum hy_request_status {
+    HY_REQ_WAITING = 0,
+    HY_REQ_RUNNING,
+    HY_REQ_FINISHED,
+};
+
+struct hy_request {
+    uint64_t  id;
+    enum hy_request_status status;
+    int32_t  *tokens;          /* [cap] prompt then output ids */
+    int32_t   n_prompt;
+    int32_t   n_tokens;        /* known tokens: n_prompt + outputs */
+    int32_t   cap;             /* most tokens this request can have */
+    int32_t   n_computed;      /* leading tokens whose KV is in the cache */
+    int32_t  *blocks;          /* [blocks_cap] block table (append-only while running) */
+    int32_t   n_blocks;
+    int32_t   blocks_cap;
+    uint64_t *hashes;          /* [blocks_cap] chained hashes of full blocks, computed lazily */
+    int32_t   n_hashes;
+    int32_t   n_cached_blocks; /* leading blocks found in or registered with the prefix cache */
+    int32_t   plan_idx;        /* index in the current step's plan, -1 if not scheduled */
+    uint32_t  n_preemptions;
+    /* generation settings and state (engine) */
+    struct hy_sampler *sampler;   /* survives preemption */
+    int32_t   max_tokens;
+    int       ignore_eos;
+    int32_t   logprobs;           /* -1: none */
+    int32_t  *stop_ids;           /* [n_stop] */
+    size_t    n_stop;
+    enum hy_engine_finish finish;
+};
+
+/* Allocates a request with the prompt ids[n_prompt] copied and room for cap tokens
+ * (cap >= n_prompt) in blocks of block_size. Returns NULL on out of memory (hy_err_msg()). */
+struct hy_request *hy_request_create(uint64_t id, const int32_t *ids, int32_t n_prompt, int32_t cap,
+                                     int32_t block_size);
+
+/* Frees the request, its arrays and its sampler. NULL is a no-op. */
+void hy_request_free(struct hy_request *r);
+
+/* Appends an output token. Returns 0, or -1 when the request is at cap. */
+int hy_request_append(struct hy_request *r, int32_t token);
+
+/* Makes sure hashes[0..n_full) are computed (chained hy_block_hash over tokens; n_full *
+ * block_size <= n_tokens). */
+void hy_request_hash_blocks(struct hy_request *r, int32_t n_full, int32_t block_size);
+
+#endif
