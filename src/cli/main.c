@@ -12,6 +12,11 @@ static void usage(void)
             "  hyinfer generate -m MODEL_DIR -p TEXT [-n 128] [--temperature T --top-p P --top-k K --seed S]\n"
             "                   [--dtype float32|bfloat16] [--chat] [--prompt-ids 1,2,3] [--print-ids] [--echo]\n"
             "  hyinfer run --yaml CONFIG.yaml         offline batch job (cann-recipes-infer YAML schema)\n"
+            "  hyinfer serve MODEL_DIR [--host 127.0.0.1 --port 8000 --served-model-name NAME --api-key KEY]\n"
+            "                   [--max-num-seqs 8 --max-model-len N --max-num-batched-tokens 512 --block-size 16]\n"
+            "                   [--enable-prefix-caching | --no-enable-prefix-caching] [--kv-cache-memory-bytes N]\n"
+            "                   [--max-waiting-requests 1024] [--dtype float32|bfloat16] [--threads N]\n"
+            "                                         OpenAI-compatible HTTP server\n"
             "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n\n"
             "  hyinfer SUBCOMMAND --help              flags of a subcommand\n");
 }
@@ -26,6 +31,8 @@ int main(int argc, char **argv)
         return hy_cmd_generate(argc, argv);
     if (!strcmp(argv[1], "run"))
         return hy_cmd_run(argc, argv);
+    if (!strcmp(argv[1], "serve"))
+        return hy_cmd_serve(argc, argv);
     if (!strcmp(argv[1], "logits"))
         return hy_cmd_logits(argc, argv);
     fprintf(stderr, "hyinfer: unknown subcommand \"%s\"\n\n", argv[1]);
