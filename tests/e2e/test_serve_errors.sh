@@ -2,7 +2,8 @@
 # hyinfer serve error handling with curl: each bad request gets its HTTP code and an OpenAI error
 # body {"error": {"message", "type", "param", "code"}} whose message names the problem; --api-key
 # guards /v1 (401 without / with a wrong key) while /health and /metrics stay public (the 503 that
-# /health gives while the model loads is not asserted: the test models load in milliseconds); bad start-up (port in use, KV budget too small) exits 1 with a message;
+# /health gives while the model loads is not asserted: the test models load in milliseconds);
+# bad start-up (port in use, KV budget too small, unknown flag) exits non-zero with a message;
 # SIGINT exits 0.
 set -uo pipefail
 cd "${HYINFER_ROOT:-.}"
