@@ -9,7 +9,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const root = process.env.HYINFER_ROOT || path.resolve(here, "..", "..");
 export const shared = process.env.HY_SHARED || path.join(root, "..", "shared");
-export const bin = path.join(root, "build", "hyinfer");
+export const bin = process.env.HYINFER_BIN || path.join(root, "build", "hyinfer");
 
 // models/hy3-tiny (trained, real Hy3 tokenizer) when the repo has it, else the random-weight
 // hy3-golden-b checkpoint (480-token Hy3-style tokenizer with the control tokens).
