@@ -17,6 +17,8 @@ static void usage(void)
             "                   [--enable-prefix-caching | --no-enable-prefix-caching] [--kv-cache-memory-bytes N]\n"
             "                   [--max-waiting-requests 1024] [--dtype float32|bfloat16] [--threads N]\n"
             "                                         OpenAI-compatible HTTP server\n"
+            "  hyinfer bench serve [--host H --port P -c 4 --num-prompts 64 --random-input-len 128\n"
+            "                      --random-output-len 64] [--json]   load a running server\n"
             "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n\n"
             "  hyinfer SUBCOMMAND --help              flags of a subcommand\n");
 }
@@ -31,6 +33,8 @@ int main(int argc, char **argv)
         return hy_cmd_generate(argc, argv);
     if (!strcmp(argv[1], "run"))
         return hy_cmd_run(argc, argv);
+    if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "serve"))
+        return hy_cmd_bench_serve(argc, argv);
     if (!strcmp(argv[1], "serve"))
         return hy_cmd_serve(argc, argv);
     if (!strcmp(argv[1], "logits"))
