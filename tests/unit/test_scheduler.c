@@ -1,0 +1,287 @@
+/* test_scheduler.c - the scheduler without a model: token budget, chunked prefill, decode-first
+ * order, FIFO admission under max_num_seqs, prefix-cache reuse, preemption of the newest request
+ * and its recompute. A "step" here is schedule + update + one fake token per sampled request. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sched/scheduler.h"
+
+#include <string.h>
+
+#define BS 4
+
+struct fixture {
+    struct hy_block_pool pool;
+    struct hy_scheduler  s;
+};
+
+static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget, int prefix)
+{
+    struct hy_sched_config c = {max_seqs, budget, prefix, 16};
+    assert_int_equal(hy_block_pool_init(&f->pool, n_blocks, BS), 0);
+    assert_int_equal(hy_scheduler_init(&f->s, &c, &f->pool, 64), 0);
+}
+
+static void teardown_fx(struct fixture *f)
+{
+    hy_scheduler_free(&f->s);
+    hy_block_pool_free(&f->pool);
+}
+
+static struct hy_request *mk(uint64_t id, int32_t n_prompt, int32_t first)
+{
+    int32_t ids[256];
+    for (int32_t i = 0; i < n_prompt; i++)
+        ids[i] = first + i;
+    struct hy_request *r = hy_request_create(id, ids, n_prompt, 256, BS);
+    assert_non_null(r);
+    return r;
+}
+
+/* One step: returns the plan (copied into out[] as {id, n_tokens}) and appends token 1000 to
+ * each request that got logits. */
+static int32_t step(struct fixture *f, uint64_t *ids, int32_t *ns)
+{
+    const struct hy_sched_plan *p = hy_scheduler_schedule(&f->s);
+    int32_t n = p->n;
+    for (int32_t i = 0; i < n; i++) {
+        ids[i] = p->entries[i].req->id;
+        ns[i] = p->entries[i].n_tokens;
+    }
+    hy_scheduler_update(&f->s, p);
+    for (int32_t i = 0; i < n; i++)
+        if (p->entries[i].wants_logits)
+            assert_int_equal(hy_request_append(p->entries[i].req, 1000), 0);
+    return n;
+}
+
+static void test_chunked_prefill_and_budget(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint64_t ids[8];
+    int32_t ns[8];
+    setup_fx(&f, 32, 4, 8, 0);
+    struct hy_request *r = mk(1, 20, 0);
+    assert_int_equal(hy_scheduler_add(&f.s, r), 0);
+    assert_int_equal(step(&f, ids, ns), 1);
+    assert_int_equal(ns[0], 8);
+    assert_int_equal(r->n_computed, 8);
+    assert_int_equal(r->n_blocks, 2);
+    assert_int_equal(r->n_tokens, 20); /* no logits yet */
+    step(&f, ids, ns);
+    assert_int_equal(ns[0], 8);
+    step(&f, ids, ns);
+    assert_int_equal(ns[0], 4);
+    assert_int_equal(r->n_tokens, 21); /* sampled after the last chunk */
+    step(&f, ids, ns);
+    assert_int_equal(ns[0], 1); /* decode */
+    assert_int_equal(r->n_computed, 21);
+    assert_int_equal(r->n_blocks, 6);
+    assert_int_equal(f.s.stats.prompt_chunks, 3);
+    hy_scheduler_finish(&f.s, r);
+    assert_int_equal(hy_block_pool_num_used(&f.pool), 0);
+    hy_request_free(r);
+    teardown_fx(&f);
+}
+
+static void test_decode_first_then_prefill(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint64_t ids[8];
+    int32_t ns[8];
+    setup_fx(&f, 64, 4, 6, 0);
+    struct hy_request *a = mk(1, 3, 0), *b = mk(2, 30, 100);
+    hy_scheduler_add(&f.s, a);
+    hy_scheduler_add(&f.s, b);
+    assert_int_equal(step(&f, ids, ns), 2); /* a: 3 tokens, b: the 3 left of the budget */
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ns[0], 3);
+    assert_int_equal(ids[1], 2);
+    assert_int_equal(ns[1], 3);
+    /* a decodes (1 token), b gets the rest of the budget */
+    assert_int_equal(step(&f, ids, ns), 2);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ns[0], 1);
+    assert_int_equal(ids[1], 2);
+    assert_int_equal(ns[1], 5);
+    /* b takes the whole budget while it prefills: c waits */
+    hy_scheduler_finish(&f.s, a);
+    struct hy_request *c = mk(3, 2, 200);
+    hy_scheduler_add(&f.s, c);
+    assert_int_equal(step(&f, ids, ns), 1);
+    assert_int_equal(ns[0], 6);
+    assert_int_equal(c->status, HY_REQ_WAITING);
+    hy_scheduler_finish(&f.s, b);
+    hy_scheduler_finish(&f.s, c);
+    hy_request_free(a);
+    hy_request_free(b);
+    hy_request_free(c);
+    teardown_fx(&f);
+}
+
+static void test_admission_fifo_max_seqs(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint64_t ids[8];
+    int32_t ns[8];
+    struct hy_request *r[4];
+    setup_fx(&f, 64, 2, 100, 0);
+    for (int i = 0; i < 4; i++) {
+        r[i] = mk((uint64_t)i + 1, 5, 10 * i);
+        assert_int_equal(hy_scheduler_add(&f.s, r[i]), 0);
+    }
+    assert_int_equal(step(&f, ids, ns), 2);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 2);
+    assert_int_equal(f.s.n_waiting, 2);
+    hy_scheduler_finish(&f.s, r[1]);
+    assert_int_equal(step(&f, ids, ns), 2); /* decode of 1, prefill of 3 (FIFO) */
+    assert_int_equal(ids[1], 3);
+    assert_int_equal(r[3]->status, HY_REQ_WAITING);
+    hy_scheduler_finish(&f.s, r[3]); /* abort while waiting */
+    assert_int_equal(f.s.n_waiting, 0);
+    for (int i = 0; i < 4; i++) {
+        hy_scheduler_finish(&f.s, r[i]);
+        hy_request_free(r[i]);
+    }
+    assert_int_equal(hy_block_pool_num_used(&f.pool), 0);
+    teardown_fx(&f);
+    /* waiting queue bound */
+    setup_fx(&f, 8, 1, 8, 0);
+    struct hy_request *q[17];
+    for (int i = 0; i < 17; i++) {
+        q[i] = mk((uint64_t)i, 1, 0);
+        assert_int_equal(hy_scheduler_add(&f.s, q[i]), i < 16 ? 0 : -1);
+    }
+    for (int i = 0; i < 17; i++)
+        hy_request_free(q[i]);
+    teardown_fx(&f);
+}
+
+static void test_prefix_reuse(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint64_t ids[8];
+    int32_t ns[8];
+    setup_fx(&f, 32, 4, 64, 1);
+    struct hy_request *a = mk(1, 12, 0);
+    hy_scheduler_add(&f.s, a);
+    step(&f, ids, ns);
+    assert_int_equal(f.pool.n_cached, 3); /* 12 tokens = 3 full blocks registered */
+    assert_int_equal(f.s.stats.prefix_hits, 0);
+    /* same prompt while a still runs: 2 blocks shared (the last token is always recomputed) */
+    struct hy_request *b = mk(2, 12, 0);
+    hy_scheduler_add(&f.s, b);
+    step(&f, ids, ns);
+    assert_int_equal(ids[1], 2);
+    assert_int_equal(ns[1], 4);
+    assert_int_equal(b->blocks[0], a->blocks[0]);
+    assert_int_equal(b->blocks[1], a->blocks[1]);
+    assert_true(b->blocks[2] != a->blocks[2]);
+    assert_int_equal(f.pool.blocks[a->blocks[0]].ref_cnt, 2);
+    assert_int_equal(f.s.stats.prefix_hits, 8);
+    assert_int_equal(f.s.stats.prefix_queries, 24);
+    /* a shared first block, then a different suffix: one block hit */
+    struct hy_request *c = mk(3, 10, 0);
+    c->tokens[4] = 77;
+    hy_scheduler_add(&f.s, c);
+    step(&f, ids, ns);
+    assert_int_equal(c->n_blocks, 3);
+    assert_int_equal(c->blocks[0], a->blocks[0]);
+    assert_int_equal(ns[2], 6);
+    assert_int_equal(f.s.stats.prefix_hits, 12);
+    /* after all finish, the cached blocks survive in the free queue and hit again */
+    hy_scheduler_finish(&f.s, a);
+    hy_scheduler_finish(&f.s, b);
+    hy_scheduler_finish(&f.s, c);
+    assert_int_equal(hy_block_pool_num_used(&f.pool), 0);
+    struct hy_request *d = mk(4, 13, 0);
+    hy_scheduler_add(&f.s, d);
+    step(&f, ids, ns);
+    assert_int_equal(ns[0], 1);
+    assert_int_equal(d->blocks[2], a->blocks[2]);
+    hy_scheduler_finish(&f.s, d);
+    hy_request_free(a);
+    hy_request_free(b);
+    hy_request_free(c);
+    hy_request_free(d);
+    teardown_fx(&f);
+}
+
+static void test_preempt_newest_and_recompute(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint64_t ids[8];
+    int32_t ns[8];
+    setup_fx(&f, 6, 4, 64, 0); /* 24 token slots */
+    struct hy_request *a = mk(1, 8, 0), *b = mk(2, 8, 100);
+    hy_scheduler_add(&f.s, a);
+    hy_scheduler_add(&f.s, b);
+    step(&f, ids, ns); /* both prefilled: 4 blocks used */
+    assert_int_equal(hy_block_pool_num_used(&f.pool), 4);
+    step(&f, ids, ns); /* both need a 3rd block: 6 used */
+    for (int i = 0; i < 3; i++)
+        step(&f, ids, ns);
+    assert_int_equal(a->n_tokens, 13);
+    assert_int_equal(f.s.stats.num_preemptions, 0);
+    /* position 12 needs a 4th block each: only one fits, b (newest) is preempted */
+    assert_int_equal(step(&f, ids, ns), 1);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(f.s.stats.num_preemptions, 1);
+    assert_int_equal(b->status, HY_REQ_WAITING);
+    assert_int_equal(b->n_computed, 0);
+    assert_int_equal(b->n_blocks, 0);
+    assert_int_equal(b->n_tokens, 13); /* its outputs are kept */
+    assert_int_equal(f.s.waiting[0], b);
+    assert_int_equal(hy_block_pool_num_used(&f.pool), 4);
+    /* when a finishes, b is recomputed (prompt + outputs) in one chunk and samples again */
+    hy_scheduler_finish(&f.s, a);
+    assert_int_equal(step(&f, ids, ns), 1);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(ns[0], 13);
+    assert_int_equal(b->n_tokens, 14);
+    /* the newest is also the victim when it is the one asking: only c can run alone */
+    hy_scheduler_finish(&f.s, b);
+    teardown_fx(&f);
+    setup_fx(&f, 4, 4, 64, 0);
+    struct hy_request *c = mk(3, 7, 0), *d = mk(4, 7, 50);
+    hy_scheduler_add(&f.s, c);
+    hy_scheduler_add(&f.s, d);
+    assert_int_equal(step(&f, ids, ns), 2);
+    assert_int_equal(step(&f, ids, ns), 2); /* position 7: still block 1 */
+    assert_int_equal(step(&f, ids, ns), 1); /* position 8 needs a block each: d preempted */
+    assert_int_equal(ids[0], 3);
+    assert_int_equal(d->n_preemptions, 1);
+    assert_int_equal(f.s.n_running, 1);
+    /* no admission in a step that preempted; the next step admits d only if blocks allow */
+    assert_int_equal(step(&f, ids, ns), 1);
+    assert_int_equal(ids[0], 3);
+    hy_scheduler_finish(&f.s, c);
+    hy_scheduler_finish(&f.s, d);
+    assert_int_equal(hy_block_pool_num_used(&f.pool), 0);
+    hy_request_free(a);
+    hy_request_free(b);
+    hy_request_free(c);
+    hy_request_free(d);
+    teardown_fx(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chunked_prefill_and_budget),
+        cmocka_unit_test(test_decode_first_then_prefill),
+        cmocka_unit_test(test_admission_fifo_max_seqs),
+        cmocka_unit_test(test_prefix_reuse),
+        cmocka_unit_test(test_preempt_newest_and_recompute),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
