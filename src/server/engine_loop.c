@@ -6,7 +6,9 @@
 
 #include <errno.h>
 #include <math.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,8 +194,10 @@ static struct hy_srv_job *find_seq(struct hy_srv_engine *se, uint64_t id, int *s
 static void *engine_main(void *arg)
 {
     struct hy_srv_engine *se = arg;
+#ifdef _OPENMP
     if (se->threads > 0)
         omp_set_num_threads(se->threads); /* OpenMP's thread count is per thread: set it here */
+#endif
     pthread_mutex_lock(&se->mu);
     for (;;) {
         process_cmds(se);
