@@ -3,8 +3,9 @@
 //   prefix caching on vs off (same text; hits > 0 only when on), the same prompt twice and a shared
 //   system prompt with different suffixes (cache hits), 8 concurrent requests vs one at a time (a
 //   step that batched >= 8 sequences), --max-num-batched-tokens 16 (more than one prefill chunk per
-//   prompt), a KV budget too small for the batch (preemptions > 0); a streaming client that
-//   disconnects has its request aborted and its KV blocks freed; --max-waiting-requests gives 503.
+//   prompt), a KV budget too small for the batch (preemptions > 0); a client that disconnects
+//   (streaming or waiting for a non-streamed answer) has its request aborted and its KV blocks
+//   freed; --max-waiting-requests gives 503.
 import { check, eq, finish, loadOpenAI, metrics, pickModel, skip, sleep, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
@@ -98,6 +99,33 @@ try {
   check((m['hyinfer:request_success_total{model_name="hy3",finished_reason="abort"}'] || 0) > aborted0,
         "the disconnected request finished as aborted");
   check(m["hyinfer:generation_tokens_total"] > 0, "server still counting");
+
+  // client disconnect while waiting for a non-streamed response
+  const ac2 = new AbortController();
+  const pending = fetch(`${on.base}/v1/completions`, { method: "POST", signal: ac2.signal,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "hy3", prompt: "Another long story:", max_tokens: 200, temperature: 0,
+                           ignore_eos: true }) }).catch(() => null);
+  let running = false;
+  for (let i = 0; i < 200 && !running; i++) {
+    running = (await metrics(on.base))["hyinfer:num_requests_running"] === 1;
+    if (!running) await sleep(10);
+  }
+  const ab1 = (await metrics(on.base))['hyinfer:request_success_total{model_name="hy3",finished_reason="abort"}'];
+  ac2.abort();
+  await pending;
+  freed = false;
+  for (let i = 0; i < 100 && !freed; i++) {
+    await sleep(100);
+    m = await metrics(on.base);
+    freed = m["hyinfer:num_requests_running"] === 0 && m["hyinfer:kv_cache_blocks_used"] === base0;
+  }
+  check(running && freed, "non-streamed request: disconnect aborts it and frees its KV blocks");
+  check(m['hyinfer:request_success_total{model_name="hy3",finished_reason="abort"}'] === ab1 + 1,
+        "the non-streamed request finished as aborted");
+  const gen0 = m["hyinfer:generation_tokens_total"];
+  await sleep(300);
+  check((await metrics(on.base))["hyinfer:generation_tokens_total"] === gen0, "nothing generates after the abort");
   await on.stop();
 
   // chunked prefill
