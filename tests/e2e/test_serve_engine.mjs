@@ -5,7 +5,7 @@
 //   step that batched >= 8 sequences), --max-num-batched-tokens 16 (more than one prefill chunk per
 //   prompt), a KV budget too small for the batch (preemptions > 0); a client that disconnects
 //   (streaming or waiting for a non-streamed answer) has its request aborted and its KV blocks
-//   freed; --max-waiting-requests gives 503.
+//   freed; --max-waiting-requests gives 503; SIGTERM lets a running request finish, then exits 0.
 import { check, eq, finish, loadOpenAI, metrics, pickModel, skip, sleep, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
@@ -152,21 +152,50 @@ try {
     console.log("note: small-KV preemption check sized for hy3-golden-b only");
   }
 
-  // queue full -> 503
-  const q = await server(["--max-num-seqs", "1", "--max-waiting-requests", "1"], "queue");
-  const long = (prompt) => fetch(`${q.base}/v1/completions`, { method: "POST",
+  // queue full -> 503 (long requests so the first two are surely still there; then they disconnect)
+  const q = await server(["--max-num-seqs", "1", "--max-waiting-requests", "1", "--max-model-len", "4096",
+                          "--kv-cache-memory-bytes", String(64 << 20)], "queue");
+  const long = (prompt, max_tokens, signal) => fetch(`${q.base}/v1/completions`, { method: "POST", signal,
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: "hy3", prompt, max_tokens: 200, temperature: 0, ignore_eos: true }) });
-  const first = long("first request");
-  for (let i = 0; i < 100; i++) { if ((await metrics(q.base))["hyinfer:num_requests_running"] === 1) break; await sleep(20); }
-  const second = long("second request");
-  for (let i = 0; i < 100; i++) { if ((await metrics(q.base))["hyinfer:num_requests_waiting"] === 1) break; await sleep(20); }
-  const third = await long("third request");
+    body: JSON.stringify({ model: "hy3", prompt, max_tokens, temperature: 0, ignore_eos: true }) });
+  const acq = new AbortController();
+  const first = long("first request", 4000, acq.signal).catch(() => null);
+  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["hyinfer:num_requests_running"] === 1) break; await sleep(10); }
+  const second = long("second request", 4000, acq.signal).catch(() => null);
+  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["hyinfer:num_requests_waiting"] === 1) break; await sleep(10); }
+  const mq = await metrics(q.base);
+  eq([mq["hyinfer:num_requests_running"], mq["hyinfer:num_requests_waiting"]], [1, 1], "one running, one waiting");
+  const third = await long("third request", 10);
   const body3 = await third.json();
   eq(third.status, 503, "a request beyond --max-waiting-requests gets 503");
   check(/overloaded/.test(body3.error?.message || ""), `503 message: ${body3.error?.message}`);
-  eq([(await first).status, (await second).status], [200, 200], "the running and the waiting request complete");
-  await q.stop();
+  acq.abort();
+  await first;
+  await second;
+  let idle = false;
+  for (let i = 0; i < 100 && !idle; i++) {
+    await sleep(50);
+    const mm = await metrics(q.base);
+    idle = mm["hyinfer:num_requests_running"] === 0 && mm["hyinfer:num_requests_waiting"] === 0 &&
+           mm["hyinfer:kv_cache_blocks_used"] === 0;
+  }
+  check(idle, "disconnecting the running and the waiting request leaves the engine idle");
+  const fourth = await long("fourth request", 5);
+  eq(fourth.status, 200, "a new request is served again");
+
+  // SIGTERM drains: a request in flight still completes, then the server exits 0
+  const inflight = long("drain me", 200);
+  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["hyinfer:num_requests_running"] === 1) break; await sleep(10); }
+  const stopping = q.stop();
+  const dr = await inflight;
+  const dj = await dr.json();
+  eq([dr.status, dj.usage?.completion_tokens, dj.choices?.[0]?.finish_reason], [200, 200, "length"],
+     "SIGTERM while a request runs: it still completes");
+  await stopping;
+  check(true, "then the server exits 0");
+  let refused = false;
+  try { await fetch(`${q.base}/health`); } catch { refused = true; }
+  check(refused, "and no longer accepts connections");
 } finally {
   for (const s of servers) await s.stop().catch(() => {});
 }
