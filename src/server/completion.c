@@ -32,6 +32,7 @@ struct choice {
     int32_t                n_tokens;
     int                    finished;
     const char            *finish_reason;
+    json_t                *stop_reason;          /* vLLM: the stop string / stop token id, else null */
     int                    finish_emitted;
     int                    sent_role;
     double                 t_first, t_last;
@@ -183,6 +184,8 @@ static void feed(struct gen *g, struct choice *c, const char *t, size_t len)
     int r = hy_stop_feed(&c->stop, t, len, &c->scratch);
     route(g, c, c->scratch.p, c->scratch.len);
     if (r == 1) {
+        if (!c->stop_reason && c->stop.which)
+            c->stop_reason = json_string(c->stop.which);
         finish_choice(g, c, "stop");
         if (g->job)
             hy_srv_job_abort(g->s->se, g->job, c->index);
@@ -209,7 +212,11 @@ static void process_output(struct gen *g, const struct hy_srv_out *so)
         if (g->req.logprobs >= 0)
             add_logprobs(g, c, o);
         /* the EOS / stop token that ended the request contributes no text */
-        if (o->finish != HY_ENGINE_FINISHED_STOP) {
+        if (o->finish == HY_ENGINE_FINISHED_STOP) {
+            for (size_t k = 0; k < g->req.n_stop_token_ids; k++)
+                if (g->req.stop_token_ids[k] == o->token_id && !c->stop_reason)
+                    c->stop_reason = json_integer(o->token_id);
+        } else {
             c->piece.len = 0;
             c->detok.skip_special = !is_think(g->s, o->token_id);
             hy_detok_push(&c->detok, o->token_id, &c->piece.p, &c->piece.len, &c->piece.cap);
@@ -286,6 +293,7 @@ static void gen_free(struct gen *g)
             hy_sbuf_free(&c->content);
             hy_sbuf_free(&c->reasoning);
             json_decref(c->lp);
+            json_decref(c->stop_reason);
         }
     free(g->ch);
     free(g->ereqs);
@@ -337,12 +345,14 @@ static char *final_json(struct gen *g)
                                     c->reasoning.len ? hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len)
                                                      : json_null());
             json_object_set_new(msg, "tool_calls", json_array());
-            ch = json_pack("{s:i, s:o, s:o, s:s, s:n}", "index", i, "message", msg, "logprobs",
-                           take_lp(c, g->req.kind), "finish_reason", c->finish_reason, "stop_reason");
+            ch = json_pack("{s:i, s:o, s:o, s:s, s:O}", "index", i, "message", msg, "logprobs",
+                           take_lp(c, g->req.kind), "finish_reason", c->finish_reason, "stop_reason",
+                           c->stop_reason ? c->stop_reason : json_null());
         } else {
-            ch = json_pack("{s:i, s:o, s:o, s:s, s:n}", "index", i, "text",
+            ch = json_pack("{s:i, s:o, s:o, s:s, s:O}", "index", i, "text",
                            hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len), "logprobs",
-                           take_lp(c, g->req.kind), "finish_reason", c->finish_reason, "stop_reason");
+                           take_lp(c, g->req.kind), "finish_reason", c->finish_reason, "stop_reason",
+                           c->stop_reason ? c->stop_reason : json_null());
         }
         json_array_append_new(choices, ch);
     }
@@ -408,7 +418,7 @@ static void stream_emit(struct gen *g)
         }
         json_object_set_new(ch, "finish_reason", finishing ? json_string(c->finish_reason) : json_null());
         if (finishing) {
-            json_object_set_new(ch, "stop_reason", json_null());
+            json_object_set(ch, "stop_reason", c->stop_reason ? c->stop_reason : json_null());
             c->finish_emitted = 1;
         }
         c->content.len = 0;

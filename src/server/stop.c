@@ -55,8 +55,10 @@ int hy_stop_feed(struct hy_stop_matcher *m, const char *text, size_t len, struct
     size_t first = (size_t)-1;
     for (size_t i = 0; i < m->n; i++) {
         const char *f = memmem(h, hl, m->stops[i], strlen(m->stops[i]));
-        if (f && (size_t)(f - h) < first)
+        if (f && (size_t)(f - h) < first) {
             first = (size_t)(f - h);
+            m->which = m->stops[i];
+        }
     }
     if (first != (size_t)-1) {
         if (hy_sbuf_append(out, h, first))

@@ -102,6 +102,7 @@ try {
       ignore_eos: true, stop: [stop, "never-appears-#%"] });
     eq(ns.choices[0].text, want, `stop ${JSON.stringify(stop)}: text ends right before it`);
     eq(ns.choices[0].finish_reason, "stop", "stop string -> finish_reason stop");
+    eq(ns.choices[0].stop_reason, stop, "stop_reason names the stop string (vLLM)");
     const st = await client.completions.create({ model: "hy3", prompt: p, max_tokens: 48, temperature: 0,
       ignore_eos: true, stop, stream: true });
     let acc = "", leaked = false;

@@ -84,6 +84,7 @@ static void test_stop_holds_partial(void **st)
     assert_int_equal(out.len, 4);
     assert_int_equal(hy_stop_feed(&m, "P tail", 6, &out), 1);
     assert_int_equal(out.len, 4);
+    assert_string_equal(m.which, "STOP");
     /* after a match further text is ignored */
     assert_int_equal(hy_stop_feed(&m, "zzz", 3, &out), 1);
     assert_int_equal(out.len, 4);
