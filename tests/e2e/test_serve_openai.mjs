@@ -118,26 +118,45 @@ try {
 
   // reasoning: effort high -> the output starts inside the think block
   const rq = { model: "hy3", messages: [{ role: "user", content: "What is 2+2?" }], max_tokens: 40, temperature: 0,
-               chat_template_kwargs: { reasoning_effort: "high" } };
+               chat_template_kwargs: { reasoning_effort: "high" }, logprobs: true };
   const ra = await client.chat.completions.create(rq);
   const rm = ra.choices[0].message;
-  check(typeof rm.reasoning_content === "string" && rm.reasoning_content.length > 0,
-        "effort high: reasoning_content is filled");
+  const firstTok = ra.choices[0].logprobs?.content?.[0]?.token;
+  check((typeof rm.reasoning_content === "string" && rm.reasoning_content.length > 0) ||
+        firstTok === "</think:opensource>" || firstTok === "<｜hy_eos:opensource｜>",
+        "effort high: the output starts in reasoning_content (unless the think block closes at once)");
   check(!MARK.test(rm.content || "") && !MARK.test(rm.reasoning_content || ""), "no marker text in content/reasoning");
   const rs = await collectStream(await client.chat.completions.create({ ...rq, stream: true }));
   eq([rs.reasoning, rs.text], [rm.reasoning_content || "", rm.content || ""], "reasoning: streamed == non-streamed");
   const nt = await client.chat.completions.create({ ...rq, chat_template_kwargs: { reasoning_effort: "no_think" } });
   check(!MARK.test(nt.choices[0].message.content || ""), "no_think: no marker text in content");
 
-  // multi-byte UTF-8
-  for (const text of ["你好，世界！请写一首诗。", "Emoji 🙂🚀 and 日本語のテキスト", "Ünïcödé — ½ ∑ 🙂"]) {
-    const q = { model: "hy3", messages: [{ role: "user", content: text }], max_tokens: 40, temperature: 0 };
-    const nsx = (await client.chat.completions.create(q)).choices[0].message.content;
-    const sx = await collectStream(await client.chat.completions.create({ ...q, stream: true }));
-    eq(sx.text, nsx, `UTF-8 prompt ${JSON.stringify(text.slice(0, 8))}: streamed == non-streamed`);
-    if (model.trained) check(!sx.text.includes("\uFFFD"), "UTF-8: no U+FFFD in the stream");
+  // multi-byte UTF-8: streamed == non-streamed; and whenever the generated tokens' bytes form valid
+  // UTF-8, the text is exactly their decoding, without U+FFFD (model-independent: uses logprobs bytes)
+  const special = (t) => /^<[｜/]?|think:opensource>$/.test(t) && /opensource/.test(t);
+  let validCases = 0, multibyteCases = 0;
+  const texts = ["你好，世界！请写一首诗。", "Emoji 🙂🚀 and 日本語のテキスト", "Ünïcödé — ½ ∑ 🙂"];
+  for (const [k, text] of texts.entries()) {
+    for (const seed of [0, 1, 2, 3, 4, 5]) {
+      const q = { model: "hy3", messages: [{ role: "user", content: text }], max_tokens: seed ? 6 : 40,
+                  temperature: seed ? 1 : 0, seed, logprobs: true };
+      const ns = (await client.chat.completions.create(q)).choices[0];
+      const sx = await collectStream(await client.chat.completions.create({ ...q, stream: true }));
+      if (seed === 0) eq(sx.text, ns.message.content, `UTF-8 prompt ${k}: streamed == non-streamed`);
+      else if (sx.text !== ns.message.content) eq(sx.text, ns.message.content, `UTF-8 prompt ${k} seed ${seed}: streamed == non-streamed`);
+      const toks = ns.logprobs?.content || [];
+      if (toks.some((t) => special(t.token) && !/hy_eos/.test(t.token))) continue;
+      const bytes = toks.filter((t, i) => !(i === toks.length - 1 && ns.finish_reason === "stop")).flatMap((t) => t.bytes);
+      let decoded;
+      try { decoded = new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bytes)); } catch { continue; }
+      validCases++;
+      if (/[^\x00-\x7f]/.test(decoded)) multibyteCases++;
+      if (sx.text !== decoded || sx.text.includes("\uFFFD"))
+        eq(sx.text, decoded, `prompt ${k} seed ${seed}: streamed text == UTF-8 decoding of the token bytes`);
+    }
   }
-  if (!model.trained) console.log("note: random-weight model: U+FFFD-free output is only asserted with models/hy3-tiny");
+  check(true, `valid-UTF-8 outputs checked byte-exact: ${validCases} (${multibyteCases} with multi-byte characters)`);
+  if (model.trained) check(multibyteCases > 0, "trained model: some multi-byte outputs were checked");
 
   const m = await metrics(srv.base);
   check(m["hyinfer:num_requests_running"] === 0 && m["hyinfer:kv_cache_blocks_used"] === 0,
