@@ -6,7 +6,8 @@
 //   prompt), a KV budget too small for the batch (preemptions > 0); a client that disconnects
 //   (streaming or waiting for a non-streamed answer) has its request aborted and its KV blocks
 //   freed; --max-waiting-requests gives 503; SIGTERM lets a running request finish, then exits 0.
-import { check, eq, finish, loadOpenAI, metrics, pickModel, skip, sleep, startServer } from "./serve_lib.mjs";
+import { spawnSync } from "node:child_process";
+import { bin, check, eq, finish, loadOpenAI, metrics, pickModel, skip, sleep, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
 if (!model) skip("no model (models/hy3-tiny or $HY_SHARED/data/hy3-golden-llamacpp/hy3-golden-b)");
@@ -137,19 +138,21 @@ try {
         `more than one chunk per prompt (${m["hyinfer:prompt_chunks_total"]} chunks for ${USERS.length} prompts)`);
   await ch.stop();
 
-  // small KV budget: 24 blocks of 16 tokens (one 256-token sequence needs 16-17); 8 concurrent need more
-  const per = 20480; // bytes per block of hy3-golden-b in fp32 (5 layers incl. MTP); scaled below if not golden
-  const kvBytes = model.trained ? 0 : 24 * per;
-  if (kvBytes) {
-    const small = await server(["--kv-cache-memory-bytes", String(kvBytes)], "smallkv");
+  // small KV budget: 24 blocks of 16 tokens (one 256-token sequence needs 16-17); 8 concurrent need more.
+  // The bytes per block come from the start-up error of a server given a 1-byte budget.
+  const probe = spawnSync(bin, ["serve", model.dir, "--port", "0", "--dtype", "float32", ...common,
+                                "--kv-cache-memory-bytes", "1"], { encoding: "utf8" });
+  const mk = /needs (\d+) KV blocks of \d+ tokens \((\d+) bytes\)/.exec(probe.stderr || "");
+  check(probe.status === 1 && mk, `a 1-byte KV budget is refused at start-up: ${(probe.stderr || "").trim().split("\n").pop()}`);
+  if (mk) {
+    const per = Number(mk[2]) / Number(mk[1]);
+    const small = await server(["--kv-cache-memory-bytes", String(24 * per)], "smallkv");
     const pre = await runAll(small.base, true);
     eq(pre, ref, "small KV budget, 8 concurrent == reference");
     m = await metrics(small.base);
     check(m["hyinfer:num_preemptions_total"] > 0, `preemptions happened (${m["hyinfer:num_preemptions_total"]})`);
-    check(m["hyinfer:kv_cache_blocks_total"] <= 24, `KV pool is small (${m["hyinfer:kv_cache_blocks_total"]} blocks)`);
+    eq(m["hyinfer:kv_cache_blocks_total"], 24, "KV pool has the 24 blocks the budget buys");
     await small.stop();
-  } else {
-    console.log("note: small-KV preemption check sized for hy3-golden-b only");
   }
 
   // queue full -> 503 (long requests so the first two are surely still there; then they disconnect)
