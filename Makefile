@@ -56,6 +56,16 @@ fuzz:
 run: deps all
 	./$(BUILD)/hyinfer run --yaml configs/default.yaml
 
+# `make bench`: roofline benchmark on the random-weight bench model (generated on first use, ~6.6 GB
+# for the hy3 shape; not committed). BENCH_ARGS adds flags, e.g. BENCH_ARGS="--json --prompt-lens 128,512".
+BENCH_MODEL ?= build/bench-hy3
+BENCH_SHAPE ?= hy3
+BENCH_ARGS  ?=
+bench: all
+	@test -f $(BENCH_MODEL)/model.safetensors || \
+	  nice /usr/bin/python3 tools/make_bench_model.py --out $(BENCH_MODEL) --shape $(BENCH_SHAPE)
+	./$(BUILD)/hyinfer bench latency -m $(BENCH_MODEL) $(BENCH_ARGS)
+
 test: deps
 	@bash tests/run_tests.sh
 

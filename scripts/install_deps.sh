@@ -18,7 +18,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # npm test tooling (reference tokenizers, later the openai client), pinned in tests/js/package.json.
-if [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules ]; then
+if [ -f tests/js/package.json ] && { [ ! -d tests/js/node_modules ] || [ tests/js/package.json -nt tests/js/node_modules/.package-lock.json ]; }; then
   if command -v npm >/dev/null 2>&1; then
     echo "install_deps: npm install in tests/js"
     (cd tests/js && npm install --no-audit --no-fund --loglevel=error)

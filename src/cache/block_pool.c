@@ -1,4 +1,4 @@
-/* block_pool.c - block ref counts, the free queue in eviction order and the prefix-cache hash map. */
+/* block_pool.c - ref counts, the free queue in eviction order, the prefix-cache hash map. */
 #include "cache/block_pool.h"
 
 #include "base/err.h"
@@ -15,7 +15,8 @@ static uint64_t mum(uint64_t a, uint64_t b)
 
 uint64_t hy_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t n)
 {
-    const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL, k2 = 0x8ebc6af09c88c6e3ULL;
+    const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL,
+                   k2 = 0x8ebc6af09c88c6e3ULL;
     uint64_t h = mum(parent_hash ^ k0, k1 ^ (uint64_t)n);
     int32_t i = 0;
     for (; i + 1 < n; i += 2) {
@@ -109,6 +110,7 @@ static void uncache(struct hy_block_pool *p, int32_t id)
     *link = b->hnext;
     b->hnext = -1;
     b->has_hash = 0;
+    b->gen++;
     p->n_cached--;
     p->n_evictions++;
 }
@@ -143,38 +145,61 @@ void hy_block_pool_touch(struct hy_block_pool *p, int32_t id)
         queue_remove(p, id);
 }
 
-int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, uint64_t parent_hash,
-                             const int32_t *tokens)
+/* 1 if cached block b sits on parent_id (-1 = none) as currently cached. */
+static int parent_ok(const struct hy_block_pool *p, const struct hy_block *b, int32_t parent_id)
 {
-    for (int32_t id = p->buckets[bucket_of(p, hash)]; id >= 0; id = p->blocks[id].hnext) {
-        const struct hy_block *b = &p->blocks[id];
-        if (b->hash != hash)
-            continue;
-        if (b->parent_hash != parent_hash ||
-            memcmp(p->tokens + (size_t)id * p->block_size, tokens, (size_t)p->block_size * sizeof(int32_t)))
-            return -1; /* a collision: the map holds one block per hash */
-        return id;
-    }
+    if (b->parent_id != parent_id)
+        return 0;
+    return parent_id < 0 ||
+           (p->blocks[parent_id].has_hash && p->blocks[parent_id].gen == b->parent_gen);
+}
+
+static int same_tokens(const struct hy_block_pool *p, int32_t id, const int32_t *tokens)
+{
+    return !memcmp(p->tokens + (size_t)id * p->block_size, tokens,
+                   (size_t)p->block_size * sizeof(int32_t));
+}
+
+/* The block registered under hash, or -1. */
+static int32_t find_hash(const struct hy_block_pool *p, uint64_t hash)
+{
+    for (int32_t id = p->buckets[bucket_of(p, hash)]; id >= 0; id = p->blocks[id].hnext)
+        if (p->blocks[id].hash == hash)
+            return id;
     return -1;
 }
 
-void hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, uint64_t parent_hash,
-                         const int32_t *tokens)
+int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, int32_t parent_id,
+                             const int32_t *tokens)
 {
+    int32_t id = find_hash(p, hash);
+    if (id < 0 || !parent_ok(p, &p->blocks[id], parent_id) || !same_tokens(p, id, tokens))
+        return -1; /* a miss, or a collision: the map holds one block per hash */
+    return id;
+}
+
+int32_t hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
+                            uint32_t parent_gen, const int32_t *tokens)
+{
+    const struct hy_block *pb = parent_id >= 0 ? &p->blocks[parent_id] : NULL;
+    if (pb && (!pb->has_hash || pb->gen != parent_gen))
+        return -1;
+    int32_t old = find_hash(p, hash);
+    if (old >= 0)
+        return hy_block_pool_lookup(p, hash, parent_id, tokens);
     struct hy_block *b = &p->blocks[id];
     if (b->has_hash)
-        return;
+        return -1; /* cached under another hash: a caller bug, keep the map consistent */
     uint32_t bk = bucket_of(p, hash);
-    for (int32_t o = p->buckets[bk]; o >= 0; o = p->blocks[o].hnext)
-        if (p->blocks[o].hash == hash)
-            return;
     memcpy(p->tokens + (size_t)id * p->block_size, tokens, (size_t)p->block_size * sizeof(int32_t));
     b->hash = hash;
-    b->parent_hash = parent_hash;
+    b->parent_id = parent_id;
+    b->parent_gen = parent_gen;
     b->has_hash = 1;
     b->hnext = p->buckets[bk];
     p->buckets[bk] = id;
     p->n_cached++;
+    return id;
 }
 
 int32_t hy_block_pool_num_used(const struct hy_block_pool *p) { return p->n_blocks - p->n_free; }

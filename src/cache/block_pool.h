@@ -6,6 +6,11 @@
  * freed = next to be evicted). A full block may carry a hash (chained over the whole prefix, see
  * hy_block_hash) and then stays findable in the hash map while it waits in the free queue; it is
  * evicted (hash dropped) only when hy_block_pool_alloc reuses it. The pool holds no KV data.
+ *
+ * A hit never rests on the hash alone: a cached block records its token ids and its parent
+ * (block id + that block's generation, bumped at every eviction), and a lookup walks the chain
+ * from the first block, so a hit at block k means the whole k-block prefix is identical, even
+ * if someone crafts 64-bit hash collisions (token ids come from users).
  */
 #ifndef HY_CACHE_BLOCK_POOL_H
 #define HY_CACHE_BLOCK_POOL_H
@@ -19,14 +24,16 @@ struct hy_block {
     int32_t  hnext;       /* next block in the same hash bucket (-1 = none) */
     int      has_hash;    /* registered in the hash map */
     uint64_t hash;        /* chained hash of the prefix ending with this block */
-    uint64_t parent_hash; /* hash of the previous block (0 for the first) */
+    uint32_t gen;         /* bumped each time the block's hash is dropped */
+    int32_t  parent_id;   /* cached block before this one in its prefix (-1 for the first) */
+    uint32_t parent_gen;  /* parent's gen when this block was registered */
 };
 
 struct hy_block_pool {
     int32_t          n_blocks;
     int32_t          block_size;  /* tokens per block */
     struct hy_block *blocks;      /* [n_blocks] */
-    int32_t         *tokens;      /* [n_blocks * block_size] token ids of hashed blocks (verification) */
+    int32_t         *tokens;      /* [n_blocks * block_size] ids of cached blocks (verify hits) */
     int32_t          free_head, free_tail;
     int32_t          n_free;      /* blocks in the free queue (ref_cnt 0, cached or not) */
     int32_t         *buckets;     /* [n_buckets] first block of each hash bucket (-1 = empty) */
@@ -35,8 +42,8 @@ struct hy_block_pool {
     uint64_t         n_evictions; /* cached blocks whose hash was dropped on reuse */
 };
 
-/* Chained block hash: a strong 64-bit mix of parent_hash (0 for the first block) and the
- * n token ids of the block. Never returns 0. */
+/* Chained block hash: a 64-bit mix of parent_hash (0 for the first block) and the n token ids
+ * of the block (an index for the map; hits are verified, see above). Never returns 0. */
 uint64_t hy_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t n);
 
 /* Creates a pool of n_blocks (>= 1) blocks of block_size (>= 1) tokens; all free, queue order
@@ -55,15 +62,19 @@ void hy_block_pool_release(struct hy_block_pool *p, const int32_t *ids, int32_t 
 /* Adds a reference to a block found by lookup (taking it out of the free queue if it was there). */
 void hy_block_pool_touch(struct hy_block_pool *p, int32_t id);
 
-/* Finds the cached block for (hash, parent_hash, tokens[block_size]); the stored token ids and
- * parent hash are compared so a hash collision is a miss. Returns its id, or -1. */
-int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, uint64_t parent_hash,
+/* Finds the cached block with this hash whose parent is the cached block parent_id (-1: a first
+ * block) in its current generation and whose token ids equal tokens[block_size]. Returns its id,
+ * or -1 (also on a hash collision). */
+int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, int32_t parent_id,
                              const int32_t *tokens);
 
-/* Registers a full, referenced block under hash (tokens[block_size] are copied). No-op if the
- * block already has a hash or another block is registered under the same hash (a duplicate). */
-void hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, uint64_t parent_hash,
-                         const int32_t *tokens);
+/* Registers full block id (referenced) under hash as the child of cached block parent_id (-1 for
+ * a first block) seen in generation parent_gen; tokens[block_size] are copied. Returns the
+ * canonical cached block for this (parent, tokens): id itself, or the block already registered
+ * for the same content (id is then left uncached, a duplicate). Returns -1 (nothing registered)
+ * when the parent is no longer cached in that generation or another content holds the hash. */
+int32_t hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
+                            uint32_t parent_gen, const int32_t *tokens);
 
 /* Blocks in use (ref_cnt > 0). */
 int32_t hy_block_pool_num_used(const struct hy_block_pool *p);

@@ -1,7 +1,7 @@
 #include "cache/kv_cache.h"
 
 #include "base/err.h"
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -88,8 +88,9 @@ static const float *load_row(const void *base, enum hy_dtype dt, int64_t off, in
     return buf;
 }
 
-void hy_kv_cache_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
-                        const int32_t *block_table, int32_t n_ctx, float *scores, float *out)
+/* Scalar reference attention (three passes: scores, softmax, weighted V sum), the oracle. */
+void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
+                   const int32_t *block_table, int32_t n_ctx, float *scores, float *out)
 {
     const int64_t D = kv->head_dim, row = (int64_t)kv->n_kv_heads * D;
     const int32_t group = n_heads / kv->n_kv_heads, bs = kv->block_size;
@@ -104,7 +105,7 @@ void hy_kv_cache_attend(const struct hy_kv_cache *kv, int32_t layer, const float
         for (int32_t j = 0; j < n_ctx; j++) {
             int64_t slot = (int64_t)block_table[j / bs] * bs + j % bs;
             const float *kr = load_row(kv->k[layer], kv->dtype, slot * row + g * D, D, tmp);
-            scores[j] = hy_dot_f32(qh, kr, D) * scale;
+            scores[j] = hy_ref_dot_f32(qh, kr, D) * scale;
             if (scores[j] > mx)
                 mx = scores[j];
         }
@@ -125,4 +126,10 @@ void hy_kv_cache_attend(const struct hy_kv_cache *kv, int32_t layer, const float
     }
     if (tmp != rowbuf)
         free(tmp);
+}
+
+void hy_kv_cache_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
+                        const int32_t *block_table, int32_t n_ctx, float *scores, float *out)
+{
+    hy_kernels_active()->attend(kv, layer, q, n_heads, block_table, n_ctx, scores, out);
 }

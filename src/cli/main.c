@@ -1,6 +1,11 @@
 /* main.c - the hyinfer command: subcommand dispatch. */
 #include "cli/commands.h"
 
+#include "base/cpu.h"
+#include "kernels/kernel_table.h"
+
+#include <omp.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -19,8 +24,18 @@ static void usage(void)
             "                                         OpenAI-compatible HTTP server\n"
             "  hyinfer bench serve [--host H --port P -c 4 --num-prompts 64 --random-input-len 128\n"
             "                      --random-output-len 64] [--json]   load a running server\n"
-            "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n\n"
+            "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n"
+            "  hyinfer bench latency -m MODEL_DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] [--json]\n"
+            "  hyinfer info                           kernel ISA level in use, CPU features, threads\n\n"
             "  hyinfer SUBCOMMAND --help              flags of a subcommand\n");
+}
+
+/* `hyinfer info`: the kernel level in use and what the CPU/OS offer. */
+static int cmd_info(void)
+{
+    printf("isa: %s\ncpu: %s\nthreads: %d\n", hy_kernels_active()->name, hy_cpu_caps_string(),
+           omp_get_max_threads());
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -37,9 +52,15 @@ int main(int argc, char **argv)
         return hy_cmd_bench_serve(argc, argv);
     if (!strcmp(argv[1], "serve"))
         return hy_cmd_serve(argc, argv);
+    if (!strcmp(argv[1], "info"))
+        return cmd_info();
     if (!strcmp(argv[1], "logits"))
         return hy_cmd_logits(argc, argv);
+    if (!strcmp(argv[1], "bench"))
+        return hy_cmd_bench(argc, argv);
     /* One line: the usage text would add a second "hyinfer ..." line to an error report. */
-    fprintf(stderr, "hyinfer: unknown subcommand \"%s\" (expected generate, run or logits; see --help)\n", argv[1]);
+    fprintf(stderr,
+            "hyinfer: unknown subcommand \"%s\" (expected generate, run, serve, logits, bench or info; see --help)\n",
+            argv[1]);
     return 2;
 }

@@ -21,11 +21,13 @@
 
 struct hy_engine_config {
     int32_t max_num_seqs;            /* running requests at once (default 8) */
-    int32_t max_model_len;           /* prompt + output tokens per request (0: model's max_position_embeddings) */
+    int32_t max_model_len;           /* prompt + output tokens per request (0: model's max_position_embeddings;
+                                        larger than that is an error) */
     int32_t max_num_batched_tokens;  /* tokens per step (default 512); prompts longer than this are chunked */
     int32_t block_size;              /* tokens per KV block (default 16) */
     int     enable_prefix_caching;   /* default 1 */
-    size_t  kv_cache_memory_bytes;   /* KV budget; 0 = 50% of MemAvailable */
+    size_t  kv_cache_memory_bytes;   /* KV budget; 0 = 50% of MemAvailable, capped at what max_num_seqs
+                                        sequences of max_model_len tokens need */
     int32_t max_waiting_requests;    /* add_request beyond this returns HY_ENGINE_QUEUE_FULL (default 1024) */
 };
 
@@ -71,6 +73,8 @@ struct hy_engine_stats {
     int32_t  max_batch_seqs;                      /* most sequences in one step so far */
     uint64_t prompt_chunks;                       /* prefill chunks scheduled (> prompts when chunking) */
     uint64_t prompt_tokens, generation_tokens;    /* counters */
+    int32_t  num_blocks_cached;                   /* blocks findable in the prefix cache */
+    uint64_t prefix_evictions;                    /* cached blocks reused for other content */
 };
 
 enum { HY_ENGINE_OK = 0, HY_ENGINE_ERROR = -1, HY_ENGINE_QUEUE_FULL = -2 };
@@ -83,7 +87,10 @@ void hy_engine_free(struct hy_engine *e);
 
 /* Queues a request. Returns HY_ENGINE_OK and *id, HY_ENGINE_QUEUE_FULL when max_waiting_requests
  * are waiting, or HY_ENGINE_ERROR with hy_err_msg() for invalid input (empty prompt, token id out
- * of vocabulary, "Input length N exceeds the model's maximum context length M", bad params). */
+ * of vocabulary, "Input length N exceeds the model's maximum context length M" when N > M,
+ * max_tokens < 1, logprobs outside [-1, 20], stop token id out of vocabulary, bad sampling params
+ * as hy_sampling_params_validate words them). As in vLLM a request finishes with LENGTH once
+ * prompt + output reaches max_model_len (so an N = M prompt gets one token). Ids start at 1. */
 int hy_engine_add_request(struct hy_engine *e, const struct hy_engine_request *r, uint64_t *id);
 
 /* Aborts a request (waiting or running): frees its blocks; the next step reports it finished
@@ -94,7 +101,8 @@ int hy_engine_abort_request(struct hy_engine *e, uint64_t id);
 int hy_engine_has_work(const struct hy_engine *e);
 
 /* Runs one step. *outs points to an engine-owned array of *n_outs outputs, valid until the next
- * call. Returns 0, or -1 with hy_err_msg() (the engine stays usable; affected requests finish). */
+ * call (also on -1). Returns 0, or -1 with hy_err_msg() (the engine stays usable; the requests of
+ * the failed step finish with HY_ENGINE_FINISHED_ABORT in *outs). */
 int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, size_t *n_outs);
 
 void hy_engine_get_stats(const struct hy_engine *e, struct hy_engine_stats *st);

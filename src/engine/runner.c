@@ -45,8 +45,8 @@ int hy_runner_execute(struct hy_runner *r, struct hy_model *m, struct hy_kv_cach
     const int32_t bs = r->block_size;
     int32_t n = 0, n_logits = 0;
     if (plan->n > r->max_seqs || plan->n_tokens > r->max_tokens)
-        return hy_err_set("runner: plan of %d tokens / %d sequences exceeds %d / %d", plan->n_tokens,
-                          plan->n, r->max_tokens, r->max_seqs);
+        return hy_err_set("runner: plan of %d tokens / %d sequences exceeds %d / %d",
+                          plan->n_tokens, plan->n, r->max_tokens, r->max_seqs);
     for (int32_t i = 0; i < plan->n; i++) {
         const struct hy_sched_entry *e = &plan->entries[i];
         const struct hy_request *q = e->req;

@@ -1,4 +1,8 @@
-/* kernels.h - the compute kernels of the forward pass (scalar reference versions, OpenMP-threaded).
+/* kernels.h - the compute kernels of the forward pass (OpenMP-threaded). Each call goes through the
+ * kernel table of the ISA level chosen once at first use (kernel_table.h: ref = the scalar oracle in
+ * ref.c, avx2 = AVX2+FMA+F16C; HYINFER_ISA=ref|avx2|avx512|amx forces a level, falling back with an
+ * error message if the CPU/OS cannot run it). Results can differ in the last bits between levels;
+ * within one level they are deterministic and independent of T and of the thread count.
  *
  * Batch invariance (DESIGN.md §4): every output element is computed with a fixed reduction order
  * that does not depend on how many rows (tokens) are in the call, so a sequence's fp32 logits are

@@ -1,11 +1,12 @@
-/* ref.c - scalar reference kernels (the oracle later SIMD variants are tested against). */
-#include "kernels/kernels.h"
+/* ref.c - scalar reference kernels: the oracle the SIMD variants are tested against, and the
+ * HYINFER_ISA=ref level. */
+#include "kernels/kernel_table.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-float hy_dot_f32(const float *a, const float *b, int64_t n)
+float hy_ref_dot_f32(const float *a, const float *b, int64_t n)
 {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t k = 0;
@@ -39,7 +40,7 @@ static const float *weight_row(const struct hy_tensor *W, int64_t n, float *buf)
     }
 }
 
-void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
+void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
     const int64_t N = W->rows, K = W->cols;
     const int par = (double)N * (double)K * (double)T > 65536.0;
@@ -50,25 +51,25 @@ void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
         for (int64_t n = 0; n < N; n++) {
             const float *w = weight_row(W, n, buf);
             for (int64_t t = 0; t < T; t++)
-                y[t * N + n] = hy_dot_f32(x + t * K, w, K);
+                y[t * N + n] = hy_ref_dot_f32(x + t * K, w, K);
         }
         free(buf);
     }
 }
 
-void hy_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps)
+void hy_ref_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps)
 {
     for (int64_t t = 0; t < T; t++) {
         const float *xr = x + t * d;
         float *yr = y + t * d;
-        float ss = hy_dot_f32(xr, xr, d);
+        float ss = hy_ref_dot_f32(xr, xr, d);
         float inv = 1.0f / sqrtf(ss / (float)d + eps);
         for (int64_t i = 0; i < d; i++)
             yr[i] = w[i] * (xr[i] * inv);
     }
 }
 
-void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
+void hy_ref_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
              int interleaved)
 {
     const int64_t half = head_dim / 2;
@@ -85,7 +86,7 @@ void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const flo
     }
 }
 
-void hy_silu_mul(float *out, const float *gate, const float *up, int64_t n)
+void hy_ref_silu_mul(float *out, const float *gate, const float *up, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i];
@@ -93,7 +94,7 @@ void hy_silu_mul(float *out, const float *gate, const float *up, int64_t n)
     }
 }
 
-void hy_round_bf16_inplace(float *x, int64_t n)
+void hy_ref_round_bf16(float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         x[i] = hy_round_bf16(x[i]);

@@ -7,6 +7,7 @@
 #include "model/model.h"
 
 #include "base/err.h"
+#include "base/timing.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -87,6 +88,66 @@ static int scratch_init(struct scratch *s, const struct hy_model_config *c, int6
     return 0;
 }
 
+/* Stage timers (struct hy_model_prof). The forward helpers take the model as const; the profile is
+ * bookkeeping outside the model's math, so it is reached through this one cast. NULL when off. */
+static struct hy_model_prof *prof_of(const struct hy_model *m)
+{
+    return m->prof.enabled ? (struct hy_model_prof *)&m->prof : NULL;
+}
+
+static double prof_start(const struct hy_model_prof *p)
+{
+    return p ? hy_time_now() : 0.0;
+}
+
+static void prof_stop(struct hy_model_prof *p, enum hy_stage st, double t0)
+{
+    if (p)
+        p->sec[st] += hy_time_now() - t0;
+}
+
+int hy_model_prof_enable(struct hy_model *m, int on)
+{
+    free(m->prof.expert_hits);
+    memset(&m->prof, 0, sizeof(m->prof));
+    if (!on)
+        return 0;
+    const int32_t nl = m->cfg.num_hidden_layers + (m->has_mtp ? 1 : 0);
+    const int32_t ne = m->cfg.num_experts > 0 ? m->cfg.num_experts : 1;
+    m->prof.expert_hits = calloc((size_t)nl * (size_t)ne, sizeof(int64_t));
+    if (!m->prof.expert_hits)
+        return hy_err_set("forward: out of memory for the expert-selection counts");
+    m->prof.n_layers = nl;
+    m->prof.n_experts = ne;
+    m->prof.enabled = 1;
+    return 0;
+}
+
+void hy_model_prof_reset(struct hy_model *m)
+{
+    struct hy_model_prof *p = &m->prof;
+    memset(p->sec, 0, sizeof(p->sec));
+    p->total_sec = 0.0;
+    p->calls = 0;
+    p->tokens = 0;
+    if (p->expert_hits)
+        memset(p->expert_hits, 0, (size_t)p->n_layers * (size_t)p->n_experts * sizeof(int64_t));
+}
+
+/* Adds the per-call total and derives OTHER = total - the timed stages of this call. */
+static void prof_finish(struct hy_model_prof *p, double t0, const double *before, int64_t T)
+{
+    if (!p)
+        return;
+    double total = hy_time_now() - t0, timed = 0.0;
+    for (int i = 0; i < HY_STAGE_OTHER; i++)
+        timed += p->sec[i] - before[i];
+    p->sec[HY_STAGE_OTHER] += total > timed ? total - timed : 0.0;
+    p->total_sec += total;
+    p->calls++;
+    p->tokens += T;
+}
+
 static void maybe_round(const struct hy_model *m, float *x, int64_t n)
 {
     if (m->compute == HY_COMPUTE_BF16)
@@ -162,10 +223,20 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok;
+    struct hy_model_prof *prof = prof_of(m);
+    double t0 = prof_start(prof);
     struct hy_tensor router = {HY_DTYPE_F32, E, H, ly->router};
     hy_matmul(s->rlog, x, T, &router);
     for (int64_t t = 0; t < T; t++)
         route_token(c, ly, s->rlog + t * E, s->sel + t * K, s->selw + t * K);
+    if (prof) {
+        const int64_t L = ly - m->layers;
+        if (prof->expert_hits && L < prof->n_layers && E <= prof->n_experts)
+            for (int64_t i = 0; i < T * K; i++)
+                prof->expert_hits[L * prof->n_experts + s->sel[i]]++;
+        prof_stop(prof, HY_STAGE_ROUTER, t0);
+        t0 = prof_start(prof);
+    }
     memset(s->y, 0, (size_t)(T * H) * sizeof(float));
     for (int64_t e = 0; e < E; e++) {
         int64_t n = 0;
@@ -188,11 +259,14 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
         }
     }
     maybe_round(m, s->y, T * H);
+    prof_stop(prof, HY_STAGE_ROUTED, t0);
     if (ly->shared.gate.data) {
+        t0 = prof_start(prof);
         mlp_forward(m, &ly->shared, x, T, s->ff_a, s->ff_b, s->tmp);
         for (int64_t i = 0; i < T * H; i++)
             s->y[i] += s->tmp[i];
         maybe_round(m, s->y, T * H);
+        prof_stop(prof, HY_STAGE_SHARED, t0);
     }
 }
 
@@ -252,13 +326,18 @@ static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int 
     const struct hy_model_config *c = &m->cfg;
     const struct hy_layer *ly = &m->layers[L];
     const int64_t T = b->n_tokens, H = c->hidden_size;
+    struct hy_model_prof *prof = prof_of(m);
+    double t0 = prof_start(prof);
     attention_forward(m, kv, L, b, x, s);
+    prof_stop(prof, HY_STAGE_ATTENTION, t0);
     hy_rmsnorm(s->a, x, ly->post_norm, T, H, c->rms_norm_eps);
     maybe_round(m, s->a, T * H);
     if (ly->is_moe) {
         moe_forward(m, ly, s->a, T, s);
     } else {
+        t0 = prof_start(prof);
         mlp_forward(m, &ly->mlp, s->a, T, s->ff_a, s->ff_b, s->y);
+        prof_stop(prof, HY_STAGE_DENSE_MLP, t0);
     }
     for (int64_t i = 0; i < T * H; i++)
         x[i] += s->y[i];
@@ -301,7 +380,10 @@ static int head_forward(const struct hy_model *m, const float *x, const float *n
         return hy_err_set("forward: out of memory");
     for (int32_t i = 0; i < b->n_logits; i++)
         memcpy(rows + (int64_t)i * H, s->a + (int64_t)b->logits_rows[i] * H, (size_t)H * sizeof(float));
+    struct hy_model_prof *prof = prof_of(m);
+    double t0 = prof_start(prof);
     hy_matmul(logits, rows, b->n_logits, &m->lm_head); /* fp32 logits (enable_lm_head_fp32) */
+    prof_stop(prof, HY_STAGE_LM_HEAD, t0);
     free(rows);
     return 0;
 }
@@ -311,6 +393,10 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
 {
     if (check_batch(m, kv, b))
         return -1;
+    struct hy_model_prof *prof = prof_of(m);
+    double before[HY_STAGE_COUNT], t0 = prof_start(prof);
+    if (prof)
+        memcpy(before, prof->sec, sizeof(before));
     const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
     struct scratch s;
     if (scratch_init(&s, &m->cfg, T))
@@ -326,6 +412,7 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
     int rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, &s);
     free(x);
     scratch_free(&s);
+    prof_finish(prof, t0, before, T);
     return rc;
 }
 
@@ -336,6 +423,10 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
         return hy_err_set("this model has no MTP layer");
     if (check_batch(m, kv, b))
         return -1;
+    struct hy_model_prof *prof = prof_of(m);
+    double before[HY_STAGE_COUNT], t0 = prof_start(prof);
+    if (prof)
+        memcpy(before, prof->sec, sizeof(before));
     const struct hy_model_config *c = &m->cfg;
     const int L = c->num_hidden_layers;
     const struct hy_layer *ly = &m->layers[L];
@@ -361,5 +452,6 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     int rc = head_forward(m, x, ly->final_norm, b, logits, hidden_out, &s);
     free(x);
     scratch_free(&s);
+    prof_finish(prof, t0, before, T);
     return rc;
 }

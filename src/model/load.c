@@ -306,6 +306,7 @@ void hy_model_free(struct hy_model *m)
             free_layer(&m->layers[L]);
     }
     free(m->layers);
+    free(m->prof.expert_hits);
     free(m->final_norm);
     free(m->inv_freq);
     hy_checkpoint_close(&m->ck);

@@ -42,6 +42,33 @@ struct hy_layer {
     float           *final_norm;   /* [H] */
 };
 
+/* Per-stage wall-clock accounting of the forward pass (for `hyinfer bench`). Off by default: with
+ * enabled = 0 the forward pass only tests the flag, so normal runs pay nothing measurable. When on,
+ * one forward call at a time per model (the counters are plain fields, updated outside the
+ * parallel regions). */
+enum hy_stage {
+    HY_STAGE_ATTENTION = 0, /* input norm, q/k/v, QK-norm, RoPE, KV write, attention, o_proj, residual */
+    HY_STAGE_ROUTER,        /* router matmul (fp32) + top-k selection */
+    HY_STAGE_ROUTED,        /* routed experts: gather, gate/up/down, weighted combine */
+    HY_STAGE_SHARED,        /* shared expert + its add */
+    HY_STAGE_DENSE_MLP,     /* dense SwiGLU MLP (first_k_dense_replace layers) */
+    HY_STAGE_LM_HEAD,       /* lm_head matmul over the logits rows */
+    HY_STAGE_OTHER,         /* the rest of the call: embedding, norms, residual adds, scratch setup */
+    HY_STAGE_COUNT
+};
+
+struct hy_model_prof {
+    int      enabled;                   /* set by hy_model_prof_enable */
+    double   sec[HY_STAGE_COUNT];       /* accumulated seconds per stage (OTHER = total - the rest) */
+    double   total_sec;                 /* accumulated seconds inside hy_model_forward / _forward_mtp */
+    int64_t  calls;                     /* forward calls accumulated */
+    int64_t  tokens;                    /* batch tokens accumulated */
+    int32_t  n_layers;                  /* rows of expert_hits */
+    int32_t  n_experts;                 /* columns of expert_hits */
+    int64_t *expert_hits;               /* [n_layers, n_experts]: (token, expert) selections counted
+                                           per layer since the last reset; owned, NULL when disabled */
+};
+
 enum hy_compute_dtype {
     HY_COMPUTE_F32 = 0,   /* activations + KV cache fp32 (golden comparisons) */
     HY_COMPUTE_BF16 = 1,  /* activations rounded to bf16 at op boundaries, KV cache bf16 */
@@ -58,6 +85,7 @@ struct hy_model {
     int                    has_mtp;    /* MTP layer weights present and loaded */
     float                 *inv_freq;   /* [head_dim/2] RoPE inverse frequencies */
     double                 load_seconds;
+    struct hy_model_prof   prof;       /* stage timers, off unless hy_model_prof_enable(m, 1) */
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every
@@ -68,6 +96,15 @@ struct hy_model {
  * (missing tensor, wrong shape, "unsupported dtype X for tensor Y"). Free with hy_model_free. */
 int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct hy_model **out);
 void hy_model_free(struct hy_model *m);
+
+/* Turns the stage timers and expert-selection counts on (on = 1: allocates prof.expert_hits for all
+ * layers incl. MTP, zeroes everything) or off (on = 0: frees prof.expert_hits). Call with on = 0
+ * before hy_model_free when it was enabled. Returns 0, or -1 (out of memory) with hy_err_msg().
+ * Math and outputs of the forward pass are the same either way. */
+int hy_model_prof_enable(struct hy_model *m, int on);
+
+/* Zeroes the accumulated seconds, counters and expert_hits (keeps enabled). */
+void hy_model_prof_reset(struct hy_model *m);
 
 /* Creates a KV cache for the model: main layers + MTP layer, dtype from the compute mode. */
 int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size,

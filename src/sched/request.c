@@ -24,6 +24,7 @@ struct hy_request *hy_request_create(uint64_t id, const int32_t *ids, int32_t n_
     memcpy(r->tokens, ids, (size_t)n_prompt * sizeof(int32_t));
     r->n_prompt = r->n_tokens = n_prompt;
     r->plan_idx = -1;
+    r->canon_prev = -1;
     r->logprobs = -1;
     return r;
 oom:

@@ -30,7 +30,10 @@ struct hy_request {
     int32_t   blocks_cap;
     uint64_t *hashes;          /* [blocks_cap] chained hashes of full blocks, computed lazily */
     int32_t   n_hashes;
-    int32_t   n_cached_blocks; /* leading blocks found in or registered with the prefix cache */
+    int32_t   n_cached_blocks; /* leading blocks found in or offered to the prefix cache */
+    int32_t   canon_prev;      /* cached block holding block n_cached_blocks-1's content (-1 none,
+                                  -2: the chain broke, register no more) */
+    uint32_t  canon_gen;       /* its generation when seen */
     int32_t   plan_idx;        /* index in the current step's plan, -1 if not scheduled */
     uint32_t  n_preemptions;
     /* generation settings and state (engine) */

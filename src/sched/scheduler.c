@@ -56,6 +56,7 @@ static void release_blocks(struct hy_scheduler *s, struct hy_request *r)
         hy_block_pool_release(s->pool, &r->blocks[i], 1);
     r->n_blocks = 0;
     r->n_cached_blocks = 0;
+    r->canon_prev = -1;
 }
 
 static void remove_at(struct hy_request **a, int32_t *n, int32_t i)
@@ -123,7 +124,8 @@ static int grow_blocks(struct hy_scheduler *s, struct hy_request *r, int32_t n)
 
 /* Schedules running request r for up to *budget tokens, preempting newer requests while blocks
  * run out. Returns 1 if r itself was preempted. */
-static int schedule_running(struct hy_scheduler *s, struct hy_request *r, int32_t *budget, int *preempted)
+static int schedule_running(struct hy_scheduler *s, struct hy_request *r, int32_t *budget,
+                            int *preempted)
 {
     int32_t n = r->n_tokens - r->n_computed;
     if (n > *budget)
@@ -153,8 +155,9 @@ static int32_t lookup_prefix(struct hy_scheduler *s, struct hy_request *r)
     hy_request_hash_blocks(r, max_blocks, bs);
     int32_t k = 0;
     for (; k < max_blocks; k++) {
-        uint64_t parent = k ? r->hashes[k - 1] : 0;
-        int32_t id = hy_block_pool_lookup(s->pool, r->hashes[k], parent, r->tokens + (size_t)k * bs);
+        int32_t parent = k ? s->hit_ids[k - 1] : -1;
+        int32_t id =
+            hy_block_pool_lookup(s->pool, r->hashes[k], parent, r->tokens + (size_t)k * bs);
         if (id < 0)
             break;
         s->hit_ids[k] = id;
@@ -182,6 +185,8 @@ static int admit_front(struct hy_scheduler *s, int32_t *budget)
         r->blocks[k] = s->hit_ids[k];
     }
     r->n_blocks = r->n_cached_blocks = hits;
+    r->canon_prev = hits ? s->hit_ids[hits - 1] : -1;
+    r->canon_gen = hits ? s->pool->blocks[r->canon_prev].gen : 0;
     r->n_computed = hits * bs;
     if (grow_blocks(s, r, n))
         return 0; /* cannot happen: checked above */
@@ -234,9 +239,12 @@ void hy_scheduler_update(struct hy_scheduler *s, const struct hy_sched_plan *pla
             continue;
         int32_t full = r->n_computed / bs;
         hy_request_hash_blocks(r, full, bs);
-        for (int32_t k = r->n_cached_blocks; k < full; k++)
-            hy_block_pool_cache(s->pool, r->blocks[k], r->hashes[k], k ? r->hashes[k - 1] : 0,
-                                r->tokens + (size_t)k * bs);
+        for (int32_t k = r->n_cached_blocks; k < full && r->canon_prev != -2; k++) {
+            int32_t c = hy_block_pool_cache(s->pool, r->blocks[k], r->hashes[k], r->canon_prev,
+                                            r->canon_gen, r->tokens + (size_t)k * bs);
+            r->canon_prev = c >= 0 ? c : -2;
+            r->canon_gen = c >= 0 ? s->pool->blocks[c].gen : 0;
+        }
         if (full > r->n_cached_blocks)
             r->n_cached_blocks = full;
     }

@@ -22,7 +22,7 @@ struct hy_sched_config {
     int32_t max_num_seqs;           /* >= 1 */
     int32_t max_num_batched_tokens; /* >= 1 */
     int     enable_prefix_caching;
-    int32_t max_waiting;            /* waiting queue room for new requests (preempted ones come on top) */
+    int32_t max_waiting;            /* room for new waiting requests (preempted ones come on top) */
 };
 
 /* One scheduled request: compute tokens[start, start + n_tokens) of req. */

@@ -359,6 +359,10 @@ static int sym_reserve(struct hy_tok_scratch *s, size_t n)
     if (!a)
         return -1;
     s->next = a;
+    uint8_t *c = realloc(s->cut, cap);
+    if (!c)
+        return -1;
+    s->cut = c;
     s->sym_cap = cap;
     return 0;
 }
@@ -426,64 +430,60 @@ static int push_pair(const struct hy_tokenizer *t, struct hy_tok_scratch *s, int
     return heap_push(s, e);
 }
 
+/* ---------------- adjacency of characters inside tokens ---------------- */
+
+/* A "character" of the model space: a byte for byte-level models, else a UTF-8 code point
+ * (an invalid byte b counts as 0x110000 + b). */
+static uint32_t model_char(const struct hy_tokenizer *t, const unsigned char *u, size_t n, int *len)
+{
+    if (t->byte_level) {
+        *len = 1;
+        return u[0];
+    }
+    uint32_t cp;
+    int l = hy_utf8_decode(u, n, &cp);
+    if (l == 0) {
+        *len = 1;
+        return 0x110000u + u[0];
+    }
+    *len = l;
+    return cp;
+}
+
+int hy_tok_build_adjacency(struct hy_tokenizer *t)
+{
+    if (hy_pairmap_init(&t->adjacent, 1024) != 0)
+        return -1;
+    for (size_t i = 0; i <= t->by_model.mask; i++) {
+        const struct hy_strmap_slot *sl = &t->by_model.slots[i];
+        if (!sl->key)
+            continue;
+        const unsigned char *u = (const unsigned char *)sl->key;
+        size_t k = 0;
+        int l;
+        uint32_t prev = model_char(t, u, sl->len, &l);
+        for (k = (size_t)l; k < sl->len; k += (size_t)l) {
+            uint32_t c = model_char(t, u + k, sl->len - k, &l);
+            if (hy_pairmap_put(&t->adjacent, (int32_t)prev, (int32_t)c, 0, 0) != 0)
+                return -1;
+            prev = c;
+        }
+    }
+    return 0;
+}
+
 /* ---------------- one piece ---------------- */
 
-int hy_tok_bpe_piece(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *p,
-                     size_t n)
+/* Merges symbols [lo, hi) of s->sym and emits the result. */
+static int bpe_range(const struct hy_tokenizer *t, struct hy_tok_scratch *s, int32_t lo, int32_t hi)
 {
-    if (n == 0)
-        return 0;
-    if (t->whole_word_first) {
-        int32_t id = hy_strmap_get(&t->by_model, p, n);
-        if (id >= 0)
-            return hy_tok_emit(s, id);
-    }
-    if (sym_reserve(s, n) != 0)
-        return -1;
-    size_t ns = 0;
-    const unsigned char *u = (const unsigned char *)p;
-    if (t->byte_level) {
-        for (size_t i = 0; i < n; i++) {
-            int32_t id = t->byte_id[u[i]];
-            if (id >= 0)
-                s->sym[ns++] = id;
-            else if (t->unk_id >= 0 && !(t->fuse_unk && ns > 0 && s->sym[ns - 1] == t->unk_id))
-                s->sym[ns++] = t->unk_id;
-        }
-    } else {
-        size_t i = 0;
-        while (i < n) {
-            uint32_t cp;
-            int cl = hy_utf8_decode(u + i, n - i, &cp);
-            if (cl == 0)
-                cl = 1; /* invalid byte: a one-byte "character" (never in vocab) */
-            int32_t id = hy_strmap_get(&t->by_model, p + i, (size_t)cl);
-            if (id >= 0) {
-                s->sym[ns++] = id;
-            } else {
-                int ok = t->byte_fallback;
-                for (int k = 0; ok && k < cl; k++)
-                    ok = t->fallback_id[u[i + k]] >= 0;
-                if (ok) {
-                    for (int k = 0; k < cl; k++)
-                        s->sym[ns++] = t->fallback_id[u[i + k]];
-                } else if (t->unk_id >= 0 &&
-                           !(t->fuse_unk && ns > 0 && s->sym[ns - 1] == t->unk_id)) {
-                    s->sym[ns++] = t->unk_id;
-                }
-            }
-            i += (size_t)cl;
-        }
-    }
-    if (ns == 0)
-        return 0;
-    for (size_t i = 0; i < ns; i++) {
-        s->prev[i] = (int32_t)i - 1;
-        s->next[i] = i + 1 < ns ? (int32_t)i + 1 : -1;
+    for (int32_t i = lo; i < hi; i++) {
+        s->prev[i] = i > lo ? i - 1 : -1;
+        s->next[i] = i + 1 < hi ? i + 1 : -1;
     }
     s->heap_n = 0;
-    for (size_t i = 0; i + 1 < ns; i++)
-        if (push_pair(t, s, (int32_t)i) != 0)
+    for (int32_t i = lo; i + 1 < hi; i++)
+        if (push_pair(t, s, i) != 0)
             return -1;
     while (s->heap_n > 0) {
         struct hy_heap_ent e = heap_pop(s);
@@ -504,8 +504,95 @@ int hy_tok_bpe_piece(const struct hy_tokenizer *t, struct hy_tok_scratch *s, con
         if (push_pair(t, s, s->prev[i]) != 0 || push_pair(t, s, i) != 0)
             return -1;
     }
-    for (int32_t i = 0; i >= 0; i = s->next[i])
+    for (int32_t i = lo; i >= 0; i = s->next[i])
         if (hy_tok_emit(s, s->sym[i]) != 0)
             return -1;
+    return 0;
+}
+
+#define HY_CUT_MIN 32 /* pieces with more symbols are cut at boundaries no merge can cross */
+
+int hy_tok_bpe_piece(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *p,
+                     size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (t->whole_word_first) {
+        int32_t id = hy_strmap_get(&t->by_model, p, n);
+        if (id >= 0)
+            return hy_tok_emit(s, id);
+    }
+    if (sym_reserve(s, n) != 0)
+        return -1;
+    int cutting = n > HY_CUT_MIN && t->adjacent.slots;
+    size_t ns = 0;
+    const unsigned char *u = (const unsigned char *)p;
+    /* A boundary between two characters that both map straight to a vocab symbol is uncrossable
+     * when no token holds the two characters next to each other: any merge across it would make
+     * such a token. Byte-fallback / unknown symbols never count as safe. */
+    uint32_t prev_c = 0;
+    int prev_direct = 0;
+    if (t->byte_level) {
+        for (size_t i = 0; i < n; i++) {
+            int32_t id = t->byte_id[u[i]];
+            int direct = id >= 0;
+            uint8_t cut = 0;
+            if (cutting && direct && prev_direct) {
+                int32_t pr, x;
+                cut = !hy_pairmap_get(&t->adjacent, (int32_t)prev_c, (int32_t)u[i], &pr, &x);
+            }
+            prev_c = u[i];
+            prev_direct = direct;
+            if (direct) {
+                s->cut[ns] = cut;
+                s->sym[ns++] = id;
+            } else if (t->unk_id >= 0 && !(t->fuse_unk && ns > 0 && s->sym[ns - 1] == t->unk_id)) {
+                s->cut[ns] = 0;
+                s->sym[ns++] = t->unk_id;
+            }
+        }
+    } else {
+        size_t i = 0;
+        while (i < n) {
+            int cl;
+            uint32_t c = model_char(t, u + i, n - i, &cl);
+            int32_t id = hy_strmap_get(&t->by_model, p + i, (size_t)cl);
+            int direct = id >= 0;
+            uint8_t cut = 0;
+            if (cutting && direct && prev_direct) {
+                int32_t pr, x;
+                cut = !hy_pairmap_get(&t->adjacent, (int32_t)prev_c, (int32_t)c, &pr, &x);
+            }
+            prev_c = c;
+            prev_direct = direct;
+            if (direct) {
+                s->cut[ns] = cut;
+                s->sym[ns++] = id;
+            } else {
+                int ok = t->byte_fallback;
+                for (int k = 0; ok && k < cl; k++)
+                    ok = t->fallback_id[u[i + k]] >= 0;
+                if (ok) {
+                    for (int k = 0; k < cl; k++) {
+                        s->cut[ns] = 0;
+                        s->sym[ns++] = t->fallback_id[u[i + k]];
+                    }
+                } else if (t->unk_id >= 0 &&
+                           !(t->fuse_unk && ns > 0 && s->sym[ns - 1] == t->unk_id)) {
+                    s->cut[ns] = 0;
+                    s->sym[ns++] = t->unk_id;
+                }
+            }
+            i += (size_t)cl;
+        }
+    }
+    size_t lo = 0;
+    for (size_t i = 1; i <= ns; i++) {
+        if (i == ns || s->cut[i]) {
+            if (bpe_range(t, s, (int32_t)lo, (int32_t)i) != 0)
+                return -1;
+            lo = i;
+        }
+    }
     return 0;
 }

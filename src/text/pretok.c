@@ -77,6 +77,7 @@ void hy_tok_scratch_free(struct hy_tok_scratch *s)
     free(s->sym);
     free(s->prev);
     free(s->next);
+    free(s->cut);
     free(s->heap);
     free(s->ids);
     memset(s, 0, sizeof(*s));

@@ -101,6 +101,7 @@ struct hy_tokenizer {
     struct hy_strmap     by_surf;    /* surface form (and added token text) -> id */
     struct hy_strmap     by_model;   /* model-space key used by BPE: raw bytes for byte-level */
     struct hy_pairmap    merges;
+    struct hy_pairmap    adjacent;   /* (char, char) pairs adjacent inside some multi-char token */
     int32_t              byte_id[256];      /* byte-level: id of each single byte; -1 none */
     int32_t              fallback_id[256];  /* byte_fallback: id of <0xNN>; -1 none */
     int                  byte_level;        /* BPE input is raw bytes (ByteLevel / tiktoken) */
@@ -108,14 +109,13 @@ struct hy_tokenizer {
     int                  whole_word_first;  /* ignore_merges / tiktoken: whole piece in vocab wins */
     int32_t              unk_id;
     int                  fuse_unk;
-    int                  is_tiktoken;
+    int                  is_tiktoken;       /* loaded from a tiktoken file */
     int32_t              bos_id;            /* hy_tokenizer_add_bos */
     int                  strip_leading;     /* decoder: drop this many leading spaces of output */
     struct hy_norm_step *norm;  int n_norm;
     struct hy_pt_step   *pt;    int n_pt;
     struct hy_added     *added; int n_added;   /* sorted by first byte, then longest first */
     int32_t              added_first[257];     /* index range in `added` per first byte */
-    uint8_t              has_nonspecial_added;
 };
 
 /* pretok.c: compiles a regex with UTF|UCP (+MATCH_INVALID_UTF) and JITs it. NULL + hy_err_msg(). */
@@ -137,6 +137,7 @@ struct hy_tok_scratch {
     size_t               seg_cap;
     /* BPE work arrays */
     int32_t *sym, *prev, *next;
+    uint8_t *cut;  /* cut[i]: no merge can cross the boundary before symbol i */
     size_t   sym_cap;
     struct hy_heap_ent { int32_t prio, pos, left, right; } *heap;
     size_t   heap_n, heap_cap;
@@ -152,6 +153,10 @@ int  hy_tok_emit(struct hy_tok_scratch *s, int32_t id);
  * starts the input (Metaspace prepend_scheme "first"). Returns 0 / -1. */
 int hy_tok_pretokenize(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *text,
                        size_t len, int first);
+
+/* bpe.c: records which characters occur next to each other inside tokens (used to cut long
+ * pieces where no merge can ever cross: exact, and keeps the merge heap small). 0 / -1 OOM. */
+int hy_tok_build_adjacency(struct hy_tokenizer *t);
 
 /* bpe.c: BPE-encodes one piece, appending ids to s->ids. Returns 0 / -1 (OOM). */
 int hy_tok_bpe_piece(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *p,

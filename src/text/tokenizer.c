@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HY_TOK_MAX_ID (1 << 24) /* refuse absurd ids rather than allocating for them */
+#define HY_TOK_MAX_ID (1 << 22) /* refuse absurd ids (> 4M) rather than allocating for them */
 
 /* Hunyuan's tiktoken split pattern (tokenization_hy.py PAT_STR); used when a tiktoken
  * directory's tokenizer_config.json carries no "pat_str". */
@@ -133,6 +133,7 @@ static char *decode_surface(const struct dec_list *d, const char *surf, size_t n
                 z--;
             memmove(cur, cur + a, z - a);
             len = z - a;
+            cur[len] = '\0';
         }
     }
     *out_n = len;
@@ -192,6 +193,7 @@ void hy_tokenizer_free(struct hy_tokenizer *t)
     hy_strmap_free(&t->by_surf);
     hy_strmap_free(&t->by_model);
     hy_pairmap_free(&t->merges);
+    hy_pairmap_free(&t->adjacent);
     hy_arena_free(&t->arena);
     free(t);
 }
@@ -730,6 +732,8 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
     if (rc)
         return -1;
     index_added(t);
+    if (hy_tok_build_adjacency(t) != 0)
+        return hy_err_set("out of memory");
     t->bos_id = bos_from_post_processor(json_object_get(root, "post_processor"));
     if (t->bos_id >= t->n_vocab)
         t->bos_id = -1;
@@ -1052,6 +1056,10 @@ int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *config_pat
     t->byte_level = 1;
     t->whole_word_first = 1;
     t->is_tiktoken = 1;
+    if (hy_tok_build_adjacency(t) != 0) {
+        hy_err_set("out of memory");
+        goto done;
+    }
     rc = 0;
 
 done:
@@ -1251,6 +1259,13 @@ const char *hy_tokenizer_token_bytes(const struct hy_tokenizer *t, int32_t id, s
 char *hy_tokenizer_decode(const struct hy_tokenizer *t, const int32_t *ids, size_t n,
                           int skip_special)
 {
+    size_t len;
+    return hy_tokenizer_decode_len(t, ids, n, skip_special, &len);
+}
+
+char *hy_tokenizer_decode_len(const struct hy_tokenizer *t, const int32_t *ids, size_t n,
+                              int skip_special, size_t *out_len)
+{
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab)
@@ -1281,6 +1296,7 @@ char *hy_tokenizer_decode(const struct hy_tokenizer *t, const int32_t *ids, size
         w += bl;
     }
     out[w] = '\0';
+    *out_len = w;
     return out;
 }
 

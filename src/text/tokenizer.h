@@ -4,6 +4,21 @@
  * first (when allowed), the remaining text is pre-tokenized (PCRE2 regex splits, UTF + UCP, JIT)
  * and each piece is BPE-merged by rank. Decoding maps ids back to raw bytes (ByteLevel surface
  * mapping undone, SentencePiece-style "▁" / <0xNN> byte-fallback undone for Llama-family files).
+ *
+ * tokenizer.json support (anything else is refused with an error naming the file and the type):
+ *   model       BPE: vocab, merges ("a b" or ["a","b"]), byte_fallback, unk_token, fuse_unk,
+ *               ignore_merges; merge priority = position in merges, ties leftmost.
+ *   normalizer  null, Sequence, Prepend, Replace (String pattern).
+ *   pre_tokenizer null, Sequence, Split (Regex/String; Removed, Isolated, MergedWithPrevious,
+ *               MergedWithNext, Contiguous; invert), ByteLevel (add_prefix_space, use_regex =
+ *               GPT-2 pattern), Metaspace (replacement, prepend_scheme, split), Digits.
+ *   decoder     null, Sequence, ByteLevel, Replace (String), ByteFallback, Fuse, Strip, Metaspace.
+ *   added_tokens matched on the raw text, leftmost-longest, lstrip/rstrip honored ("normalized"
+ *               and "single_word" are ignored).
+ *   post_processor TemplateProcessing: a leading SpecialToken in "single" is the BOS.
+ * tiktoken: "base64 rank" lines, rank = id; merge = the adjacent pair whose concatenation has the
+ * lowest rank; a piece that is itself a token stays whole. Loaded tokenizers are read-only, so one
+ * can be shared by threads.
  */
 #ifndef HY_TEXT_TOKENIZER_H
 #define HY_TEXT_TOKENIZER_H
@@ -56,6 +71,10 @@ const char *hy_tokenizer_token_bytes(const struct hy_tokenizer *tok, int32_t id,
 char *hy_tokenizer_decode(const struct hy_tokenizer *tok, const int32_t *ids, size_t n,
                           int skip_special);
 
+/* Same as hy_tokenizer_decode, and *out_len gets the byte count (text may contain NUL bytes). */
+char *hy_tokenizer_decode_len(const struct hy_tokenizer *tok, const int32_t *ids, size_t n,
+                              int skip_special, size_t *out_len);
+
 /* Number of leading spaces the decoder drops from the start of decoded text (SentencePiece-style
  * Strip / Metaspace decoders: 1; byte-level and tiktoken: 0). */
 int hy_tokenizer_strip_leading(const struct hy_tokenizer *tok);
@@ -63,7 +82,9 @@ int hy_tokenizer_strip_leading(const struct hy_tokenizer *tok);
 /* Largest id + 1 (ordinary + added tokens). */
 int32_t hy_tokenizer_vocab_size(const struct hy_tokenizer *tok);
 
-/* Id of the exact token string (ordinary or added), or -1. */
+/* Id of the exact token string (ordinary or added), or -1. The string is the vocabulary's own
+ * spelling: GPT-2 surface form for byte-level tokenizer.json files (e.g. "\u0120the" = "Ġthe"),
+ * "▁"-form for SentencePiece-style ones, raw bytes for tiktoken files. */
 int32_t hy_tokenizer_token_to_id(const struct hy_tokenizer *tok, const char *token);
 
 /* 1 if id is an added token marked special (control token), else 0. */

@@ -4,9 +4,10 @@
  *   tokenizer_driver LOAD encode-list STRINGS.json   -> JSON array, one object per string:
  *        {"special": [ids, added tokens matched], "ordinary": [ids, specials as text],
  *         "roundtrip": decode(special ids) == text byte for byte,
- *         "stream_ok": concatenated hy_detok output == decode output (when that is valid UTF-8)}
+ *         "stream_ok": concatenated hy_detok output == decode output (when that is valid UTF-8),
+ *         "decoded_hex": hex of decode(special ids, skip_special 0)}
  *   tokenizer_driver LOAD encode-file FILE [MAX_BYTES] -> {"ids": [...], "bytes": n,
- *         "seconds": encode wall time, "roundtrip": bool}
+ *         "seconds": encode wall time, "cpu_seconds": its thread CPU time, "roundtrip": bool}
  *   tokenizer_driver LOAD info   -> {"vocab_size": n, "bos": id}
  * LOAD is one of: --json tokenizer.json | --tiktoken F.tiktoken [--config tokenizer_config.json]
  *                 | --dir MODEL_DIR
@@ -55,7 +56,8 @@ static int valid_utf8(const char *s, size_t n)
     return 1;
 }
 
-static int stream_matches(const struct hy_tokenizer *t, const int32_t *ids, size_t n, const char *dec)
+static int stream_matches(const struct hy_tokenizer *t, const int32_t *ids, size_t n, const char *dec,
+                          size_t dl)
 {
     struct hy_detok d;
     hy_detok_init(&d, t, 0);
@@ -66,17 +68,18 @@ static int stream_matches(const struct hy_tokenizer *t, const int32_t *ids, size
             return 0;
     if (hy_detok_flush(&d, &out, &len, &cap) != 0)
         return 0;
-    int ok = valid_utf8(out, len) && (!valid_utf8(dec, strlen(dec)) || strcmp(out, dec) == 0);
+    int ok = valid_utf8(out, len) && (!valid_utf8(dec, dl) || (len == dl && memcmp(out, dec, dl) == 0));
     free(out);
     return ok;
 }
 
-static double now(void)
+static double now_clock(clockid_t c)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(c, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+static double now(void) { return now_clock(CLOCK_MONOTONIC); }
 
 int main(int argc, char **argv)
 {
@@ -119,7 +122,7 @@ int main(int argc, char **argv)
                         (int)hy_tokenizer_add_bos(t));
     } else if (strcmp(cmd, "encode-list") == 0 && i < argc) {
         json_error_t jerr;
-        json_t *in = json_load_file(argv[i], 0, &jerr);
+        json_t *in = json_load_file(argv[i], JSON_ALLOW_NUL, &jerr);
         if (!json_is_array(in)) {
             fprintf(stderr, "%s: not a JSON array of strings\n", argv[i]);
             return 1;
@@ -135,13 +138,22 @@ int main(int argc, char **argv)
             if (hy_tokenizer_encode(t, s, n, 1, &a, &na) != 0 ||
                 hy_tokenizer_encode(t, s, n, 0, &b, &nb) != 0)
                 goto fail;
-            char *dec = hy_tokenizer_decode(t, a, na, 0);
+            size_t dl;
+            char *dec = hy_tokenizer_decode_len(t, a, na, 0, &dl);
             if (!dec)
                 goto fail;
-            int rt = strlen(dec) == n && memcmp(dec, s, n) == 0;
-            json_array_append_new(res, json_pack("{s:o,s:o,s:b,s:b}", "special", ids_json(a, na),
+            int rt = dl == n && memcmp(dec, s, n) == 0;
+            char *hex = malloc(2 * dl + 1);
+            if (!hex)
+                goto fail;
+            hex[0] = '\0';
+            for (size_t q = 0; q < dl; q++)
+                snprintf(hex + 2 * q, 3, "%02x", (unsigned char)dec[q]);
+            json_array_append_new(res, json_pack("{s:o,s:o,s:b,s:b,s:s}", "special", ids_json(a, na),
                                                  "ordinary", ids_json(b, nb), "roundtrip", rt,
-                                                 "stream_ok", stream_matches(t, a, na, dec)));
+                                                 "stream_ok", stream_matches(t, a, na, dec, dl),
+                                                 "decoded_hex", hex));
+            free(hex);
             free(dec);
             free(a);
             free(b);
@@ -156,14 +168,15 @@ int main(int argc, char **argv)
             len = (size_t)atol(argv[i + 1]);
         int32_t *a;
         size_t na;
-        double t0 = now();
+        double t0 = now(), c0 = now_clock(CLOCK_THREAD_CPUTIME_ID);
         if (hy_tokenizer_encode(t, data, len, 0, &a, &na) != 0)
             goto fail;
-        double dt = now() - t0;
-        char *dec = hy_tokenizer_decode(t, a, na, 0);
-        int rt = dec && strlen(dec) == len && memcmp(dec, data, len) == 0;
-        res = json_pack("{s:o,s:I,s:f,s:b}", "ids", ids_json(a, na), "bytes", (json_int_t)len,
-                        "seconds", dt, "roundtrip", rt);
+        double dt = now() - t0, dc = now_clock(CLOCK_THREAD_CPUTIME_ID) - c0;
+        size_t dl;
+        char *dec = hy_tokenizer_decode_len(t, a, na, 0, &dl);
+        int rt = dec && dl == len && memcmp(dec, data, len) == 0;
+        res = json_pack("{s:o,s:I,s:f,s:f,s:b}", "ids", ids_json(a, na), "bytes", (json_int_t)len,
+                        "seconds", dt, "cpu_seconds", dc, "roundtrip", rt);
         free(dec);
         free(a);
         free(data);

@@ -62,21 +62,23 @@ static void test_hash_hit_miss_evict(void **state)
     assert_true(hy_block_hash(ha, a, BS) != ha); /* the parent matters */
     assert_true(hy_block_hash(ha, a, BS) != hy_block_hash(hb, a, BS));
     assert_int_equal(hy_block_pool_alloc(&p, 1, ids), 0);
-    assert_int_equal(hy_block_pool_lookup(&p, ha, 0, a), -1);
-    hy_block_pool_cache(&p, ids[0], ha, 0, a);
+    assert_int_equal(hy_block_pool_lookup(&p, ha, -1, a), -1);
+    assert_int_equal(hy_block_pool_cache(&p, ids[0], ha, -1, 0, a), ids[0]);
     assert_int_equal(p.n_cached, 1);
-    assert_int_equal(hy_block_pool_lookup(&p, ha, 0, a), ids[0]);
-    assert_int_equal(hy_block_pool_lookup(&p, hb, 0, b), -1);
-    assert_int_equal(hy_block_pool_lookup(&p, ha, 0, b), -1);  /* same hash, other tokens: collision */
-    assert_int_equal(hy_block_pool_lookup(&p, ha, 7, a), -1);  /* other parent */
-    /* a duplicate registration under the same hash is ignored */
+    assert_int_equal(hy_block_pool_lookup(&p, ha, -1, a), ids[0]);
+    assert_int_equal(hy_block_pool_lookup(&p, hb, -1, b), -1);
+    assert_int_equal(hy_block_pool_lookup(&p, ha, -1, b),
+                     -1); /* same hash, other tokens: collision */
+    assert_int_equal(hy_block_pool_lookup(&p, ha, 2, a), -1);  /* other parent */
+    /* a duplicate registration under the same hash returns the cached block, leaves its own */
     assert_int_equal(hy_block_pool_alloc(&p, 1, ids + 1), 0);
-    hy_block_pool_cache(&p, ids[1], ha, 0, a);
+    assert_int_equal(hy_block_pool_cache(&p, ids[1], ha, -1, 0, a), ids[0]);
+    assert_int_equal(hy_block_pool_cache(&p, ids[1], ha, -1, 0, b), -1); /* collision */
     assert_int_equal(p.n_cached, 1);
     assert_false(p.blocks[ids[1]].has_hash);
     /* freed cached block stays findable; touching it takes it back from the free queue */
     hy_block_pool_release(&p, ids, 1);
-    assert_int_equal(hy_block_pool_lookup(&p, ha, 0, a), ids[0]);
+    assert_int_equal(hy_block_pool_lookup(&p, ha, -1, a), ids[0]);
     int32_t n_free = p.n_free;
     hy_block_pool_touch(&p, ids[0]);
     assert_int_equal(p.n_free, n_free - 1);
@@ -85,11 +87,11 @@ static void test_hash_hit_miss_evict(void **state)
     /* free queue now: block 2 (never used), then block 0 (cached): allocating 2 evicts it */
     assert_int_equal(hy_block_pool_alloc(&p, 1, ids + 2), 0);
     assert_int_equal(ids[2], 2);
-    assert_int_equal(hy_block_pool_lookup(&p, ha, 0, a), ids[0]);
+    assert_int_equal(hy_block_pool_lookup(&p, ha, -1, a), ids[0]);
     int32_t x;
     assert_int_equal(hy_block_pool_alloc(&p, 1, &x), 0);
     assert_int_equal(x, ids[0]);
-    assert_int_equal(hy_block_pool_lookup(&p, ha, 0, a), -1);
+    assert_int_equal(hy_block_pool_lookup(&p, ha, -1, a), -1);
     assert_int_equal(p.n_cached, 0);
     assert_int_equal(p.n_evictions, 1);
     hy_block_pool_free(&p);
@@ -103,8 +105,8 @@ static void test_refcount(void **state)
     assert_int_equal(hy_block_pool_init(&p, 2, BS), 0);
     assert_int_equal(hy_block_pool_alloc(&p, 1, &id), 0);
     uint64_t h = hy_block_hash(0, t, BS);
-    hy_block_pool_cache(&p, id, h, 0, t);
-    hy_block_pool_touch(&p, hy_block_pool_lookup(&p, h, 0, t)); /* a second sequence shares it */
+    hy_block_pool_cache(&p, id, h, -1, 0, t);
+    hy_block_pool_touch(&p, hy_block_pool_lookup(&p, h, -1, t)); /* a second sequence shares it */
     assert_int_equal(p.blocks[id].ref_cnt, 2);
     hy_block_pool_release(&p, &id, 1);
     assert_int_equal(hy_block_pool_num_used(&p), 1); /* still held */
@@ -117,6 +119,35 @@ static void test_refcount(void **state)
     hy_block_pool_free(&p);
 }
 
+/* A child is found only under the very parent it was registered with: after the parent block is
+ * evicted and reused for other content, even a forced hash collision does not reach the child. */
+static void test_chain_survives_collisions(void **state)
+{
+    (void)state;
+    struct hy_block_pool p;
+    int32_t a[BS] = {1, 2, 3, 4}, b[BS] = {5, 6, 7, 8}, c[BS] = {9, 9, 9, 9};
+    int32_t ids[2], x;
+    assert_int_equal(hy_block_pool_init(&p, 2, BS), 0);
+    assert_int_equal(hy_block_pool_alloc(&p, 2, ids), 0);
+    uint64_t h0 = hy_block_hash(0, a, BS), h1 = hy_block_hash(h0, c, BS);
+    assert_int_equal(hy_block_pool_cache(&p, ids[0], h0, -1, 0, a), ids[0]);
+    uint32_t g = p.blocks[ids[0]].gen;
+    assert_int_equal(hy_block_pool_cache(&p, ids[1], h1, ids[0], g, c), ids[1]);
+    assert_int_equal(hy_block_pool_lookup(&p, h1, ids[0], c), ids[1]);
+    /* free the parent first, the child stays held; the parent is evicted and re-cached as b */
+    hy_block_pool_release(&p, ids, 1);
+    assert_int_equal(hy_block_pool_alloc(&p, 1, &x), 0);
+    assert_int_equal(x, ids[0]);
+    uint64_t hb = hy_block_hash(0, b, BS);
+    assert_int_equal(hy_block_pool_cache(&p, x, hb, -1, 0, b), x);
+    assert_int_equal(hy_block_pool_lookup(&p, hb, -1, b), x);
+    /* same parent id, same child tokens, the child's hash forced: still a miss */
+    assert_int_equal(hy_block_pool_lookup(&p, h1, x, c), -1);
+    /* registering under a parent seen in an older generation is refused */
+    assert_int_equal(hy_block_pool_cache(&p, ids[1], h1 + 1, x, g, c), -1);
+    hy_block_pool_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -124,6 +155,7 @@ int main(void)
         cmocka_unit_test(test_lru_order),
         cmocka_unit_test(test_hash_hit_miss_evict),
         cmocka_unit_test(test_refcount),
+        cmocka_unit_test(test_chain_survives_collisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,9 @@ static void assert_same(const struct result *a, const struct result *b, int n)
 static int setup(void **state)
 {
     (void)state;
+    /* tiny batches: one thread avoids OpenMP spin-waits on a shared machine (results do not
+     * depend on the thread count) */
+    omp_set_num_threads(1);
     if (hy_model_load(golden_dir(), HY_COMPUTE_F32, &model)) {
         fprintf(stderr, "cannot load %s: %s\n", golden_dir(), hy_err_msg());
         return -1;
@@ -174,7 +178,8 @@ static void test_concurrent_equals_sequential(void **state)
     base_config(&c);
     run(&c, prompts, NREQ, 1, res, &st);
     assert_same(reference, res, NREQ);
-    printf("concurrent: max_batch_seqs=%d steps=%llu\n", st.max_batch_seqs, (unsigned long long)st.num_steps);
+    printf("concurrent: max_batch_seqs=%d steps=%llu\n", st.max_batch_seqs,
+           (unsigned long long)st.num_steps);
     assert_true(st.max_batch_seqs >= 8);
     c.enable_prefix_caching = 0; /* and the same without prefix caching */
     run(&c, prompts, NREQ, 1, res, &st);
@@ -234,7 +239,8 @@ static void test_chunked_prefill(void **state)
     c.max_num_batched_tokens = 3; /* every prompt (>= 5 tokens) is split */
     run(&c, prompts, NREQ, 1, res, &st);
     assert_same(reference, res, NREQ);
-    printf("chunked: %llu prompt chunks for %d prompts\n", (unsigned long long)st.prompt_chunks, NREQ);
+    printf("chunked: %llu prompt chunks for %d prompts\n", (unsigned long long)st.prompt_chunks,
+           NREQ);
     assert_true(st.prompt_chunks >= 2 * NREQ);
     run(&c, prompts, NREQ, 0, res, &st);
     assert_same(reference, res, NREQ);
@@ -259,6 +265,8 @@ static void test_preemption_small_kv(void **state)
                prefix ? "on" : "off", (unsigned long long)st.num_preemptions, st.max_batch_seqs,
                (unsigned long long)st.num_steps);
         assert_true(st.num_preemptions > 0);
+        if (prefix) /* 80 slots for 259 tokens: cached blocks were reused */
+            assert_true(st.prefix_evictions > 0 && st.num_blocks_cached > 0);
     }
     /* and with chunking on top */
     c.max_num_batched_tokens = 7;
@@ -299,7 +307,8 @@ static void test_queue_full_and_invalid_input(void **state)
     assert_non_null(strstr(hy_err_msg(), "empty prompt"));
     req_init(&r, &prompts[3], 4); /* 33 tokens > max_model_len 32 */
     assert_int_equal(hy_engine_add_request(e, &r, &id), HY_ENGINE_ERROR);
-    assert_string_equal(hy_err_msg(), "Input length 33 exceeds the model's maximum context length 32");
+    assert_string_equal(hy_err_msg(),
+                        "Input length 33 exceeds the model's maximum context length 32");
     req_init(&r, &prompts[0], 0);
     assert_int_equal(hy_engine_add_request(e, &r, &id), HY_ENGINE_ERROR);
     req_init(&r, &prompts[0], 4);
@@ -320,6 +329,20 @@ static void test_queue_full_and_invalid_input(void **state)
     c.kv_cache_memory_bytes = 16 * 4 * 1280;
     e = create(&c);
     hy_engine_free(e);
+    /* KV budget 0: half of MemAvailable, capped at max_num_seqs full-length sequences */
+    c.kv_cache_memory_bytes = 0;
+    e = create(&c);
+    struct hy_engine_stats st;
+    hy_engine_get_stats(e, &st);
+    assert_int_equal(st.num_blocks_total, c.max_num_seqs * 64 / 4);
+    hy_engine_free(e);
+    c.max_model_len = 262145;
+    assert_null(hy_engine_create(model, &c));
+    assert_non_null(strstr(hy_err_msg(), "max_position_embeddings 262144"));
+    c.max_model_len = 64;
+    c.max_num_seqs = 0;
+    assert_null(hy_engine_create(model, &c));
+    assert_non_null(strstr(hy_err_msg(), "max_num_seqs"));
 }
 
 static void test_abort_frees_blocks(void **state)
@@ -423,7 +446,7 @@ static void test_seeded_sampling(void **state)
     for (int i = 0; i < NREQ; i++) {
         struct hy_engine_request q;
         req_init(&q, &prompts[i], MAXTOK);
-        if (i == 2)
+        if (i == NREQ - 1) /* the seeded request comes last: the newest is preempted first */
             q = r, q.params.seed = 42, q.params.max_new_tokens = 16;
         assert_int_equal(hy_engine_add_request(e, &q, &ids[i]), HY_ENGINE_OK);
     }
@@ -431,7 +454,7 @@ static void test_seeded_sampling(void **state)
     struct hy_engine_stats st;
     hy_engine_get_stats(e, &st);
     assert_true(st.num_preemptions > 0);
-    assert_memory_equal(a.toks, res[2].toks, sizeof(int32_t) * 16);
+    assert_memory_equal(a.toks, res[NREQ - 1].toks, sizeof(int32_t) * 16);
     hy_engine_free(e);
 }
 
@@ -462,6 +485,13 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
     /* 33-token prompt with max_model_len 40: 7 tokens, then length */
     req_init(&r, &prompts[3], 100);
     assert_int_equal(hy_engine_add_request(e, &r, &ids[2]), HY_ENGINE_OK);
+    /* a prompt of exactly max_model_len tokens gets one token (as in vLLM) */
+    struct prompt full;
+    make_prompt(&full, 40);
+    uint64_t full_id;
+    req_init(&r, &full, 100);
+    assert_int_equal(hy_engine_add_request(e, &r, &full_id), HY_ENGINE_OK);
+    int full_n = 0;
     int checked = 0;
     for (int steps = 0; hy_engine_has_work(e); steps++) {
         assert_true(steps < 5000);
@@ -469,6 +499,11 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
         size_t no;
         assert_int_equal(hy_engine_step(e, &o, &no), 0);
         for (size_t k = 0; k < no; k++) {
+            if (o[k].request_id == full_id) {
+                full_n++;
+                assert_int_equal(o[k].finish, HY_ENGINE_FINISHED_LENGTH);
+                continue;
+            }
             int i = o[k].request_id == ids[0] ? 0 : o[k].request_id == ids[1] ? 1 : 2;
             res[i].toks[res[i].n++] = o[k].token_id;
             res[i].finish = o[k].finish;
@@ -492,7 +527,39 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
     assert_memory_equal(res[1].toks, reference[1].toks, sizeof(int32_t) * (size_t)(first + 1));
     assert_int_equal(res[2].n, 7);
     assert_int_equal(res[2].finish, HY_ENGINE_FINISHED_LENGTH);
+    assert_int_equal(full_n, 1);
     hy_engine_free(e);
+}
+
+/* bf16 compute (bf16 KV cache, half the bytes per block): runs and frees everything. */
+static void test_bf16_smoke(void **state)
+{
+    (void)state;
+    struct hy_model *m16;
+    assert_int_equal(hy_model_load(golden_dir(), HY_COMPUTE_BF16, &m16), 0);
+    struct hy_engine_config c;
+    base_config(&c);
+    c.max_model_len = 64;
+    c.kv_cache_memory_bytes = 20 * 4 * 640;
+    struct hy_engine *e = hy_engine_create(m16, &c);
+    assert_non_null(e);
+    uint64_t ids[NREQ];
+    struct result res[NREQ];
+    memset(res, 0, sizeof(res));
+    for (int i = 0; i < NREQ; i++) {
+        struct hy_engine_request r;
+        req_init(&r, &prompts[i], MAXTOK);
+        assert_int_equal(hy_engine_add_request(e, &r, &ids[i]), HY_ENGINE_OK);
+    }
+    drain(e, ids, NREQ, res);
+    struct hy_engine_stats st;
+    hy_engine_get_stats(e, &st);
+    assert_int_equal(st.num_blocks_total, 20);
+    assert_int_equal(st.num_blocks_used, 0);
+    for (int i = 0; i < NREQ; i++)
+        assert_int_equal(res[i].n, MAXTOK);
+    hy_engine_free(e);
+    hy_model_free(m16);
 }
 
 int main(void)
@@ -506,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_abort_frees_blocks),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_logprobs_stop_ids_and_lengths),
+        cmocka_unit_test(test_bf16_smoke),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

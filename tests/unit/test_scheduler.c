@@ -18,7 +18,8 @@ struct fixture {
     struct hy_scheduler  s;
 };
 
-static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget, int prefix)
+static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget,
+                     int prefix)
 {
     struct hy_sched_config c = {max_seqs, budget, prefix, 16};
     assert_int_equal(hy_block_pool_init(&f->pool, n_blocks, BS), 0);
@@ -274,6 +275,134 @@ static void test_preempt_newest_and_recompute(void **state)
     teardown_fx(&f);
 }
 
+/* Two requests admitted in the same step compute the same first blocks; the second's duplicates
+ * stay uncached, and its own later block is chained to the first's cached blocks, so a third
+ * request with the second's prompt hits all three blocks. */
+static void test_prefix_duplicates_then_diverge(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint64_t ids[8];
+    int32_t ns[8];
+    setup_fx(&f, 32, 4, 64, 1);
+    struct hy_request *a = mk(1, 13, 0), *b = mk(2, 13, 0);
+    b->tokens[9] = 99; /* blocks 0, 1 equal, block 2 differs */
+    hy_scheduler_add(&f.s, a);
+    hy_scheduler_add(&f.s, b);
+    assert_int_equal(step(&f, ids, ns), 2);
+    assert_int_equal(f.s.stats.prefix_hits, 0);
+    assert_int_equal(f.pool.n_cached, 4); /* a's 3 blocks + b's block 2 */
+    assert_false(f.pool.blocks[b->blocks[0]].has_hash);
+    assert_true(f.pool.blocks[b->blocks[2]].has_hash);
+    struct hy_request *c = mk(3, 14, 0);
+    memcpy(c->tokens, b->tokens, 13 * sizeof(int32_t));
+    hy_scheduler_add(&f.s, c);
+    step(&f, ids, ns);
+    assert_int_equal(f.s.stats.prefix_hits, 12);
+    assert_int_equal(c->blocks[0], a->blocks[0]);
+    assert_int_equal(c->blocks[2], b->blocks[2]);
+    hy_scheduler_finish(&f.s, a);
+    hy_scheduler_finish(&f.s, b);
+    hy_scheduler_finish(&f.s, c);
+    hy_request_free(a);
+    hy_request_free(b);
+    hy_request_free(c);
+    teardown_fx(&f);
+}
+
+static uint32_t rng = 1;
+static uint32_t rnd(uint32_t n)
+{
+    rng = rng * 1664525u + 1013904223u;
+    return (rng >> 8) % n;
+}
+
+/* Block bookkeeping invariants after a step: ref counts equal table memberships, the free queue
+ * holds exactly the unreferenced blocks, a block shared by two tables is a registered prefix
+ * block holding the same tokens in both, tables cover the computed tokens. */
+static void check_invariants(struct fixture *f)
+{
+    const struct hy_block_pool *p = &f->pool;
+    int32_t refs[64] = {0};
+    for (int32_t i = 0; i < f->s.n_running; i++) {
+        const struct hy_request *r = f->s.running[i];
+        assert_true(r->n_blocks * BS >= r->n_computed);
+        assert_true(r->n_computed <= r->n_tokens);
+        for (int32_t k = 0; k < r->n_blocks; k++)
+            refs[r->blocks[k]]++;
+        for (int32_t k = 0; k < r->n_cached_blocks; k++) {
+            const struct hy_block *b = &p->blocks[r->blocks[k]];
+            if (b->has_hash)
+                assert_memory_equal(p->tokens + (size_t)r->blocks[k] * BS, r->tokens + k * BS,
+                                    BS * sizeof(int32_t));
+        }
+    }
+    for (int32_t i = 0; i < f->s.n_waiting; i++)
+        assert_int_equal(f->s.waiting[i]->n_blocks, 0);
+    int32_t n_free = 0;
+    for (int32_t id = p->free_head; id >= 0; id = p->blocks[id].next) {
+        assert_int_equal(p->blocks[id].ref_cnt, 0);
+        n_free++;
+    }
+    assert_int_equal(n_free, p->n_free);
+    for (int32_t id = 0; id < p->n_blocks; id++) {
+        assert_int_equal(p->blocks[id].ref_cnt, refs[id]);
+        if (refs[id] > 1)
+            assert_true(p->blocks[id].has_hash);
+    }
+}
+
+/* Random traffic (shared prefixes, aborts) on a small pool: invariants hold every step, every
+ * request finishes, all blocks come back. */
+static void test_random_traffic(void **state)
+{
+    (void)state;
+    for (int prefix = 0; prefix < 2; prefix++) {
+        struct fixture f;
+        setup_fx(&f, 12, 4, 7, prefix);
+        struct hy_request *reqs[40];
+        int32_t target[40];
+        int n_done = 0, n_added = 0;
+        uint64_t ids[8];
+        int32_t ns[8];
+        for (int steps = 0; n_done < 40; steps++) {
+            assert_true(steps < 5000);
+            while (n_added < 40 && f.s.n_waiting < 3 && rnd(2)) {
+                int32_t n = 1 + (int32_t)rnd(20), toks[32];
+                for (int32_t i = 0; i < n; i++)
+                    toks[i] = i < 8 ? (int32_t)rnd(2) : (int32_t)rnd(50); /* common prefixes */
+                reqs[n_added] = hy_request_create((uint64_t)n_added, toks, n, 48, BS);
+                target[n_added] = n + 1 + (int32_t)rnd(20);
+                assert_int_equal(hy_scheduler_add(&f.s, reqs[n_added]), 0);
+                n_added++;
+            }
+            int32_t np = step(&f, ids, ns);
+            int32_t total = 0;
+            for (int32_t i = 0; i < np; i++)
+                total += ns[i];
+            assert_true(total <= 7);
+            check_invariants(&f);
+            for (int i = 0; i < n_added; i++) {
+                struct hy_request *r = reqs[i];
+                if (!r || r->status == HY_REQ_FINISHED)
+                    continue;
+                if (r->n_tokens >= target[i] || rnd(100) == 0) { /* done or aborted */
+                    hy_scheduler_finish(&f.s, r);
+                    hy_request_free(r);
+                    reqs[i] = NULL;
+                    n_done++;
+                }
+            }
+            check_invariants(&f);
+        }
+        assert_int_equal(hy_block_pool_num_used(&f.pool), 0);
+        if (prefix)
+            assert_true(f.s.stats.prefix_hits > 0);
+        assert_true(f.s.stats.num_preemptions > 0);
+        teardown_fx(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +411,8 @@ int main(void)
         cmocka_unit_test(test_admission_fifo_max_seqs),
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_preempt_newest_and_recompute),
+        cmocka_unit_test(test_prefix_duplicates_then_diverge),
+        cmocka_unit_test(test_random_traffic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,661 @@
+/* cmd_bench.c - `hyinfer bench latency`: machine probes (read bandwidth, peak FLOP/s), prefill and
+ * decode throughput on a model, per-stage time breakdown, and the roofline ratios of DESIGN.md §6.
+ *
+ * Every ratio is measured in the same run as its denominator. Bytes and FLOPs are counted from the
+ * loaded tensors and the experts the router actually selected (src/bench/account.h). Progress goes
+ * to stderr; the table (or, with --json, one JSON object) to stdout.
+ */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+
+#include "base/err.h"
+#include "base/timing.h"
+#include "bench/account.h"
+#include "bench/probe.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LIST 16
+
+static const char *const STAGE_NAMES[HY_STAGE_COUNT] = {"attention", "router", "routed_experts", "shared_expert",
+                                                        "dense_mlp", "lm_head", "other"};
+
+struct prefill_result {
+    int32_t               len;
+    double                secs;
+    double                stage[HY_STAGE_COUNT];
+    struct hy_bench_flops flops;
+    int64_t               distinct_experts;
+};
+
+struct decode_result {
+    int32_t               batch;
+    int32_t               steps;
+    double                step_s;                 /* mean timed step */
+    double                stage[HY_STAGE_COUNT];  /* mean seconds per step */
+    struct hy_bench_bytes bytes;                  /* mean per step */
+    double                tokens_per_s;
+};
+
+static int parse_list(const char *flag, const char *s, int32_t *out, int *n)
+{
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v <= 0 || v > (1 << 24) || *n >= MAX_LIST || (*end && *end != ','))
+            return hy_err_set("%s: \"%s\" is not a comma-separated list of positive integers (at most %d)", flag, s,
+                              MAX_LIST);
+        out[(*n)++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    if (*n == 0)
+        return hy_err_set("%s: empty list", flag);
+    return 0;
+}
+
+static int parse_bytes(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double mul = 1.0;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024.0;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024.0 * 1024.0;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1024.0 * 1024.0 * 1024.0;
+    if (mul != 1.0)
+        end++;
+    if (end == s || errno || *end || !(v > 0.0) || v * mul > 1e13)
+        return hy_err_set("--bw-bytes: \"%s\" is not a size like 2G, 64M or 1048576", s);
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static uint64_t rng_next(uint64_t *st)
+{
+    uint64_t x = *st;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *st = x;
+}
+
+/* Touches one byte per page of every mapped checkpoint file so the timed runs do not pay page faults. */
+static void prefault_weights(const struct hy_model *m)
+{
+    uint64_t sum = 0;
+    for (size_t f = 0; f < m->ck.n_files; f++) {
+        const uint8_t *p = m->ck.files[f].map.data;
+        const size_t n = m->ck.files[f].map.size;
+        if (!p)
+            continue;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+        for (size_t i = 0; i < n; i += 4096)
+            sum += p[i];
+    }
+    volatile uint64_t keep = sum;
+    (void)keep;
+}
+
+static int kv_elem_bytes(const struct hy_kv_cache *kv)
+{
+    return (int)hy_dtype_size(kv->dtype);
+}
+
+/* One sequence of `len` random tokens through a fresh KV cache, logits of the last row only. */
+static int run_prefill(struct hy_model *m, int32_t len, uint64_t seed, struct prefill_result *r)
+{
+    const int32_t bs = 16, nb = (len + bs - 1) / bs, V = m->cfg.vocab_size;
+    struct hy_kv_cache kv;
+    if (hy_model_kv_cache_init(m, &kv, bs, nb))
+        return -1;
+    int rc = -1;
+    int32_t *ids = malloc((size_t)len * sizeof(int32_t)), *pos = malloc((size_t)len * sizeof(int32_t));
+    int32_t *seq = calloc((size_t)len, sizeof(int32_t)), *table = malloc((size_t)nb * sizeof(int32_t));
+    int64_t *slots = malloc((size_t)len * sizeof(int64_t));
+    float *logits = malloc((size_t)V * sizeof(float));
+    if (!ids || !pos || !seq || !table || !slots || !logits) {
+        hy_err_set("bench: out of memory for a %d-token prefill", len);
+        goto out;
+    }
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int32_t i = 0; i < len; i++) {
+        ids[i] = (int32_t)(rng_next(&st) % (uint64_t)V);
+        pos[i] = i;
+        slots[i] = i;
+    }
+    for (int32_t i = 0; i < nb; i++)
+        table[i] = i;
+    const int32_t *tables[1] = {table};
+    int32_t last = len - 1;
+    struct hy_batch b = {len, ids, pos, slots, seq, tables, 1, &last};
+    hy_model_prof_reset(m);
+    double t0 = hy_time_now();
+    if (hy_model_forward(m, &kv, &b, logits, NULL))
+        goto out;
+    r->secs = hy_time_now() - t0;
+    r->len = len;
+    memcpy(r->stage, m->prof.sec, sizeof(r->stage));
+    int32_t *ctx = pos; /* context length of token i = i + 1 */
+    for (int32_t i = 0; i < len; i++)
+        ctx[i] = i + 1;
+    struct hy_bench_bytes by;
+    hy_bench_account(m, m->prof.expert_hits, len, ctx, 1, kv_elem_bytes(&kv), &by, &r->flops);
+    r->distinct_experts = by.distinct_experts;
+    rc = 0;
+out:
+    free(ids);
+    free(pos);
+    free(seq);
+    free(table);
+    free(slots);
+    free(logits);
+    hy_kv_cache_free(&kv);
+    return rc;
+}
+
+static void bytes_add(struct hy_bench_bytes *d, const struct hy_bench_bytes *s)
+{
+    d->embed += s->embed;
+    d->attn += s->attn;
+    d->dense_mlp += s->dense_mlp;
+    d->router += s->router;
+    d->routed += s->routed;
+    d->shared += s->shared;
+    d->norms += s->norms;
+    d->lm_head += s->lm_head;
+    d->weights += s->weights;
+    d->kv_read += s->kv_read;
+    d->distinct_experts += s->distinct_experts;
+    d->expert_selections += s->expert_selections;
+}
+
+/* `batch` sequences: a prefill of `ctx0` random tokens each (one batch, untimed), one untimed warm-up
+ * decode step, then `steps` timed decode steps of one token per sequence, all sequences together. */
+static int run_decode(struct hy_model *m, int32_t batch, int32_t ctx0, int32_t steps, uint64_t seed,
+                      struct decode_result *r)
+{
+    const int32_t bs = 16, V = m->cfg.vocab_size, total = ctx0 + steps + 1, bps = (total + bs - 1) / bs;
+    const int32_t cap = batch * ctx0 > batch ? batch * ctx0 : batch;
+    struct hy_kv_cache kv;
+    if (hy_model_kv_cache_init(m, &kv, bs, batch * bps))
+        return -1;
+    int rc = -1;
+    int32_t *ids = malloc((size_t)cap * sizeof(int32_t)), *pos = malloc((size_t)cap * sizeof(int32_t));
+    int32_t *seq = malloc((size_t)cap * sizeof(int32_t)), *rows = malloc((size_t)batch * sizeof(int32_t));
+    int32_t *tab = malloc((size_t)batch * (size_t)bps * sizeof(int32_t)), *ctx = malloc((size_t)batch * sizeof(int32_t));
+    int64_t *slots = malloc((size_t)cap * sizeof(int64_t));
+    const int32_t **tables = malloc((size_t)batch * sizeof(*tables));
+    float *logits = malloc((size_t)batch * (size_t)V * sizeof(float));
+    if (!ids || !pos || !seq || !rows || !tab || !ctx || !slots || !tables || !logits) {
+        hy_err_set("bench: out of memory for a batch-%d decode", batch);
+        goto out;
+    }
+    for (int32_t i = 0; i < batch * bps; i++)
+        tab[i] = i;
+    for (int32_t s = 0; s < batch; s++)
+        tables[s] = tab + (size_t)s * bps;
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 7;
+    int32_t n = 0;
+    for (int32_t s = 0; s < batch; s++)
+        for (int32_t p = 0; p < ctx0; p++, n++) {
+            ids[n] = (int32_t)(rng_next(&st) % (uint64_t)V);
+            pos[n] = p;
+            seq[n] = s;
+            slots[n] = (int64_t)tables[s][p / bs] * bs + p % bs;
+            if (p == ctx0 - 1)
+                rows[s] = n;
+        }
+    if (ctx0 > 0) {
+        struct hy_batch pb = {n, ids, pos, slots, seq, tables, batch, rows};
+        if (hy_model_forward(m, &kv, &pb, logits, NULL))
+            goto out;
+    }
+    memset(r, 0, sizeof(*r));
+    r->batch = batch;
+    r->steps = steps;
+    double timed = 0.0;
+    for (int32_t k = 0; k <= steps; k++) { /* k = 0 is the warm-up step */
+        const int32_t p = ctx0 + k;
+        for (int32_t s = 0; s < batch; s++) {
+            /* greedy next token keeps the inputs realistic; random when there are no logits yet */
+            int32_t best = 0;
+            if (k > 0 || ctx0 > 0) {
+                const float *lr = logits + (size_t)s * V;
+                for (int32_t v = 1; v < V; v++)
+                    if (lr[v] > lr[best])
+                        best = v;
+            } else {
+                best = (int32_t)(rng_next(&st) % (uint64_t)V);
+            }
+            ids[s] = best;
+            pos[s] = p;
+            seq[s] = s;
+            slots[s] = (int64_t)tables[s][p / bs] * bs + p % bs;
+            rows[s] = s;
+            ctx[s] = p + 1;
+        }
+        struct hy_batch db = {batch, ids, pos, slots, seq, tables, batch, rows};
+        hy_model_prof_reset(m);
+        double t0 = hy_time_now();
+        if (hy_model_forward(m, &kv, &db, logits, NULL))
+            goto out;
+        double dt = hy_time_now() - t0;
+        if (k == 0)
+            continue;
+        timed += dt;
+        for (int i = 0; i < HY_STAGE_COUNT; i++)
+            r->stage[i] += m->prof.sec[i];
+        struct hy_bench_bytes by;
+        hy_bench_account(m, m->prof.expert_hits, batch, ctx, batch, kv_elem_bytes(&kv), &by, NULL);
+        bytes_add(&r->bytes, &by);
+    }
+    const double inv = steps > 0 ? 1.0 / steps : 0.0;
+    for (int i = 0; i < HY_STAGE_COUNT; i++)
+        r->stage[i] *= inv;
+    double *bf[] = {&r->bytes.embed,  &r->bytes.attn,  &r->bytes.dense_mlp, &r->bytes.router, &r->bytes.routed,
+                    &r->bytes.shared, &r->bytes.norms, &r->bytes.lm_head,   &r->bytes.weights, &r->bytes.kv_read};
+    for (size_t i = 0; i < sizeof(bf) / sizeof(bf[0]); i++)
+        *bf[i] *= inv;
+    r->step_s = timed * inv;
+    r->tokens_per_s = timed > 0.0 ? (double)batch * steps / timed : 0.0;
+    rc = 0;
+out:
+    free(ids);
+    free(pos);
+    free(seq);
+    free(rows);
+    free(tab);
+    free(ctx);
+    free(slots);
+    free(tables);
+    free(logits);
+    hy_kv_cache_free(&kv);
+    return rc;
+}
+
+static json_t *stages_json(const double *stage)
+{
+    json_t *o = json_object();
+    double tot = 0.0;
+    for (int i = 0; i < HY_STAGE_COUNT; i++) {
+        json_object_set_new(o, STAGE_NAMES[i], json_real(stage[i]));
+        tot += stage[i];
+    }
+    json_object_set_new(o, "total", json_real(tot));
+    return o;
+}
+
+static void print_stages(const char *label, const double *stage)
+{
+    double tot = 0.0;
+    for (int i = 0; i < HY_STAGE_COUNT; i++)
+        tot += stage[i];
+    printf("  %-18s", label);
+    for (int i = 0; i < HY_STAGE_COUNT; i++)
+        printf(" %s %.4f s (%.0f%%)%s", STAGE_NAMES[i], stage[i], tot > 0 ? 100.0 * stage[i] / tot : 0.0,
+               i + 1 < HY_STAGE_COUNT ? "," : "");
+    printf("\n");
+}
+
+static double ratio(double a, double b)
+{
+    return b > 0.0 ? a / b : 0.0;
+}
+
+int hy_cmd_bench(int argc, char **argv)
+{
+    const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16",
+               *bw_s = "2G", *json_out = NULL;
+    int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80,
+        proj_dense = 1, skip_model = 0;
+    float flop_s = 0.25f;
+    const struct hy_arg args[] = {
+        {"--model", "-m", HY_ARG_STR, &model_dir, NULL, "model directory (Hugging Face layout)"},
+        {"--prompt-lens", NULL, HY_ARG_STR, &plens_s, NULL, "prefill prompt lengths (default 128,512,2048)"},
+        {"--batch-sizes", NULL, HY_ARG_STR, &batches_s, NULL, "decode batch sizes (default 1,4,16)"},
+        {"--decode-steps", NULL, HY_ARG_INT, &steps, NULL, "timed decode steps per batch size (default 16)"},
+        {"--decode-context", NULL, HY_ARG_INT, &ctx0, NULL, "prefill tokens per sequence before decode (16)"},
+        {"--bw-bytes", NULL, HY_ARG_STR, &bw_s, NULL, "bandwidth probe buffer, e.g. 2G (default), 64M"},
+        {"--bw-reps", NULL, HY_ARG_INT, &bw_reps, NULL, "bandwidth probe passes, best taken (default 5)"},
+        {"--flop-seconds", NULL, HY_ARG_FLOAT, &flop_s, NULL, "minimum seconds per peak-FLOP run (0.25)"},
+        {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
+        {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "bfloat16 (default) | float32 compute mode"},
+        {"--seed", NULL, HY_ARG_INT, &seed, NULL, "random token ids seed (default 1)"},
+        {"--project-layers", NULL, HY_ARG_INT, &proj_layers, NULL, "layers of the full model projected (80)"},
+        {"--project-dense", NULL, HY_ARG_INT, &proj_dense, NULL, "dense layers of the full model (1)"},
+        {"--probes-only", NULL, HY_ARG_FLAG, &skip_model, NULL, "only the bandwidth and FLOP probes"},
+        {"--json", NULL, HY_ARG_FLAG, &json, NULL, "print one JSON object instead of the table"},
+        {"--json-out", NULL, HY_ARG_STR, &json_out, NULL, "also write the JSON object to this file"},
+        {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
+    };
+    const int na = (int)(sizeof(args) / sizeof(args[0]));
+    const char *usage = "hyinfer bench latency -m DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] "
+                        "[--decode-steps 16] [--bw-bytes 2G] [--threads N] [--dtype bfloat16] [--json] [--json-out FILE]";
+    if (argc < 3 || strcmp(argv[2], "latency") != 0) {
+        if (argc >= 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            hy_args_usage(usage, args, na);
+            return 0;
+        }
+        fprintf(stderr, "hyinfer bench: expected the mode \"latency\" (or \"serve\"; throughput is not built yet)\n");
+        hy_args_usage(usage, args, na);
+        return 2;
+    }
+    int np;
+    if (hy_args_parse(argc, argv, 3, args, na, NULL, 0, &np)) {
+        fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
+        return 2;
+    }
+    if (help) {
+        hy_args_usage(usage, args, na);
+        return 0;
+    }
+    int32_t plens[MAX_LIST], batches[MAX_LIST];
+    int n_plens = 0, n_batches = 0;
+    size_t bw_bytes = 0;
+    if ((!model_dir && !skip_model) || steps < 1 || ctx0 < 0 || bw_reps < 1 || !(flop_s > 0.0f) || proj_layers < 1 ||
+        proj_dense < 0 || proj_dense > proj_layers) {
+        fprintf(stderr, "hyinfer bench: need -m DIR, --decode-steps >= 1, --decode-context >= 0, --bw-reps >= 1, "
+                        "--flop-seconds > 0, 0 <= --project-dense <= --project-layers\n");
+        hy_args_usage(usage, args, na);
+        return 2;
+    }
+    if (parse_list("--prompt-lens", plens_s, plens, &n_plens) ||
+        parse_list("--batch-sizes", batches_s, batches, &n_batches) || parse_bytes(bw_s, &bw_bytes)) {
+        fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
+        return 2;
+    }
+    FILE *jf = NULL; /* opened now so a bad path fails before a long run, not after */
+    if (json_out && !(jf = fopen(json_out, "w"))) {
+        fprintf(stderr, "hyinfer bench: --json-out %s: cannot create the file\n", json_out);
+        return 2;
+    }
+    hy_cli_set_threads(threads);
+    const int nthreads = omp_get_max_threads();
+
+    /* ---- the model, loaded first so that a bad directory fails before the probes ---- */
+    struct hy_model *m = NULL;
+    struct prefill_result pre[MAX_LIST];
+    struct decode_result dec[MAX_LIST];
+    memset(pre, 0, sizeof(pre));
+    memset(dec, 0, sizeof(dec));
+    int rc = 1;
+    enum hy_compute_dtype cd = HY_COMPUTE_BF16;
+    if (skip_model)
+        n_plens = n_batches = 0;
+    else if (hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m) ||
+             hy_model_prof_enable(m, 1))
+        goto fail;
+
+    /* ---- machine probes ---- */
+    struct hy_cpu_units cu;
+    hy_bench_cpu_detect(&cu);
+    fprintf(stderr, "bench: %s, %d threads; units: avx2_fma=%d avx512f=%d avx512_bf16=%d amx_bf16=%d%s\n",
+            cu.brand[0] ? cu.brand : "unknown CPU", nthreads, cu.avx2_fma, cu.avx512f, cu.avx512_bf16, cu.amx_bf16,
+            cu.amx_cpuid && !cu.amx_bf16 ? " (AMX in CPUID but tile permission refused)" : "");
+    double bw_gbs = 0.0, bw_s_best = 0.0;
+    if (hy_bench_mem_bw(bw_bytes, bw_reps, &bw_gbs, &bw_s_best))
+        goto fail;
+    fprintf(stderr, "bench: read bandwidth %.2f GB/s (%zu bytes, best of %d: %.4f s)\n", bw_gbs, bw_bytes, bw_reps,
+            bw_s_best);
+    static const char *const units[] = {"fma", "avx512", "avx512bf16", "amx"};
+    double unit_gf[4], unit_flops[4], unit_secs[4], peak = 0.0;
+    const char *peak_unit = "none";
+    for (int i = 0; i < 4; i++) {
+        unit_gf[i] = hy_bench_peak_gflops(&cu, units[i], flop_s, &unit_flops[i], &unit_secs[i]);
+        if (unit_gf[i] > 0.0)
+            fprintf(stderr, "bench: peak %-10s %.1f GFLOP/s\n", units[i], unit_gf[i]);
+        if (unit_gf[i] > peak) {
+            peak = unit_gf[i];
+            peak_unit = units[i];
+        }
+    }
+
+    /* ---- model runs ---- */
+    if (m) {
+        double t0 = hy_time_now();
+        prefault_weights(m);
+        fprintf(stderr, "bench: loaded %s (%.2f GB of weights, load %.1f s, prefault %.1f s)\n", model_dir,
+                (double)m->ck.total_bytes / 1e9, m->load_seconds, hy_time_now() - t0);
+    }
+    for (int i = 0; i < n_plens; i++) {
+        if (run_prefill(m, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
+            goto fail;
+        fprintf(stderr, "bench: prefill %d tokens: %.3f s, %.2f tokens/s, %.1f GFLOP/s\n", plens[i], pre[i].secs,
+                plens[i] / pre[i].secs, pre[i].flops.total / pre[i].secs / 1e9);
+    }
+    for (int i = 0; i < n_batches; i++) {
+        if (run_decode(m, batches[i], ctx0, steps, (uint64_t)seed + 100 + (uint64_t)i, &dec[i]))
+            goto fail;
+        fprintf(stderr, "bench: decode batch %d: %.4f s/step, %.2f tokens/s, %.3f GB weights/step\n", batches[i],
+                dec[i].step_s, dec[i].tokens_per_s, dec[i].bytes.weights / 1e9);
+    }
+
+    /* ---- ratios ---- */
+    const double bw = bw_gbs * 1e9;
+    const struct decode_result *d1 = NULL, *dmax = NULL;
+    for (int i = 0; i < n_batches; i++) {
+        if (dec[i].batch == 1 && !d1)
+            d1 = &dec[i];
+        if (!dmax || dec[i].batch > dmax->batch)
+            dmax = &dec[i];
+    }
+    const struct prefill_result *p512 = NULL;
+    for (int i = 0; i < n_plens; i++) /* the 512-token prefill, else the length closest to 512 */
+        if (!p512 || abs(pre[i].len - 512) < abs(p512->len - 512))
+            p512 = &pre[i];
+    const double dec_frac = d1 ? ratio(d1->bytes.weights / d1->step_s, bw) : 0.0;
+    const double pre_frac = p512 ? ratio(p512->flops.total / p512->secs, peak * 1e9) : 0.0;
+    double proj_ms = 0.0, moe_layer_s = 0.0, dense_layer_s = 0.0;
+    int n_moe = 0, n_dense = 0;
+    if (m)
+        for (int L = 0; L < m->cfg.num_hidden_layers; L++)
+            m->layers[L].is_moe ? n_moe++ : n_dense++;
+    if (d1 && m) {
+        const double *s = d1->stage;
+        const double attn_layer = s[HY_STAGE_ATTENTION] / m->cfg.num_hidden_layers;
+        moe_layer_s = n_moe ? attn_layer + (s[HY_STAGE_ROUTER] + s[HY_STAGE_ROUTED] + s[HY_STAGE_SHARED]) / n_moe : 0.0;
+        dense_layer_s = n_dense ? attn_layer + s[HY_STAGE_DENSE_MLP] / n_dense : 0.0;
+        proj_ms = 1e3 * (d1->step_s + (proj_layers - proj_dense - n_moe) * moe_layer_s +
+                         (proj_dense - n_dense) * dense_layer_s);
+    }
+    const char *proj_formula = "step_s(batch 1) + (project_layers - project_dense - moe_layers) * moe_layer_s + "
+                               "(project_dense - dense_layers) * dense_layer_s; moe_layer_s = attention/layers + "
+                               "(router + routed_experts + shared_expert)/moe_layers, dense_layer_s = "
+                               "attention/layers + dense_mlp/dense_layers (per-step stage seconds, batch 1)";
+    const double big_roof_s = dmax ? dmax->bytes.weights / bw : 0.0;
+
+    {
+        json_t *o = json_object(), *cpu = json_object(), *ul = json_array(), *pg = json_object();
+        json_object_set_new(cpu, "brand", json_string(cu.brand));
+        const int have[4] = {cu.avx2_fma, cu.avx512f, cu.avx512_bf16, cu.amx_bf16};
+        for (int i = 0; i < 4; i++) {
+            if (have[i])
+                json_array_append_new(ul, json_string(units[i]));
+            if (unit_gf[i] > 0.0)
+                json_object_set_new(pg, units[i], json_pack("{s:f, s:f, s:f}", "gflops", unit_gf[i], "flops",
+                                                            unit_flops[i], "seconds", unit_secs[i]));
+        }
+        json_object_set_new(cpu, "units", ul);
+        json_object_set_new(cpu, "amx_in_cpuid", json_boolean(cu.amx_cpuid));
+        json_object_set_new(o, "cpu", cpu);
+        json_object_set_new(o, "threads", json_integer(nthreads));
+        json_object_set_new(o, "mem_bw_gbs", json_real(bw_gbs));
+        json_object_set_new(o, "mem_bw_probe", json_pack("{s:I, s:i, s:f}", "bytes", (json_int_t)bw_bytes, "reps",
+                                                         bw_reps, "best_seconds", bw_s_best));
+        json_object_set_new(o, "peak_gflops", json_real(peak));
+        json_object_set_new(o, "peak_unit", json_string(peak_unit));
+        json_object_set_new(o, "peak_by_unit", pg);
+        if (m) {
+            json_object_set_new(o, "model", json_pack("{s:s, s:s, s:f, s:i, s:i, s:i}", "dir", model_dir, "dtype",
+                                                      cd == HY_COMPUTE_BF16 ? "bfloat16" : "float32", "weight_bytes",
+                                                      (double)m->ck.total_bytes, "layers", m->cfg.num_hidden_layers,
+                                                      "moe_layers", n_moe, "experts", m->cfg.num_experts));
+        }
+        json_t *ptps = json_object(), *pdet = json_object();
+        for (int i = 0; i < n_plens; i++) {
+            char k[16];
+            snprintf(k, sizeof(k), "%d", pre[i].len);
+            const struct hy_bench_flops *f = &pre[i].flops;
+            json_object_set_new(ptps, k, json_real(pre[i].len / pre[i].secs));
+            json_t *d = json_pack("{s:f, s:f, s:f, s:f}", "seconds", pre[i].secs, "tokens_per_s",
+                                  pre[i].len / pre[i].secs, "flops", f->total, "gflops_per_s",
+                                  f->total / pre[i].secs / 1e9);
+            json_object_set_new(d, "flops_by_part",
+                                json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "attn_proj", f->attn_proj,
+                                          "attn_core", f->attn_core, "dense_mlp", f->dense_mlp, "router", f->router,
+                                          "routed_experts", f->routed, "shared_expert", f->shared, "lm_head",
+                                          f->lm_head));
+            json_object_set_new(d, "distinct_experts", json_integer(pre[i].distinct_experts));
+            json_object_set_new(d, "stages", stages_json(pre[i].stage));
+            json_object_set_new(pdet, k, d);
+        }
+        json_object_set_new(o, "prefill_tokens_per_s", ptps);
+        json_object_set_new(o, "prefill", pdet);
+        json_t *dtps = json_object(), *ddet = json_object();
+        for (int i = 0; i < n_batches; i++) {
+            char k[16];
+            snprintf(k, sizeof(k), "%d", dec[i].batch);
+            const struct hy_bench_bytes *b = &dec[i].bytes;
+            json_object_set_new(dtps, k, json_real(dec[i].tokens_per_s));
+            json_t *d = json_pack("{s:f, s:f, s:i, s:f, s:f, s:f, s:f}", "step_s", dec[i].step_s, "tokens_per_s",
+                                  dec[i].tokens_per_s, "steps", dec[i].steps, "weight_bytes_per_step", b->weights,
+                                  "kv_bytes_per_step", b->kv_read, "roofline_step_s", b->weights / bw,
+                                  "achieved_weight_gbs", b->weights / dec[i].step_s / 1e9);
+            json_object_set_new(d, "bytes_by_part",
+                                json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "embed", b->embed, "attn",
+                                          b->attn, "dense_mlp", b->dense_mlp, "router", b->router, "routed_experts",
+                                          b->routed, "shared_expert", b->shared, "norms", b->norms, "lm_head",
+                                          b->lm_head));
+            json_object_set_new(d, "distinct_experts_per_step", json_real((double)b->distinct_experts / dec[i].steps));
+            json_object_set_new(d, "stages", stages_json(dec[i].stage));
+            json_object_set_new(ddet, k, d);
+        }
+        json_object_set_new(o, "decode_tokens_per_s", dtps);
+        json_object_set_new(o, "decode", ddet);
+        json_object_set_new(o, "decode_roofline_fraction", json_real(dec_frac));
+        json_object_set_new(o, "prefill_peak_fraction", json_real(pre_frac));
+        json_object_set_new(o, "prefill_peak_fraction_len", json_integer(p512 ? p512->len : 0));
+        if (dmax) {
+            json_object_set_new(
+                o, "batch_scaling",
+                json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "batch", dmax->batch, "step_s", dmax->step_s,
+                          "weight_bytes_per_step", dmax->bytes.weights, "roofline_step_s", big_roof_s,
+                          "step_over_roofline", ratio(dmax->step_s, big_roof_s), "tokens_per_s_over_batch1",
+                          d1 ? ratio(dmax->tokens_per_s, d1->tokens_per_s) : 0.0, "distinct_experts_per_step",
+                          (double)dmax->bytes.distinct_experts / dmax->steps));
+        }
+        json_object_set_new(o, "projected_full_model_ms_per_token", json_real(proj_ms));
+        json_object_set_new(o, "projection",
+                            json_pack("{s:i, s:i, s:f, s:f, s:s}", "layers", proj_layers, "dense_layers", proj_dense,
+                                      "moe_layer_s", moe_layer_s, "dense_layer_s", dense_layer_s, "formula",
+                                      proj_formula));
+        char *txt = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+        json_decref(o);
+        if (!txt) {
+            hy_err_set("bench: cannot format the JSON output");
+            goto fail;
+        }
+        if (json)
+            printf("%s\n", txt);
+        if (jf) {
+            int bad = fprintf(jf, "%s\n", txt) < 0;
+            if (fclose(jf))
+                bad = 1;
+            jf = NULL;
+            if (bad) {
+                free(txt);
+                hy_err_set("--json-out %s: cannot write the file", json_out);
+                goto fail;
+            }
+        }
+        free(txt);
+    }
+    if (!json) {
+        char b1[32];
+        printf("hyinfer bench latency  (%s, %d threads)\n", cu.brand[0] ? cu.brand : "unknown CPU", nthreads);
+        printf("units present: avx2_fma=%d avx512f=%d avx512_bf16=%d amx_bf16=%d\n", cu.avx2_fma, cu.avx512f,
+               cu.avx512_bf16, cu.amx_bf16);
+        printf("\nmachine\n");
+        printf("  read bandwidth     %8.2f GB/s   (%s buffer, best of %d passes: %.4f s)\n", bw_gbs,
+               hy_cli_fmt_bytes((double)bw_bytes, b1, sizeof(b1)), bw_reps, bw_s_best);
+        for (int i = 0; i < 4; i++)
+            if (unit_gf[i] > 0.0)
+                printf("  peak %-12s  %8.1f GFLOP/s (%.3g FLOP in %.4f s)%s\n", units[i], unit_gf[i], unit_flops[i],
+                       unit_secs[i], !strcmp(units[i], peak_unit) ? "  <- peak used" : "");
+        if (m)
+            printf("\nmodel %s  (%s, %d layers: %d dense + %d MoE, %d experts top-%d)\n", model_dir,
+                   cd == HY_COMPUTE_BF16 ? "bfloat16" : "float32", m->cfg.num_hidden_layers, n_dense, n_moe,
+                   m->cfg.num_experts, m->cfg.num_experts_per_tok);
+        if (n_plens) {
+            printf("\nprefill (one sequence, fresh KV cache, logits of the last row)\n");
+            printf("  %7s %10s %12s %14s %10s %9s\n", "tokens", "seconds", "tokens/s", "FLOP", "GFLOP/s", "of peak");
+            for (int i = 0; i < n_plens; i++)
+                printf("  %7d %10.3f %12.2f %14.4g %10.2f %9.4f\n", pre[i].len, pre[i].secs, pre[i].len / pre[i].secs,
+                       pre[i].flops.total, pre[i].flops.total / pre[i].secs / 1e9,
+                       ratio(pre[i].flops.total / pre[i].secs, peak * 1e9));
+        }
+        if (n_batches) {
+            printf("\ndecode (%d timed steps after a %d-token prefill per sequence)\n", steps, ctx0);
+            printf("  %5s %10s %11s %14s %12s %9s %10s %9s\n", "batch", "step s", "tokens/s", "weight B/step",
+                   "KV B/step", "experts", "GB/s", "of bw");
+            for (int i = 0; i < n_batches; i++)
+                printf("  %5d %10.4f %11.3f %14.4g %12.4g %9.1f %10.3f %9.4f\n", dec[i].batch, dec[i].step_s,
+                       dec[i].tokens_per_s, dec[i].bytes.weights, dec[i].bytes.kv_read,
+                       (double)dec[i].bytes.distinct_experts / dec[i].steps,
+                       dec[i].bytes.weights / dec[i].step_s / 1e9, ratio(dec[i].bytes.weights / dec[i].step_s, bw));
+        }
+        if (n_plens || n_batches) {
+            printf("\nstage breakdown (seconds per call; decode: per step)\n");
+            char lab[48];
+            for (int i = 0; i < n_batches; i++) {
+                snprintf(lab, sizeof(lab), "decode batch %d", dec[i].batch);
+                print_stages(lab, dec[i].stage);
+            }
+            for (int i = 0; i < n_plens; i++) {
+                snprintf(lab, sizeof(lab), "prefill %d", pre[i].len);
+                print_stages(lab, pre[i].stage);
+            }
+            printf("\nratios\n");
+            if (d1)
+                printf("  decode_roofline_fraction     %.4f  = (%.4g B / %.4f s) / %.4g B/s\n", dec_frac,
+                       d1->bytes.weights, d1->step_s, bw);
+            if (p512)
+                printf("  prefill_peak_fraction        %.4f  = (%.4g FLOP / %.3f s) / %.4g FLOP/s (%s, %d tokens)\n",
+                       pre_frac, p512->flops.total, p512->secs, peak * 1e9, peak_unit, p512->len);
+            if (dmax)
+                printf("  batch %d step / roofline     %.3f  = %.4f s / (%.4g B / %.4g B/s = %.4f s); "
+                       "tokens/s vs batch 1: %.2fx; distinct experts/step %.1f\n",
+                       dmax->batch, ratio(dmax->step_s, big_roof_s), dmax->step_s, dmax->bytes.weights, bw, big_roof_s,
+                       d1 ? ratio(dmax->tokens_per_s, d1->tokens_per_s) : 0.0,
+                       (double)dmax->bytes.distinct_experts / dmax->steps);
+            if (d1)
+                printf("  projected_full_model_ms/tok  %.1f ms  (%d layers; moe_layer %.4f s, dense_layer %.4f s)\n"
+                       "    = %s\n",
+                       proj_ms, proj_layers, moe_layer_s, dense_layer_s, proj_formula);
+        }
+    }
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
+out:
+    if (jf)
+        fclose(jf);
+    if (m) {
+        hy_model_prof_enable(m, 0);
+        hy_model_free(m);
+    }
+    return rc;
+}

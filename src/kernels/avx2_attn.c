@@ -1,0 +1,187 @@
+/* avx2_attn.c - AVX2 flash-style attention over the paged KV cache (the avx2 hy_kv_cache_attend).
+ *
+ * KV heads outer, the group's query heads inner (GQA): each cached K and V row is read once per
+ * chunk of up to 8 query heads (once per group when n_heads / n_kv_heads <= 8). Positions are
+ * processed in tiles of ATT_TILE in increasing order with an online softmax: running max m, running
+ * denominator l and an fp32 output accumulator o, rescaled by exp(m_old - m_new) per tile. Scores
+ * use the same 8-lane FMA dot as hy_avx2_dot_f32. The order of every sum is fixed by n_ctx alone;
+ * threads split KV heads only (when not already inside a parallel region the caller opened). */
+#if defined(__x86_64__)
+
+#include "kernels/avx2_common.h"
+#include "kernels/kernel_table.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ATT_TILE 32
+#define ATT_MAXD 256
+
+/* Attention of NH (constant) query heads q[NH][D] sharing KV head g; out[NH][D]. */
+HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int32_t layer, int32_t g,
+                                 const float *q, const int32_t *block_table, int32_t n_ctx, float *out)
+{
+    const int64_t D = kv->head_dim, row = (int64_t)kv->n_kv_heads * D;
+    const int32_t bs = kv->block_size;
+    const enum hy_dtype dt = kv->dtype;
+    const float scale = 1.0f / sqrtf((float)D);
+    const void *kb = kv->k[layer], *vb = kv->v[layer];
+    const int64_t es = dt == HY_DTYPE_F32 ? 4 : 2;
+    float m[8], l[8];
+    float o[8][ATT_MAXD] __attribute__((aligned(32)));
+    float p[8][ATT_TILE] __attribute__((aligned(32)));  /* scores / weights [head][position] */
+    float pt[ATT_TILE][8] __attribute__((aligned(32))); /* the same, [position][head], for NH = 8 */
+    int64_t off[ATT_TILE];
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+        memset(o[h], 0, (size_t)D * sizeof(float));
+    }
+    for (int32_t j0 = 0; j0 < n_ctx; j0 += ATT_TILE) {
+        const int jn = n_ctx - j0 < ATT_TILE ? n_ctx - j0 : ATT_TILE;
+        for (int jj = 0; jj < jn; jj++) {
+            const int32_t j = j0 + jj;
+            off[jj] = ((int64_t)block_table[j / bs] * bs + j % bs) * row + (int64_t)g * D;
+        }
+        /* K and V rows are scattered (one head's slice of each slot): request their cache lines
+         * ahead so the loads below do not wait on memory one row at a time (this tile's V and, for
+         * the first tile, K; the next tile's K) */
+        for (int jj = 0; jj < jn; jj++)
+            for (int64_t bo = 0; bo < D * es; bo += 64) {
+                _mm_prefetch((const char *)vb + off[jj] * es + bo, _MM_HINT_T0);
+                if (j0 == 0)
+                    _mm_prefetch((const char *)kb + off[jj] * es + bo, _MM_HINT_T0);
+            }
+        for (int32_t j = j0 + ATT_TILE; j < n_ctx && j < j0 + 2 * ATT_TILE; j++) {
+            const int64_t o2 = (((int64_t)block_table[j / bs] * bs + j % bs) * row + (int64_t)g * D) * es;
+            for (int64_t bo = 0; bo < D * es; bo += 64)
+                _mm_prefetch((const char *)kb + o2 + bo, _MM_HINT_T0);
+        }
+        /* scores p[h][jj] = (q_h . k_j) * scale */
+        for (int jj = 0; jj < jn; jj++) {
+            __m256 acc[8];
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++)
+                acc[h] = _mm256_setzero_ps();
+            for (int64_t d = 0; d < D; d += 8) {
+                const __m256 kv8 = hy_avx2_load(dt, kb, off[jj] + d);
+#pragma GCC unroll 8
+                for (int h = 0; h < NH; h++)
+                    acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * D + d), kv8, acc[h]);
+            }
+            if (NH == 8) { /* 8 horizontal sums at once: lane h of the result = head h's score */
+                const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+                const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+                const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+                const __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                                _mm256_permute2f128_ps(u0, u1, 0x31));
+                _mm256_store_ps(pt[jj], _mm256_mul_ps(sv, _mm256_set1_ps(scale)));
+                continue;
+            }
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++)
+                p[h][jj] = hy_avx2_hsum(acc[h]) * scale;
+        }
+        /* online softmax update per head */
+        float corr[8];
+        if (NH == 8) { /* heads in lanes: pt[jj][h] */
+            const __m256 mo = _mm256_loadu_ps(m);
+            __m256 mt = mo;
+            for (int jj = 0; jj < jn; jj++)
+                mt = _mm256_max_ps(mt, _mm256_load_ps(pt[jj]));
+            const __m256 cv = hy_avx2_exp(_mm256_sub_ps(mo, mt)); /* 0 on the first tile (m = -inf) */
+            __m256 sum = _mm256_setzero_ps();
+            for (int jj = 0; jj < jn; jj++) {
+                const __m256 e = hy_avx2_exp(_mm256_sub_ps(_mm256_load_ps(pt[jj]), mt));
+                _mm256_store_ps(pt[jj], e);
+                sum = _mm256_add_ps(sum, e);
+            }
+            _mm256_storeu_ps(m, mt);
+            _mm256_storeu_ps(corr, cv);
+            _mm256_storeu_ps(l, _mm256_fmadd_ps(_mm256_loadu_ps(l), cv, sum));
+        }
+        for (int h = 0; h < NH && NH != 8; h++) {
+            float mt = m[h];
+            for (int jj = 0; jj < jn; jj++)
+                mt = p[h][jj] > mt ? p[h][jj] : mt;
+            corr[h] = expf(m[h] - mt); /* 0 on the first tile (m = -inf) */
+            m[h] = mt;
+            for (int jj = jn; jj < ATT_TILE; jj++)
+                p[h][jj] = -INFINITY;
+            const __m256 mv = _mm256_set1_ps(mt);
+            __m256 sum = _mm256_setzero_ps();
+            for (int jj = 0; jj < ATT_TILE; jj += 8) {
+                const __m256 e = hy_avx2_exp(_mm256_sub_ps(_mm256_load_ps(&p[h][jj]), mv));
+                _mm256_store_ps(&p[h][jj], e);
+                sum = _mm256_add_ps(sum, e);
+            }
+            l[h] = l[h] * corr[h] + hy_avx2_hsum(sum);
+        }
+        /* o_h = o_h * corr_h + sum_j p[h][j] v_j, 8 output lanes at a time kept in registers */
+        for (int64_t d = 0; d < D; d += 8) {
+            __m256 acc[8];
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++)
+                acc[h] = _mm256_mul_ps(_mm256_load_ps(&o[h][d]), _mm256_set1_ps(corr[h]));
+            for (int jj = 0; jj < jn; jj++) {
+                const __m256 v8 = hy_avx2_load(dt, vb, off[jj] + d);
+#pragma GCC unroll 8
+                for (int h = 0; h < NH; h++)
+                    acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(NH == 8 ? pt[jj][h] : p[h][jj]), v8, acc[h]);
+            }
+#pragma GCC unroll 8
+            for (int h = 0; h < NH; h++)
+                _mm256_store_ps(&o[h][d], acc[h]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < NH; h++) {
+        const __m256 inv = _mm256_set1_ps(1.0f / l[h]);
+        for (int64_t d = 0; d < D; d += 8)
+            _mm256_storeu_ps(out + h * D + d, _mm256_mul_ps(_mm256_load_ps(&o[h][d]), inv));
+    }
+}
+
+static HY_AVX2 void attend_kv_head(const struct hy_kv_cache *kv, int32_t layer, int32_t g, const float *q,
+                                   int32_t h0, int32_t nh, const int32_t *block_table, int32_t n_ctx,
+                                   float *out)
+{
+    const int64_t D = kv->head_dim;
+    for (int32_t h = h0; h < h0 + nh;) {
+        const int32_t left = h0 + nh - h;
+        const float *qh = q + h * D;
+        float *oh = out + h * D;
+        if (left >= 8) {
+            attend_heads(8, kv, layer, g, qh, block_table, n_ctx, oh);
+            h += 8;
+        } else if (left >= 4) {
+            attend_heads(4, kv, layer, g, qh, block_table, n_ctx, oh);
+            h += 4;
+        } else if (left >= 2) {
+            attend_heads(2, kv, layer, g, qh, block_table, n_ctx, oh);
+            h += 2;
+        } else {
+            attend_heads(1, kv, layer, g, qh, block_table, n_ctx, oh);
+            h += 1;
+        }
+    }
+}
+
+void HY_AVX2 hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
+                            const int32_t *block_table, int32_t n_ctx, float *scores, float *out)
+{
+    const int32_t nkv = kv->n_kv_heads, D = kv->head_dim;
+    if (D % 8 != 0 || D > ATT_MAXD || n_ctx <= 0 || n_heads % nkv != 0) {
+        hy_ref_attend(kv, layer, q, n_heads, block_table, n_ctx, scores, out);
+        return;
+    }
+    const int32_t group = n_heads / nkv;
+    const int par = nkv > 1 && (double)n_ctx * (double)n_heads * (double)D >= 65536.0;
+    (void)par;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+    for (int32_t g = 0; g < nkv; g++)
+        attend_kv_head(kv, layer, g, q, g * group, group, block_table, n_ctx, out);
+}
+
+#endif /* __x86_64__ */

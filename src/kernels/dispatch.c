@@ -1,0 +1,133 @@
+/* dispatch.c - builds the kernel table once and routes the public kernels.h API through it. */
+#include "kernels/kernel_table.h"
+
+#include "base/err.h"
+#include "base/log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static const struct hy_kernel_table ref_table = {
+    .isa = HY_ISA_REF,
+    .name = "ref",
+    .matmul = hy_ref_matmul,
+    .dot_f32 = hy_ref_dot_f32,
+    .rmsnorm = hy_ref_rmsnorm,
+    .rope = hy_ref_rope,
+    .silu_mul = hy_ref_silu_mul,
+    .round_bf16 = hy_ref_round_bf16,
+    .attend = hy_ref_attend,
+};
+
+#if defined(__x86_64__)
+static const struct hy_kernel_table avx2_table = {
+    .isa = HY_ISA_AVX2,
+    .name = "avx2",
+    .matmul = hy_avx2_matmul,
+    .dot_f32 = hy_avx2_dot_f32,
+    .rmsnorm = hy_avx2_rmsnorm,
+    .rope = hy_avx2_rope,
+    .silu_mul = hy_avx2_silu_mul,
+    .round_bf16 = hy_avx2_round_bf16,
+    .attend = hy_avx2_attend,
+};
+#endif
+
+/* Levels that have kernels in this build. AVX-512 and AMX variants are hooks only: they cannot be
+ * tested on the machines this was developed on, so they are not shipped; those levels fall back. */
+static const struct hy_kernel_table *table_of(enum hy_isa isa)
+{
+    switch (isa) {
+    case HY_ISA_REF:
+        return &ref_table;
+#if defined(__x86_64__)
+    case HY_ISA_AVX2:
+        return &avx2_table;
+#endif
+    default:
+        return NULL;
+    }
+}
+
+int hy_kernels_table_for(enum hy_isa isa, struct hy_kernel_table *t)
+{
+    if ((unsigned)isa >= HY_ISA_COUNT)
+        return hy_err_set("kernels: invalid ISA level %d", (int)isa);
+    if (!hy_cpu_supports(isa))
+        return hy_err_set("kernels: ISA level %s is not supported by this CPU/OS (usable: %s)",
+                          hy_isa_name(isa), hy_cpu_caps_string());
+    const struct hy_kernel_table *src = table_of(isa);
+    if (!src)
+        return hy_err_set("kernels: no %s kernels in this build", hy_isa_name(isa));
+    *t = *src;
+    return 0;
+}
+
+enum hy_isa hy_kernels_best_isa(void)
+{
+    for (int i = HY_ISA_COUNT - 1; i > HY_ISA_REF; i--)
+        if (hy_cpu_supports((enum hy_isa)i) && table_of((enum hy_isa)i))
+            return (enum hy_isa)i;
+    return HY_ISA_REF;
+}
+
+static struct hy_kernel_table active;
+static pthread_once_t active_once = PTHREAD_ONCE_INIT;
+
+static void choose(void)
+{
+    enum hy_isa best = hy_kernels_best_isa(), isa = best;
+    const char *env = getenv("HYINFER_ISA");
+    if (env && *env) {
+        int want = hy_isa_parse(env);
+        if (want < 0)
+            hy_log_error("HYINFER_ISA=%s: unknown level (ref|avx2|avx512|amx); using %s", env,
+                         hy_isa_name(best));
+        else if (!hy_cpu_supports((enum hy_isa)want)) /* (no hy_err_set: keep the caller's message) */
+            hy_log_error("HYINFER_ISA=%s: not supported by this CPU/OS (usable: %s); using %s", env,
+                         hy_cpu_caps_string(), hy_isa_name(best));
+        else if (!table_of((enum hy_isa)want))
+            hy_log_error("HYINFER_ISA=%s: no %s kernels in this build; using %s", env, env, hy_isa_name(best));
+        else
+            isa = (enum hy_isa)want;
+    }
+    active = *table_of(isa);
+    hy_log_debug("kernels: ISA level %s (cpu: %s)", active.name, hy_cpu_caps_string());
+}
+
+const struct hy_kernel_table *hy_kernels_active(void)
+{
+    pthread_once(&active_once, choose);
+    return &active;
+}
+
+void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
+{
+    hy_kernels_active()->matmul(y, x, T, W);
+}
+
+float hy_dot_f32(const float *a, const float *b, int64_t n)
+{
+    return hy_kernels_active()->dot_f32(a, b, n);
+}
+
+void hy_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps)
+{
+    hy_kernels_active()->rmsnorm(y, x, w, T, d, eps);
+}
+
+void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
+             int interleaved)
+{
+    hy_kernels_active()->rope(x, n_heads, head_dim, pos, inv_freq, interleaved);
+}
+
+void hy_silu_mul(float *out, const float *gate, const float *up, int64_t n)
+{
+    hy_kernels_active()->silu_mul(out, gate, up, n);
+}
+
+void hy_round_bf16_inplace(float *x, int64_t n)
+{
+    hy_kernels_active()->round_bf16(x, n);
+}

@@ -1,0 +1,68 @@
+/* kernel_table.h - the per-ISA kernel table behind the public kernels.h / hy_kv_cache_attend API.
+ *
+ * One table per ISA level; the active one is chosen once (pthread_once) from hy_cpu_supports() and
+ * HYINFER_ISA=ref|avx2|avx512|amx (a forced level the CPU/OS cannot run, or that has no kernels
+ * here, logs an error and falls back to the best available level). Tests build the table of every
+ * supported level with hy_kernels_table_for() and compare it against the ref table.
+ *
+ * Reduction-order contract for every level: each matmul output y[t,n] (and hy_dot_f32) is the
+ * level's fixed chain over k (ref: 8 interleaved partial sums; avx2: one 8-lane FMA chain, lane j
+ * taking k = j mod 8 in increasing k, zero-padded tail), then the fixed horizontal sum
+ * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)); it never depends on T, on the GEMV/GEMM path taken, or on
+ * the thread count.
+ */
+#ifndef HY_KERNELS_KERNEL_TABLE_H
+#define HY_KERNELS_KERNEL_TABLE_H
+
+#include "base/cpu.h"
+#include "cache/kv_cache.h"
+#include "kernels/kernels.h"
+
+struct hy_kernel_table {
+    enum hy_isa isa;
+    const char *name;
+    void (*matmul)(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    void (*rmsnorm)(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
+    void (*rope)(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
+                 int interleaved);
+    void (*silu_mul)(float *out, const float *gate, const float *up, int64_t n);
+    void (*round_bf16)(float *x, int64_t n);
+    /* Same contract as hy_kv_cache_attend (kv_cache.h). */
+    void (*attend)(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
+                   const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+};
+
+/* Fills *t with the kernels of level isa. Returns 0, or -1 with hy_err_msg() if the CPU/OS cannot
+ * run that level or this build has no kernels for it (avx512 and amx: not implemented yet). */
+int hy_kernels_table_for(enum hy_isa isa, struct hy_kernel_table *t);
+
+/* The active table (chosen once, see above). Never NULL. */
+const struct hy_kernel_table *hy_kernels_active(void);
+
+/* The best level with kernels that this CPU + OS can run. */
+enum hy_isa hy_kernels_best_isa(void);
+
+/* Scalar reference kernels (ref.c, kv_cache.c). */
+void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+float hy_ref_dot_f32(const float *a, const float *b, int64_t n);
+void hy_ref_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
+void hy_ref_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
+                 int interleaved);
+void hy_ref_silu_mul(float *out, const float *gate, const float *up, int64_t n);
+void hy_ref_round_bf16(float *x, int64_t n);
+void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
+                   const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+
+/* AVX2 + FMA + F16C kernels (avx2.c, avx2_attn.c); call only if hy_cpu_supports(HY_ISA_AVX2). */
+void hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+float hy_avx2_dot_f32(const float *a, const float *b, int64_t n);
+void hy_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
+void hy_avx2_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
+                  int interleaved);
+void hy_avx2_silu_mul(float *out, const float *gate, const float *up, int64_t n);
+void hy_avx2_round_bf16(float *x, int64_t n);
+void hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
+                    const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+
+#endif
