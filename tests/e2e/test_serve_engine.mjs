@@ -68,10 +68,14 @@ try {
   check(m["hyinfer:prefix_cache_hits_total"] > hits1, `repeated prompts add hits (${m["hyinfer:prefix_cache_hits_total"]})`);
   check(m["hyinfer:max_batch_seqs"] >= 1, `sequential max batch ${m["hyinfer:max_batch_seqs"]}`);
 
-  // 8 concurrent
-  const conc = await runAll(on.base, true);
-  eq(conc, ref, "8 concurrent requests == one at a time");
-  m = await metrics(on.base);
+  // 8 concurrent (repeated up to 4 times when, on a busy machine, the 8 requests did not all arrive
+  // before the first one finished: max_batch_seqs is the most sequences any step has run so far)
+  for (let attempt = 1; attempt <= 4; attempt++) {
+    const conc = await runAll(on.base, true);
+    eq(conc, ref, `8 concurrent requests == one at a time (round ${attempt})`);
+    m = await metrics(on.base);
+    if (m["hyinfer:max_batch_seqs"] >= 8) break;
+  }
   check(m["hyinfer:max_batch_seqs"] >= 8, `a step batched >= 8 sequences (max ${m["hyinfer:max_batch_seqs"]})`);
 
   // client disconnect mid-stream
@@ -147,9 +151,12 @@ try {
   if (mk) {
     const per = Number(mk[2]) / Number(mk[1]);
     const small = await server(["--kv-cache-memory-bytes", String(24 * per)], "smallkv");
-    const pre = await runAll(small.base, true);
-    eq(pre, ref, "small KV budget, 8 concurrent == reference");
-    m = await metrics(small.base);
+    for (let attempt = 1; attempt <= 4; attempt++) { // repeated while no preemption happened (busy machine)
+      const pre = await runAll(small.base, true);
+      eq(pre, ref, `small KV budget, 8 concurrent == reference (round ${attempt})`);
+      m = await metrics(small.base);
+      if (m["hyinfer:num_preemptions_total"] > 0) break;
+    }
     check(m["hyinfer:num_preemptions_total"] > 0, `preemptions happened (${m["hyinfer:num_preemptions_total"]})`);
     eq(m["hyinfer:kv_cache_blocks_total"], 24, "KV pool has the 24 blocks the budget buys");
     await small.stop();
