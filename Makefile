@@ -1,6 +1,6 @@
 # hyinfer - build, run, test.  `make run` and `make test` install missing Debian/npm packages first.
 CC       ?= gcc
-PKGS     := libpcre2-8 jansson yaml-0.1
+PKGS     := libpcre2-8 jansson yaml-0.1 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 OPT      ?= -O2

@@ -6,5 +6,7 @@ int hy_cmd_generate(int argc, char **argv);  /* hyinfer generate -m DIR -p TEXT 
 int hy_cmd_logits(int argc, char **argv);    /* hyinfer logits -m DIR --prompt-ids ... --json */
 int hy_cmd_run(int argc, char **argv);       /* hyinfer run --yaml FILE */
 int hy_cmd_bench(int argc, char **argv);     /* hyinfer bench latency -m DIR ... [--json] */
+int hy_cmd_serve(int argc, char **argv);     /* hyinfer serve MODEL_DIR [--port 8000 ...] */
+int hy_cmd_bench_serve(int argc, char **argv); /* hyinfer bench serve [--port 8000 -c 4 ...] */
 
 #endif

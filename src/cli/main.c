@@ -17,9 +17,16 @@ static void usage(void)
             "  hyinfer generate -m MODEL_DIR -p TEXT [-n 128] [--temperature T --top-p P --top-k K --seed S]\n"
             "                   [--dtype float32|bfloat16] [--chat] [--prompt-ids 1,2,3] [--print-ids] [--echo]\n"
             "  hyinfer run --yaml CONFIG.yaml         offline batch job (cann-recipes-infer YAML schema)\n"
+            "  hyinfer serve MODEL_DIR [--host 127.0.0.1 --port 8000 --served-model-name NAME --api-key KEY]\n"
+            "                   [--max-num-seqs 8 --max-model-len N --max-num-batched-tokens 512 --block-size 16]\n"
+            "                   [--enable-prefix-caching | --no-enable-prefix-caching] [--kv-cache-memory-bytes N]\n"
+            "                   [--max-waiting-requests 1024] [--dtype float32|bfloat16] [--threads N]\n"
+            "                                         OpenAI-compatible HTTP server\n"
+            "  hyinfer bench serve [--host H --port P -c 4 --num-prompts 64 --random-input-len 128\n"
+            "                      --random-output-len 64] [--json]   load a running server\n"
             "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n"
-            "  hyinfer bench latency -m MODEL_DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] [--json]\n\n"
-            "  hyinfer info                           kernel ISA level in use, CPU features, threads\n"
+            "  hyinfer bench latency -m MODEL_DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] [--json]\n"
+            "  hyinfer info                           kernel ISA level in use, CPU features, threads\n\n"
             "  hyinfer SUBCOMMAND --help              flags of a subcommand\n");
 }
 
@@ -41,6 +48,10 @@ int main(int argc, char **argv)
         return hy_cmd_generate(argc, argv);
     if (!strcmp(argv[1], "run"))
         return hy_cmd_run(argc, argv);
+    if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "serve"))
+        return hy_cmd_bench_serve(argc, argv);
+    if (!strcmp(argv[1], "serve"))
+        return hy_cmd_serve(argc, argv);
     if (!strcmp(argv[1], "info"))
         return cmd_info();
     if (!strcmp(argv[1], "logits"))
@@ -48,7 +59,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "bench"))
         return hy_cmd_bench(argc, argv);
     /* One line: the usage text would add a second "hyinfer ..." line to an error report. */
-    fprintf(stderr, "hyinfer: unknown subcommand \"%s\" (expected generate, run, logits or bench; see --help)\n",
+    fprintf(stderr,
+            "hyinfer: unknown subcommand \"%s\" (expected generate, run, serve, logits, bench or info; see --help)\n",
             argv[1]);
     return 2;
 }

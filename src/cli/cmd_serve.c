@@ -1,0 +1,115 @@
+/* cmd_serve.c - `hyinfer serve MODEL_DIR`: the OpenAI-compatible server with vllm-serve flags. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+
+#include "base/err.h"
+#include "server/server.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+int hy_cmd_serve(int argc, char **argv)
+{
+    struct hy_server_config c;
+    memset(&c, 0, sizeof(c));
+    hy_engine_config_init(&c.engine);
+    const char *host = "127.0.0.1", *name = NULL, *api_key = NULL, *dtype = NULL, *model_flag = NULL;
+    int port = 8000, max_num_seqs = c.engine.max_num_seqs, max_model_len = 0;
+    int max_batched = c.engine.max_num_batched_tokens, block_size = c.engine.block_size;
+    int prefix_on = 0, prefix_off = 0, max_waiting = c.engine.max_waiting_requests, threads = 0, help = 0;
+    uint64_t kv_bytes = 0, max_body = 4u << 20;
+    const struct hy_arg args[] = {
+        {"--model", "-m", HY_ARG_STR, &model_flag, NULL, "model directory (or give it as the first argument)"},
+        {"--host", NULL, HY_ARG_STR, &host, NULL, "address to bind (default 127.0.0.1)"},
+        {"--port", NULL, HY_ARG_INT, &port, NULL, "port (default 8000)"},
+        {"--served-model-name", NULL, HY_ARG_STR, &name, NULL, "model name in the API (default: MODEL_DIR)"},
+        {"--api-key", NULL, HY_ARG_STR, &api_key, NULL, "require 'Authorization: Bearer KEY' on /v1 routes"},
+        {"--max-num-seqs", NULL, HY_ARG_INT, &max_num_seqs, NULL, "running requests at once (default 8)"},
+        {"--max-model-len", NULL, HY_ARG_INT, &max_model_len, NULL,
+         "prompt + output tokens per request (default: the model's max_position_embeddings)"},
+        {"--max-num-batched-tokens", NULL, HY_ARG_INT, &max_batched, NULL,
+         "tokens per engine step; longer prompts are chunked (default 512)"},
+        {"--block-size", NULL, HY_ARG_INT, &block_size, NULL, "tokens per KV block (default 16)"},
+        {"--enable-prefix-caching", NULL, HY_ARG_FLAG, &prefix_on, NULL, "reuse cached prompt blocks (default on)"},
+        {"--no-enable-prefix-caching", NULL, HY_ARG_FLAG, &prefix_off, NULL, "turn prefix caching off"},
+        {"--kv-cache-memory-bytes", NULL, HY_ARG_U64, &kv_bytes, NULL,
+         "KV cache budget in bytes (default: 50% of available memory)"},
+        {"--max-waiting-requests", NULL, HY_ARG_INT, &max_waiting, NULL,
+         "waiting requests before new ones get HTTP 503 (default 1024)"},
+        {"--max-body-bytes", NULL, HY_ARG_U64, &max_body, NULL, "request body limit (default 4 MiB)"},
+        {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
+        {"--threads", "-t", HY_ARG_INT, &threads, NULL, "engine worker threads"},
+        {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
+    };
+    const int na = (int)(sizeof(args) / sizeof(args[0]));
+    const char *usage = "hyinfer serve MODEL_DIR [--host 127.0.0.1 --port 8000 --served-model-name NAME ...]";
+    const char *pos[1] = {NULL};
+    int np = 0;
+    if (hy_args_parse(argc, argv, 2, args, na, pos, 1, &np)) {
+        fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
+        return 2;
+    }
+    if (help) {
+        hy_args_usage(usage, args, na);
+        return 0;
+    }
+    c.model_dir = np ? pos[0] : model_flag;
+    if (!c.model_dir) {
+        fprintf(stderr, "hyinfer serve: need MODEL_DIR\n");
+        hy_args_usage(usage, args, na);
+        return 2;
+    }
+    if (prefix_on && prefix_off) {
+        fprintf(stderr, "hyinfer serve: --enable-prefix-caching and --no-enable-prefix-caching contradict\n");
+        return 2;
+    }
+    if (port < 0 || port > 65535 || max_num_seqs < 1 || max_model_len < 0 || max_batched < 1 || block_size < 1 ||
+        max_waiting < 0) {
+        fprintf(stderr, "hyinfer serve: --port must be 0..65535; --max-num-seqs, --max-num-batched-tokens, "
+                        "--block-size >= 1; --max-model-len, --max-waiting-requests >= 0\n");
+        return 2;
+    }
+    if (hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
+        fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
+        return 2;
+    }
+    if (threads <= 0) {
+        const char *e = getenv("HYINFER_NUM_THREADS");
+        threads = e ? atoi(e) : 0;
+    }
+    hy_cli_set_threads(threads);
+    c.host = host;
+    c.port = port;
+    c.served_model_name = name;
+    c.api_key = api_key;
+    c.threads = threads;
+    c.max_body_bytes = (size_t)max_body;
+    c.engine.max_num_seqs = max_num_seqs;
+    c.engine.max_model_len = max_model_len;
+    c.engine.max_num_batched_tokens = max_batched;
+    c.engine.block_size = block_size;
+    c.engine.enable_prefix_caching = !prefix_off;
+    c.engine.kv_cache_memory_bytes = (size_t)kv_bytes;
+    c.engine.max_waiting_requests = max_waiting;
+    c.stop_flag = &g_stop;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return hy_server_run(&c);
+}

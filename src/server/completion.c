@@ -1,0 +1,638 @@
+/* completion.c - /v1/chat/completions and /v1/completions: prompt building, the per-choice text
+ * pipeline (incremental detokenize -> stop strings -> reasoning split), non-streaming JSON and
+ * SSE streaming. Streamed and non-streamed output go through the same pipeline, so their text is
+ * identical. */
+#include "server/server_internal.h"
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/timing.h"
+#include "server/reasoning.h"
+#include "server/stop.h"
+#include "text/chat_template.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WAIT_SLICE_S 0.2
+#define OUT_BATCH 256
+
+struct choice {
+    int                    index;
+    struct hy_detok        detok;
+    struct hy_stop_matcher stop;
+    struct hy_reasoning    rs;
+    struct hy_sbuf         scratch, piece;
+    struct hy_sbuf         content, reasoning;   /* whole text (non-stream) or pending delta (stream) */
+    size_t                 text_offset;          /* completion bytes released so far (completions logprobs) */
+    json_t                *lp;                   /* pending logprobs (array for chat, object for completions) */
+    int32_t                n_tokens;
+    int                    finished;
+    const char            *finish_reason;
+    json_t                *stop_reason;          /* vLLM: the stop string / stop token id, else null */
+    int                    finish_emitted;
+    int                    sent_role;
+    double                 t_first, t_last;
+};
+
+struct gen {
+    struct hy_server      *s;
+    struct hy_oai_request  req;
+    int32_t               *prompt_ids;
+    size_t                 n_prompt;
+    int                    start_in_reasoning;
+    struct hy_engine_request *ereqs;
+    struct hy_srv_job     *job;
+    int                    n;
+    struct choice         *ch;
+    int                    n_finished;
+    char                   id[64];
+    long long              created;
+    double                 t_start;
+    int                    all_done;
+    /* streaming */
+    struct MHD_Connection *conn;
+    int                    fd;
+    struct hy_sbuf         out;
+    size_t                 out_off;
+    int                    sent_done;
+    int                    metrics_done;
+    struct hy_srv_out      outs[OUT_BATCH];
+};
+
+/* ---------------- helpers ---------------- */
+
+int hy_server_encode(const struct hy_server *s, const char *text, size_t len, int add_bos, int32_t **ids, size_t *n)
+{
+    int32_t *raw = NULL;
+    size_t nr = 0;
+    if (hy_tokenizer_encode(s->tok, text, len, 1, &raw, &nr))
+        return -1;
+    int32_t bos = add_bos ? hy_tokenizer_add_bos(s->tok) : -1;
+    if (bos < 0) {
+        *ids = raw;
+        *n = nr;
+        return 0;
+    }
+    int32_t *out = malloc((nr + 1) * sizeof(int32_t));
+    if (!out) {
+        free(raw);
+        return hy_err_set("out of memory");
+    }
+    out[0] = bos;
+    if (nr)
+        memcpy(out + 1, raw, nr * sizeof(int32_t));
+    free(raw);
+    *ids = out;
+    *n = nr + 1;
+    return 0;
+}
+
+static int client_gone(int fd)
+{
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static json_t *token_json(const struct hy_server *s, int32_t id)
+{
+    size_t len = 0;
+    const char *b = hy_tokenizer_token_bytes(s->tok, id, &len);
+    if (!b)
+        return json_string("");
+    return hy_oai_json_string_lossy(b, len);
+}
+
+static json_t *token_bytes_json(const struct hy_server *s, int32_t id)
+{
+    size_t len = 0;
+    const char *b = hy_tokenizer_token_bytes(s->tok, id, &len);
+    json_t *a = json_array();
+    for (size_t i = 0; b && i < len; i++)
+        json_array_append_new(a, json_integer((unsigned char)b[i]));
+    return a;
+}
+
+static void add_logprobs(struct gen *g, struct choice *c, const struct hy_engine_output *o)
+{
+    struct hy_server *s = g->s;
+    if (g->req.kind == HY_OAI_CHAT) {
+        if (!c->lp)
+            c->lp = json_array();
+        json_t *top = json_array();
+        for (int k = 0; k < o->n_top && k < g->req.logprobs; k++)
+            json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", token_json(s, o->top_ids[k]), "logprob",
+                                                 (double)o->top_logprobs[k], "bytes",
+                                                 token_bytes_json(s, o->top_ids[k])));
+        json_array_append_new(c->lp, json_pack("{s:o, s:f, s:o, s:o}", "token", token_json(s, o->token_id), "logprob",
+                                               (double)o->logprob, "bytes", token_bytes_json(s, o->token_id),
+                                               "top_logprobs", top));
+    } else {
+        if (!c->lp)
+            c->lp = json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+        json_array_append_new(json_object_get(c->lp, "tokens"), token_json(s, o->token_id));
+        json_array_append_new(json_object_get(c->lp, "token_logprobs"), json_real(o->logprob));
+        json_t *top = json_object();
+        for (int k = 0; k < o->n_top && k < g->req.logprobs; k++) {
+            size_t len = 0;
+            const char *b = hy_tokenizer_token_bytes(s->tok, o->top_ids[k], &len);
+            json_t *key = hy_oai_json_string_lossy(b ? b : "", b ? len : 0);
+            if (key)
+                json_object_set_new(top, json_string_value(key), json_real(o->top_logprobs[k]));
+            json_decref(key);
+        }
+        json_array_append_new(json_object_get(c->lp, "top_logprobs"), top);
+        json_array_append_new(json_object_get(c->lp, "text_offset"), json_integer((json_int_t)c->text_offset));
+    }
+}
+
+/* Routes stop-filtered text into content / reasoning. */
+static void route(struct gen *g, struct choice *c, const char *t, size_t len)
+{
+    if (!len)
+        return;
+    if (g->req.kind == HY_OAI_CHAT) {
+        hy_reasoning_feed(&c->rs, t, len, &c->content, &c->reasoning);
+    } else {
+        hy_sbuf_append(&c->content, t, len);
+        c->text_offset += len;
+    }
+}
+
+static void finish_choice(struct gen *g, struct choice *c, const char *reason)
+{
+    if (c->finished)
+        return;
+    if (g->req.kind == HY_OAI_CHAT)
+        hy_reasoning_flush(&c->rs, &c->content, &c->reasoning);
+    c->finished = 1;
+    c->finish_reason = reason;
+    g->n_finished++;
+}
+
+/* Feeds decoded text through the stop matcher; finishes the choice on a stop string. */
+static void feed(struct gen *g, struct choice *c, const char *t, size_t len)
+{
+    c->scratch.len = 0;
+    int r = hy_stop_feed(&c->stop, t, len, &c->scratch);
+    route(g, c, c->scratch.p, c->scratch.len);
+    if (r == 1) {
+        if (!c->stop_reason && c->stop.which)
+            c->stop_reason = json_string(c->stop.which);
+        finish_choice(g, c, "stop");
+        if (g->job)
+            hy_srv_job_abort(g->s->se, g->job, c->index);
+    }
+}
+
+static int is_think(const struct hy_server *s, int32_t id)
+{
+    return id >= 0 && (id == s->think_open_id || id == s->think_close_id);
+}
+
+static void process_output(struct gen *g, const struct hy_srv_out *so)
+{
+    struct choice *c = &g->ch[so->seq];
+    const struct hy_engine_output *o = &so->o;
+    if (c->finished)
+        return;
+    double now = hy_time_now();
+    if (o->token_id >= 0) {
+        if (c->n_tokens == 0)
+            c->t_first = now;
+        c->t_last = now;
+        c->n_tokens++;
+        if (g->req.logprobs >= 0)
+            add_logprobs(g, c, o);
+        /* the EOS / stop token that ended the request contributes no text */
+        if (o->finish == HY_ENGINE_FINISHED_STOP) {
+            for (size_t k = 0; k < g->req.n_stop_token_ids; k++)
+                if (g->req.stop_token_ids[k] == o->token_id && !c->stop_reason)
+                    c->stop_reason = json_integer(o->token_id);
+        } else {
+            c->piece.len = 0;
+            c->detok.skip_special = !is_think(g->s, o->token_id);
+            hy_detok_push(&c->detok, o->token_id, &c->piece.p, &c->piece.len, &c->piece.cap);
+            c->detok.skip_special = 1;
+            feed(g, c, c->piece.p, c->piece.len);
+        }
+    }
+    if (o->finish != HY_ENGINE_RUNNING && !c->finished) {
+        c->piece.len = 0;
+        hy_detok_flush(&c->detok, &c->piece.p, &c->piece.len, &c->piece.cap);
+        feed(g, c, c->piece.p, c->piece.len);
+        if (!c->finished) {
+            c->scratch.len = 0;
+            hy_stop_flush(&c->stop, &c->scratch);
+            route(g, c, c->scratch.p, c->scratch.len);
+            finish_choice(g, c, o->finish == HY_ENGINE_FINISHED_STOP     ? "stop"
+                                : o->finish == HY_ENGINE_FINISHED_LENGTH ? "length"
+                                                                         : "abort");
+        }
+    }
+}
+
+/* Pulls outputs (waiting up to timeout_s). When the engine side is done, unfinished choices end
+ * as "abort". Returns the number of outputs processed. */
+static size_t pump(struct gen *g, double timeout_s)
+{
+    int all_done = 0;
+    size_t n = hy_srv_job_wait(g->s->se, g->job, timeout_s, g->outs, OUT_BATCH, &all_done);
+    for (size_t i = 0; i < n; i++)
+        process_output(g, &g->outs[i]);
+    if (all_done) {
+        g->all_done = 1;
+        for (int i = 0; i < g->n; i++)
+            finish_choice(g, &g->ch[i], "abort");
+    }
+    return n;
+}
+
+static void record_metrics(struct gen *g)
+{
+    if (g->metrics_done)
+        return;
+    g->metrics_done = 1;
+    struct hy_server *s = g->s;
+    double now = hy_time_now();
+    pthread_mutex_lock(&s->mu);
+    hy_histogram_observe(&s->metrics.e2e, now - g->t_start);
+    for (int i = 0; i < g->n; i++) {
+        struct choice *c = &g->ch[i];
+        if (c->n_tokens > 0) {
+            hy_histogram_observe(&s->metrics.ttft, c->t_first - g->t_start);
+            if (c->n_tokens > 1)
+                hy_histogram_observe(&s->metrics.tpot, (c->t_last - c->t_first) / (c->n_tokens - 1));
+        }
+        const char *r = c->finish_reason ? c->finish_reason : "abort";
+        s->metrics.requests_ok[!strcmp(r, "stop") ? 0 : !strcmp(r, "length") ? 1 : 2]++;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void gen_free(struct gen *g)
+{
+    if (!g)
+        return;
+    if (g->job)
+        hy_srv_job_release(g->s->se, g->job);
+    if (g->ch)
+        for (int i = 0; i < g->n; i++) {
+            struct choice *c = &g->ch[i];
+            hy_stop_free(&c->stop);
+            hy_reasoning_free(&c->rs);
+            hy_sbuf_free(&c->scratch);
+            hy_sbuf_free(&c->piece);
+            hy_sbuf_free(&c->content);
+            hy_sbuf_free(&c->reasoning);
+            json_decref(c->lp);
+            json_decref(c->stop_reason);
+        }
+    free(g->ch);
+    free(g->ereqs);
+    free(g->prompt_ids);
+    hy_sbuf_free(&g->out);
+    hy_oai_request_free(&g->req);
+    free(g);
+}
+
+static void inflight_add(struct hy_server *s, int d)
+{
+    pthread_mutex_lock(&s->mu);
+    s->inflight += d;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---------------- JSON building ---------------- */
+
+static json_t *usage_json(const struct gen *g)
+{
+    long long comp = 0;
+    for (int i = 0; i < g->n; i++)
+        comp += g->ch[i].n_tokens;
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)g->n_prompt, "completion_tokens",
+                     (json_int_t)comp, "total_tokens", (json_int_t)(g->n_prompt + (size_t)comp));
+}
+
+static json_t *take_lp(struct choice *c, int kind)
+{
+    json_t *lp = c->lp;
+    c->lp = NULL;
+    if (!lp)
+        return json_null();
+    if (kind == HY_OAI_CHAT)
+        return json_pack("{s:o}", "content", lp);
+    return lp;
+}
+
+static char *final_json(struct gen *g)
+{
+    json_t *choices = json_array();
+    for (int i = 0; i < g->n; i++) {
+        struct choice *c = &g->ch[i];
+        json_t *ch;
+        if (g->req.kind == HY_OAI_CHAT) {
+            json_t *msg = json_pack("{s:s, s:o, s:o}", "role", "assistant", "content",
+                                    hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len),
+                                    "reasoning_content",
+                                    c->reasoning.len ? hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len)
+                                                     : json_null());
+            json_object_set_new(msg, "tool_calls", json_array());
+            ch = json_pack("{s:i, s:o, s:o, s:s, s:O}", "index", i, "message", msg, "logprobs",
+                           take_lp(c, g->req.kind), "finish_reason", c->finish_reason, "stop_reason",
+                           c->stop_reason ? c->stop_reason : json_null());
+        } else {
+            ch = json_pack("{s:i, s:o, s:o, s:s, s:O}", "index", i, "text",
+                           hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len), "logprobs",
+                           take_lp(c, g->req.kind), "finish_reason", c->finish_reason, "stop_reason",
+                           c->stop_reason ? c->stop_reason : json_null());
+        }
+        json_array_append_new(choices, ch);
+    }
+    json_t *root = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", g->id, "object",
+                             g->req.kind == HY_OAI_CHAT ? "chat.completion" : "text_completion", "created",
+                             (json_int_t)g->created, "model", g->s->model_name, "choices", choices, "usage",
+                             usage_json(g));
+    char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return out;
+}
+
+static void sse_append(struct gen *g, json_t *chunk)
+{
+    char *s = json_dumps(chunk, JSON_COMPACT);
+    json_decref(chunk);
+    if (!s)
+        return;
+    hy_sbuf_puts(&g->out, "data: ");
+    hy_sbuf_puts(&g->out, s);
+    hy_sbuf_puts(&g->out, "\n\n");
+    free(s);
+}
+
+static json_t *chunk_envelope(struct gen *g, json_t *choices)
+{
+    json_t *c = json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", g->id, "object",
+                          g->req.kind == HY_OAI_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                          (json_int_t)g->created, "model", g->s->model_name, "choices", choices);
+    if (g->req.include_usage)
+        json_object_set_new(c, "usage", json_null());
+    return c;
+}
+
+/* Appends SSE chunks for whatever the choices have pending; on the end, the usage chunk (when
+ * asked) and [DONE]. */
+static void stream_emit(struct gen *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        struct choice *c = &g->ch[i];
+        int finishing = c->finished && !c->finish_emitted;
+        if (g->req.kind == HY_OAI_CHAT && !c->sent_role) {
+            c->sent_role = 1;
+            json_t *delta = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+            sse_append(g, chunk_envelope(g, json_pack("[{s:i, s:o, s:n, s:n}]", "index", i, "delta", delta,
+                                                      "logprobs", "finish_reason")));
+        }
+        if (!c->content.len && !c->reasoning.len && !c->lp && !finishing)
+            continue;
+        json_t *ch;
+        if (g->req.kind == HY_OAI_CHAT) {
+            json_t *delta = json_object();
+            if (c->reasoning.len)
+                json_object_set_new(delta, "reasoning_content",
+                                    hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len));
+            if (c->content.len)
+                json_object_set_new(delta, "content", hy_oai_json_string_lossy(c->content.p, c->content.len));
+            ch = json_pack("{s:i, s:o, s:o}", "index", i, "delta", delta, "logprobs", take_lp(c, g->req.kind));
+        } else {
+            ch = json_pack("{s:i, s:o, s:o}", "index", i, "text",
+                           hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len), "logprobs",
+                           take_lp(c, g->req.kind));
+        }
+        json_object_set_new(ch, "finish_reason", finishing ? json_string(c->finish_reason) : json_null());
+        if (finishing) {
+            json_object_set(ch, "stop_reason", c->stop_reason ? c->stop_reason : json_null());
+            c->finish_emitted = 1;
+        }
+        c->content.len = 0;
+        c->reasoning.len = 0;
+        sse_append(g, chunk_envelope(g, json_pack("[o]", ch)));
+    }
+    if (g->n_finished == g->n && !g->sent_done) {
+        if (g->req.include_usage) {
+            json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", g->id, "object",
+                                  g->req.kind == HY_OAI_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                                  (json_int_t)g->created, "model", g->s->model_name, "choices", "usage",
+                                  usage_json(g));
+            sse_append(g, u);
+        }
+        hy_sbuf_puts(&g->out, "data: [DONE]\n\n");
+        g->sent_done = 1;
+        record_metrics(g);
+    }
+}
+
+static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct gen *g = cls;
+    for (;;) {
+        if (g->out_off < g->out.len) {
+            size_t n = g->out.len - g->out_off;
+            if (n > max)
+                n = max;
+            memcpy(buf, g->out.p + g->out_off, n);
+            g->out_off += n;
+            return (ssize_t)n;
+        }
+        g->out.len = 0;
+        g->out_off = 0;
+        if (g->sent_done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (g->n_finished < g->n)
+            pump(g, WAIT_SLICE_S);
+        stream_emit(g);
+        if (g->out.len == 0 && client_gone(g->fd)) {
+            hy_log_info("client disconnected; aborting %s", g->id);
+            hy_srv_job_abort(g->s->se, g->job, -1);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void stream_free(void *cls)
+{
+    struct gen *g = cls;
+    struct hy_server *s = g->s;
+    if (!g->sent_done) {
+        for (int i = 0; i < g->n; i++)
+            if (!g->ch[i].finished)
+                finish_choice(g, &g->ch[i], "abort");
+        record_metrics(g);
+    }
+    gen_free(g);
+    inflight_add(s, -1);
+}
+
+/* ---------------- the handler ---------------- */
+
+static int build_prompt(struct gen *g, struct hy_oai_error *e)
+{
+    struct hy_server *s = g->s;
+    struct hy_oai_request *r = &g->req;
+    if (r->kind == HY_OAI_CHAT) {
+        if (hy_chat_template_parse_tool_arguments(r->messages))
+            return hy_oai_error_set(e, 400, "messages", "%s", hy_err_msg());
+        char *prompt = hy_chat_template_render_kwargs(r->messages, r->tools, r->template_kwargs);
+        if (!prompt)
+            return hy_oai_error_set(e, 400, "messages", "%s", hy_err_msg());
+        g->start_in_reasoning = hy_reasoning_prompt_open(prompt, strlen(prompt));
+        int rc = hy_server_encode(s, prompt, strlen(prompt), 0, &g->prompt_ids, &g->n_prompt);
+        free(prompt);
+        if (rc)
+            return hy_oai_error_set(e, 500, NULL, "%s", hy_err_msg());
+    } else if (r->prompt_ids) {
+        g->prompt_ids = malloc(r->n_prompt_ids * sizeof(int32_t));
+        if (!g->prompt_ids)
+            return hy_oai_error_set(e, 500, NULL, "out of memory");
+        memcpy(g->prompt_ids, r->prompt_ids, r->n_prompt_ids * sizeof(int32_t));
+        g->n_prompt = r->n_prompt_ids;
+    } else {
+        if (hy_server_encode(s, r->prompt_text, r->prompt_text_len, 1, &g->prompt_ids, &g->n_prompt))
+            return hy_oai_error_set(e, 500, NULL, "%s", hy_err_msg());
+    }
+    return 0;
+}
+
+static int setup_choices(struct gen *g, struct hy_oai_error *e)
+{
+    struct hy_server *s = g->s;
+    g->n = g->req.n;
+    g->ch = calloc((size_t)g->n, sizeof(struct choice));
+    g->ereqs = calloc((size_t)g->n, sizeof(struct hy_engine_request));
+    if (!g->ch || !g->ereqs)
+        return hy_oai_error_set(e, 500, NULL, "out of memory");
+    int32_t max_tokens = g->req.max_tokens > 0 ? g->req.max_tokens
+                                               : (int32_t)(s->limits.max_model_len - (int32_t)g->n_prompt);
+    for (int i = 0; i < g->n; i++) {
+        struct choice *c = &g->ch[i];
+        c->index = i;
+        hy_detok_init(&c->detok, s->tok, 1);
+        /* the detokenizer sees the prompt's last token first, so the first output token decodes in
+         * context (SentencePiece leading-space rule); its text is discarded */
+        if (g->n_prompt) {
+            hy_detok_push(&c->detok, g->prompt_ids[g->n_prompt - 1], &c->piece.p, &c->piece.len, &c->piece.cap);
+            c->piece.len = 0;
+            c->detok.n_pending = 0;
+        }
+        if (hy_stop_init(&c->stop, g->req.stop, g->req.n_stop))
+            return hy_oai_error_set(e, 500, NULL, "out of memory");
+        hy_reasoning_init(&c->rs, g->start_in_reasoning);
+        struct hy_engine_request *er = &g->ereqs[i];
+        er->prompt_ids = g->prompt_ids;
+        er->n_prompt = g->n_prompt;
+        er->params = g->req.sp;
+        er->params.max_new_tokens = max_tokens;
+        if (er->params.has_seed)
+            er->params.seed = g->req.sp.seed + (uint64_t)i;
+        er->stop_token_ids = g->req.stop_token_ids;
+        er->n_stop_token_ids = g->req.n_stop_token_ids;
+        er->logprobs = g->req.logprobs;
+    }
+    return 0;
+}
+
+enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connection *conn, enum hy_oai_kind kind,
+                                          const char *body, size_t len)
+{
+    struct hy_oai_error e;
+    memset(&e, 0, sizeof(e));
+    struct gen *g = calloc(1, sizeof(*g));
+    if (!g) {
+        hy_oai_error_set(&e, 500, NULL, "out of memory");
+        return hy_server_respond_error(s, conn, &e);
+    }
+    g->s = s;
+    g->fd = -1;
+    g->t_start = hy_time_now();
+    g->created = (long long)time(NULL);
+    if (hy_oai_parse(kind, body, len, &s->limits, &g->req, &e))
+        goto fail;
+    if (g->req.model && strcmp(g->req.model, s->model_name)) {
+        hy_oai_error_set(&e, 404, "model", "The model `%s` does not exist.", g->req.model);
+        goto fail;
+    }
+    if (build_prompt(g, &e) ||
+        hy_oai_check_context(g->n_prompt, g->req.max_tokens, s->limits.max_model_len, kind, &e) ||
+        setup_choices(g, &e))
+        goto fail;
+    pthread_mutex_lock(&s->mu);
+    unsigned long long seq = ++s->next_id;
+    pthread_mutex_unlock(&s->mu);
+    snprintf(g->id, sizeof(g->id), "%s-%016llx%08x", kind == HY_OAI_CHAT ? "chatcmpl" : "cmpl", seq,
+             (unsigned)rand());
+    char err[512];
+    int rc = hy_srv_submit(s->se, g->ereqs, g->n, &g->job, err, sizeof(err));
+    if (rc == HY_ENGINE_QUEUE_FULL) {
+        hy_oai_error_set(&e, 503, NULL, "The server is overloaded: too many requests are waiting (%d). "
+                         "Retry later.", (int)s->cfg->engine.max_waiting_requests);
+        goto fail;
+    }
+    if (rc != HY_ENGINE_OK) {
+        hy_oai_error_set(&e, strstr(err, "shutting down") ? 503 : 400, NULL, "%s", err);
+        goto fail;
+    }
+    inflight_add(s, 1);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    g->fd = ci ? ci->connect_fd : -1;
+    g->conn = conn;
+
+    if (g->req.stream) {
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_cb, g,
+                                                                      stream_free);
+        if (!resp) {
+            gen_free(g);
+            inflight_add(s, -1);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        enum MHD_Result r = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return r;
+    }
+    /* non-streaming: wait here (thread per connection) */
+    while (g->n_finished < g->n) {
+        pump(g, WAIT_SLICE_S);
+        if (g->n_finished < g->n && client_gone(g->fd)) {
+            hy_log_info("client disconnected; aborting %s", g->id);
+            for (int i = 0; i < g->n; i++)
+                finish_choice(g, &g->ch[i], "abort");
+            record_metrics(g);
+            gen_free(g);
+            inflight_add(s, -1);
+            return MHD_NO;
+        }
+    }
+    record_metrics(g);
+    char *out = final_json(g);
+    gen_free(g);
+    inflight_add(s, -1);
+    if (!out) {
+        hy_oai_error_set(&e, 500, NULL, "out of memory");
+        return hy_server_respond_error(s, conn, &e);
+    }
+    enum MHD_Result r = hy_server_respond_json(conn, MHD_HTTP_OK, out);
+    free(out);
+    return r;
+fail:
+    gen_free(g);
+    return hy_server_respond_error(s, conn, &e);
+}

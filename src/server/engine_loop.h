@@ -1,0 +1,61 @@
+/* engine_loop.h - runs a hy_engine on its own thread for the HTTP handler threads.
+ *
+ * The engine is single-threaded: one engine thread owns it and loops hy_engine_step while it has
+ * work, otherwise it sleeps on a condition variable. Handler threads submit jobs (one HTTP
+ * request = n engine requests, one per choice) and aborts through a mutex-protected command list;
+ * the engine thread routes each step's outputs into the job's queue and wakes its waiter.
+ *
+ * Lifetime of a job: references are held by the handler (until hy_srv_job_release) and by the
+ * engine thread (until every sequence of the job has finished or been aborted). Releasing a job
+ * with unfinished sequences aborts them (a disconnected client frees its KV blocks).
+ */
+#ifndef HY_SERVER_ENGINE_LOOP_H
+#define HY_SERVER_ENGINE_LOOP_H
+
+#include "engine/engine.h"
+
+#include <stddef.h>
+
+struct hy_srv_engine;
+struct hy_srv_job;
+
+/* One output of one sequence (choice) of a job. */
+struct hy_srv_out {
+    int                     seq;   /* choice index 0..n-1 */
+    struct hy_engine_output o;
+};
+
+/* Starts the engine thread over e (not owned; it must outlive hy_srv_engine_stop); threads > 0
+ * sets the engine thread's OpenMP team size. Returns NULL with hy_err_msg() on failure. */
+struct hy_srv_engine *hy_srv_engine_start(struct hy_engine *e, int threads);
+
+/* Stops the thread (aborting whatever still runs) and joins it. Jobs still held by handlers
+ * stay valid until released; their waits return with all sequences finished, and new submits
+ * fail. The engine is no longer touched afterwards. */
+void hy_srv_engine_stop(struct hy_srv_engine *se);
+
+/* Frees the wrapper (after hy_srv_engine_stop and after every handler released its jobs). */
+void hy_srv_engine_free(struct hy_srv_engine *se);
+
+/* Submits n requests as one job and waits until the engine thread has queued them. Returns
+ * HY_ENGINE_OK and *job, HY_ENGINE_QUEUE_FULL, or HY_ENGINE_ERROR with the engine's message
+ * copied into err[errlen] (nothing is left queued on failure). */
+int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
+                  char *err, size_t errlen);
+
+/* Waits up to timeout_s seconds for outputs of the job; moves up to max queued outputs into
+ * out[] and returns how many. *all_done is set to 1 once every sequence has finished and the
+ * queue is drained. */
+size_t hy_srv_job_wait(struct hy_srv_engine *se, struct hy_srv_job *job, double timeout_s, struct hy_srv_out *out,
+                       size_t max, int *all_done);
+
+/* Aborts one sequence (seq >= 0) or all unfinished ones (seq < 0). Their later outputs are dropped. */
+void hy_srv_job_abort(struct hy_srv_engine *se, struct hy_srv_job *job, int seq);
+
+/* Drops the handler's reference (aborting unfinished sequences). job may be NULL. */
+void hy_srv_job_release(struct hy_srv_engine *se, struct hy_srv_job *job);
+
+/* Latest engine statistics (a copy taken after the last step / command). */
+void hy_srv_engine_stats(struct hy_srv_engine *se, struct hy_engine_stats *st);
+
+#endif

@@ -1,0 +1,36 @@
+/* server.h - `hyinfer serve`: the OpenAI-compatible HTTP server (libmicrohttpd) over the engine.
+ *
+ * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health (503 while
+ * the model loads), GET /metrics (Prometheus text), POST /tokenize, POST /detokenize.
+ * With api_key set, the /v1 routes need "Authorization: Bearer KEY" (health, metrics, tokenize stay public).
+ * Threads: libmicrohttpd runs one thread per connection; one engine thread owns the engine
+ * (engine_loop.h). A streaming client that disconnects has its requests aborted.
+ */
+#ifndef HY_SERVER_SERVER_H
+#define HY_SERVER_SERVER_H
+
+#include "engine/engine.h"
+#include "model/model.h"
+
+#include <signal.h>
+#include <stddef.h>
+
+struct hy_server_config {
+    const char              *model_dir;
+    const char              *host;               /* default "127.0.0.1" */
+    int                      port;               /* default 8000 */
+    const char              *served_model_name;  /* default: model_dir */
+    const char              *api_key;            /* NULL: no auth */
+    enum hy_compute_dtype    dtype;
+    struct hy_engine_config  engine;
+    size_t                   max_body_bytes;     /* default 4 MiB */
+    int                      threads;            /* OpenMP threads of the engine (<= 0: default) */
+    volatile sig_atomic_t   *stop_flag;          /* set (by a signal handler) to drain and exit */
+};
+
+/* Starts listening, loads the model, serves until *stop_flag, then stops accepting, drains the
+ * requests in flight (up to 60 s) and returns 0; returns 1 with a logged message when start-up
+ * fails (port in use, model or engine error). */
+int hy_server_run(const struct hy_server_config *cfg);
+
+#endif
