@@ -47,7 +47,7 @@ asan:
 # libFuzzer targets (clang); tests/run_tests.sh runs each briefly.
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # The parsers and what they call; no OpenMP runtime in the fuzz build (pragmas are ignored).
-FUZZ_LIB_SRC := $(filter-out src/cli/% src/bench/% src/server/% src/engine/% src/sched/%,$(LIB_SRC))
+FUZZ_LIB_SRC := $(filter-out src/cli/% src/bench/%,$(LIB_SRC))
 fuzz:
 	@mkdir -p build-fuzz
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
