@@ -5,8 +5,9 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -Isrc -Iinclude $(PKG_CFLAGS)
-LDLIBS   += $(PKG_LIBS) -lm -lpthread -fopenmp
+SAN      ?=
+ALL_CFLAGS = $(CFLAGS) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -Isrc -Iinclude $(PKG_CFLAGS)
+LDLIBS   += $(PKG_LIBS) -lm -lpthread -fopenmp $(SAN)
 BUILD    ?= build
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/main.c' | sort)
@@ -24,24 +25,24 @@ deps:
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libhyinfer.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/hyinfer: $(BUILD)/src/cli/main.o $(BUILD)/libhyinfer.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhyinfer.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libhyinfer.a $(LDLIBS) -lcmocka
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(BUILD)/libhyinfer.a $(LDLIBS) -lcmocka
 
 unit: $(TEST_BIN)
 
 # The unit tests once more under AddressSanitizer + UBSan (separate build tree).
 asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" unit all
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" unit
 
 # libFuzzer targets (clang); tests/run_tests.sh runs each briefly.
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))

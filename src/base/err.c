@@ -26,7 +26,17 @@ int hy_err_prefix(const char *fmt, ...)
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
     memcpy(old, err_buf, sizeof(old));
-    snprintf(err_buf, sizeof(err_buf), "%s: %s", prefix, old);
+    size_t n = strlen(prefix);
+    if (n > HY_ERR_LEN - 3)
+        n = HY_ERR_LEN - 3;
+    memcpy(err_buf, prefix, n);
+    err_buf[n] = ':';
+    err_buf[n + 1] = ' ';
+    size_t room = HY_ERR_LEN - n - 3, m = strlen(old);
+    if (m > room)
+        m = room;
+    memcpy(err_buf + n + 2, old, m);
+    err_buf[n + 2 + m] = '\0';
     return -1;
 }
 

@@ -3,7 +3,8 @@
  * Order (as vLLM / HF): repetition penalty (HF/CTRL rule: logit>0 ? /p : *p over tokens seen in
  * prompt+output), presence/frequency penalties (OpenAI rule, output tokens only), temperature,
  * top-k, top-p (nucleus), min-p, then a draw. temperature == 0 (or top_k == 1) means greedy argmax
- * (lowest id wins ties). Same seed + same logits sequence → same tokens.
+ * (lowest id wins ties); as in vLLM, temperatures below 1e-5 count as 0. Same seed + same logits
+ * sequence → same tokens (RNG: xoshiro256** seeded via splitmix64 from the 64-bit seed).
  */
 #ifndef HY_SAMPLE_SAMPLER_H
 #define HY_SAMPLE_SAMPLER_H
@@ -43,14 +44,28 @@ struct hy_sampler;
 struct hy_sampler *hy_sampler_create(const struct hy_sampling_params *p, int32_t vocab_size);
 void hy_sampler_free(struct hy_sampler *s);
 
-/* Records prompt tokens (for the repetition penalty). */
+/* Records prompt tokens (for the repetition penalty). Ids outside [0, vocab_size) are ignored. */
 void hy_sampler_accept_prompt(struct hy_sampler *s, const int32_t *ids, size_t n);
 
 /* Picks the next token from logits[vocab_size] (fp32; modified in place as scratch) and records
- * it as an output token. Returns the id (>= 0). */
+ * it as an output token. Returns the id (>= 0). NaN logits count as -inf; a +inf logit wins
+ * outright (lowest id first).
+ * Cost: greedy O(V). Sampling: O(V) for the softmax; top_k uses a partial selection (O(V) average
+ * plus O(k log k)); top_p without top_k sorts only the leading candidates, growing the set until
+ * it holds top_p of the mass (a full sort only for very flat distributions); min_p alone needs no
+ * sort. Memory: 8 * V bytes of scratch, allocated at the first non-greedy draw; penalties add
+ * V bits (repetition) / 4 * V bytes (presence, frequency) when enabled. */
 int32_t hy_sampler_sample(struct hy_sampler *s, float *logits);
 
-/* argmax with lowest-id tie break; logits[n]. */
+/* Applies the repetition / presence / frequency penalties (the first step of hy_sampler_sample)
+ * to logits[vocab_size] in place, from the tokens recorded so far. No-op when all are off. */
+void hy_sampler_apply_penalties(const struct hy_sampler *s, float *logits);
+
+/* The RNG seed in use (p->seed when has_seed, else the one drawn at create), for logs / replay. */
+uint64_t hy_sampler_seed(const struct hy_sampler *s);
+
+/* argmax with lowest-id tie break; logits[n]. NaN entries are skipped; returns 0 when every
+ * entry is NaN (or n <= 0). */
 int32_t hy_argmax_f32(const float *logits, int32_t n);
 
 #endif

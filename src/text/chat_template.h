@@ -28,4 +28,26 @@ void hy_chat_template_opts_init(struct hy_chat_template_opts *o);
 char *hy_chat_template_render(const json_t *messages, const json_t *tools,
                               const struct hy_chat_template_opts *opts);
 
+/* Same, with the template variables as a JSON object of kwargs, exactly as jinja2 would see them
+ * (e.g. an OpenAI request's chat_template_kwargs plus add_generation_prompt): a key that is absent
+ * is undefined (the template's default applies; add_generation_prompt defaults to false here), JSON
+ * null is None, and conditions use Python truthiness. Keys read: add_generation_prompt,
+ * reasoning_effort, preserved_thinking, is_training, raw_last_assistant, fallback_strategy; others
+ * are ignored. `kwargs` may be NULL (all undefined). `messages` and `tools` iterate like Python
+ * (a dict yields its keys, a str its characters; None / numbers / bools raise).
+ * Returns a malloc'd prompt (caller frees), or NULL with hy_err_msg() = "chat template: " + the
+ * text of the exception jinja2 raises for the same input, e.g.
+ * "reasoning_effort error : None, should be no_think/low/high" or
+ * "'str object' has no attribute 'items'" (tool-call `arguments` given as a JSON string). */
+char *hy_chat_template_render_kwargs(const json_t *messages, const json_t *tools,
+                                     const json_t *kwargs);
+
+/* OpenAI clients send tool_calls[*].function.arguments as a JSON *string*; the template (like
+ * jinja2) needs an object there and fails on a string ("'str object' has no attribute 'items'").
+ * This rewrites `messages` in place the way vLLM does before rendering: for every assistant
+ * message's tool_calls entry, a string `arguments` is parsed as JSON (it must be an object), and a
+ * missing, null or empty-string `arguments` becomes {}. Returns 0, or -1 with hy_err_msg() naming
+ * the message / call index when an argument string is not a JSON object. */
+int hy_chat_template_parse_tool_arguments(json_t *messages);
+
 #endif

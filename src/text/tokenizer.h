@@ -28,18 +28,26 @@ int hy_tokenizer_load_json(const char *tokenizer_json_path, struct hy_tokenizer 
 int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *tokenizer_config_path,
                                struct hy_tokenizer **out);
 
+/* Like hy_tokenizer_load_json, from `len` bytes of JSON in memory (need not be NUL-terminated);
+ * `name` stands for the file in error messages. Returns 0 or -1 with hy_err_msg(). */
+int hy_tokenizer_load_json_mem(const char *data, size_t len, const char *name,
+                               struct hy_tokenizer **out);
+
 void hy_tokenizer_free(struct hy_tokenizer *tok);
 
 /* Encodes `len` bytes of UTF-8 `text` (need not be NUL-terminated). With allow_special != 0,
- * added/special token strings in the text become their ids; otherwise they are encoded as plain
- * text. Never adds BOS/EOS (see hy_tokenizer_add_bos). Invalid UTF-8 is encoded byte-wise, never
+ * every added token string in the text becomes its id (leftmost, longest match first, as HF
+ * `tokenizers` does); with allow_special == 0 the ones marked special (control tokens) are encoded
+ * as plain text while non-special added tokens (e.g. "<think>") are still matched, like HF with
+ * split_special_tokens=True and tiktoken's encode_ordinary. Never adds BOS/EOS (see hy_tokenizer_add_bos). Invalid UTF-8 is encoded byte-wise, never
  * rejected. On success *ids is a malloc'd array of *n_ids ids (caller frees; may be NULL when
  * *n_ids == 0). Returns 0, or -1 on OOM / regex failure with hy_err_msg(). */
 int hy_tokenizer_encode(const struct hy_tokenizer *tok, const char *text, size_t len,
                         int allow_special, int32_t **ids, size_t *n_ids);
 
 /* The raw bytes token `id` stands for (what it contributes to decoded text; special tokens give
- * their literal text). Returns NULL for an id outside [0, hy_tokenizer_vocab_size). The pointer
+ * their literal text; an id inside the range that no token uses gives "" with *len 0). Returns
+ * NULL for an id outside [0, hy_tokenizer_vocab_size). The pointer
  * stays valid for the tokenizer's lifetime; *len gets the byte count. */
 const char *hy_tokenizer_token_bytes(const struct hy_tokenizer *tok, int32_t id, size_t *len);
 
@@ -47,6 +55,10 @@ const char *hy_tokenizer_token_bytes(const struct hy_tokenizer *tok, int32_t id,
  * end). Special tokens are included when skip_special == 0. Returns NULL on a bad id or OOM. */
 char *hy_tokenizer_decode(const struct hy_tokenizer *tok, const int32_t *ids, size_t n,
                           int skip_special);
+
+/* Number of leading spaces the decoder drops from the start of decoded text (SentencePiece-style
+ * Strip / Metaspace decoders: 1; byte-level and tiktoken: 0). */
+int hy_tokenizer_strip_leading(const struct hy_tokenizer *tok);
 
 /* Largest id + 1 (ordinary + added tokens). */
 int32_t hy_tokenizer_vocab_size(const struct hy_tokenizer *tok);
@@ -70,6 +82,7 @@ struct hy_detok {
     char   pending[8];     /* held bytes of an incomplete UTF-8 sequence */
     size_t n_pending;
     int    n_emitted;      /* tokens pushed so far */
+    int    strip_left;     /* leading spaces still to drop (SentencePiece Strip decoder) */
 };
 
 void hy_detok_init(struct hy_detok *d, const struct hy_tokenizer *tok, int skip_special);

@@ -1,0 +1,18 @@
+/* log.h - leveled logging to stderr. Level from HYINFER_LOG (error|warn|info|debug), default info. */
+#ifndef HY_BASE_LOG_H
+#define HY_BASE_LOG_H
+
+#include "base/err.h"
+
+enum hy_log_level { HY_LOG_ERROR = 0, HY_LOG_WARN, HY_LOG_INFO, HY_LOG_DEBUG };
+
+void hy_log_set_level(enum hy_log_level lvl);
+enum hy_log_level hy_log_get_level(void);
+void hy_log(enum hy_log_level lvl, const char *fmt, ...) HY_PRINTF(2, 3);
+
+#define hy_log_error(...) hy_log(HY_LOG_ERROR, __VA_ARGS__)
+#define hy_log_warn(...) hy_log(HY_LOG_WARN, __VA_ARGS__)
+#define hy_log_info(...) hy_log(HY_LOG_INFO, __VA_ARGS__)
+#define hy_log_debug(...) hy_log(HY_LOG_DEBUG, __VA_ARGS__)
+
+#endif

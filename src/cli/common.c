@@ -1,0 +1,92 @@
+#include "cli/common.h"
+
+#include "base/err.h"
+#include "text/chat_template.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int hy_cli_parse_dtype(const char *s, const char *model_dir, enum hy_compute_dtype *out)
+{
+    if (s && (!strcmp(s, "float32") || !strcmp(s, "fp32") || !strcmp(s, "float"))) {
+        *out = HY_COMPUTE_F32;
+        return 0;
+    }
+    if (s && (!strcmp(s, "bfloat16") || !strcmp(s, "bf16"))) {
+        *out = HY_COMPUTE_BF16;
+        return 0;
+    }
+    if (s && strcmp(s, "auto") != 0)
+        return hy_err_set("--dtype \"%s\": expected float32, bfloat16 or auto", s);
+    struct hy_checkpoint ck;
+    if (hy_checkpoint_open(model_dir, &ck))
+        return -1;
+    const struct hy_st_tensor *e = hy_checkpoint_find(&ck, "model.embed_tokens.weight");
+    *out = e && e->dtype == HY_DTYPE_F32 ? HY_COMPUTE_F32 : HY_COMPUTE_BF16;
+    hy_checkpoint_close(&ck);
+    return 0;
+}
+
+void hy_cli_set_threads(int threads)
+{
+    if (threads <= 0) {
+        const char *e = getenv("HYINFER_NUM_THREADS");
+        threads = e ? atoi(e) : 0;
+    }
+    if (threads > 0)
+        omp_set_num_threads(threads);
+}
+
+int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int chat, const char *reasoning_effort,
+                         int32_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (chat) {
+        json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
+        if (!msgs)
+            return hy_err_set("prompt is not valid UTF-8 text");
+        struct hy_chat_template_opts o;
+        hy_chat_template_opts_init(&o);
+        o.reasoning_effort = reasoning_effort;
+        char *rendered = hy_chat_template_render(msgs, NULL, &o);
+        json_decref(msgs);
+        if (!rendered)
+            return -1;
+        int rc = hy_tokenizer_encode(tok, rendered, strlen(rendered), 1, ids, n);
+        free(rendered);
+        return rc;
+    }
+    int32_t *body = NULL;
+    size_t nb = 0;
+    if (hy_tokenizer_encode(tok, text, strlen(text), 1, &body, &nb))
+        return -1;
+    int32_t bos = hy_tokenizer_add_bos(tok);
+    size_t extra = bos >= 0 ? 1 : 0;
+    *ids = malloc((nb + extra + 1) * sizeof(int32_t));
+    if (!*ids) {
+        free(body);
+        return hy_err_set("out of memory");
+    }
+    if (extra)
+        (*ids)[0] = bos;
+    if (nb)
+        memcpy(*ids + extra, body, nb * sizeof(int32_t));
+    *n = nb + extra;
+    free(body);
+    return 0;
+}
+
+const char *hy_cli_fmt_bytes(double bytes, char *buf, size_t len)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024.0 && u < 4) {
+        bytes /= 1024.0;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+    return buf;
+}

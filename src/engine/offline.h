@@ -1,0 +1,58 @@
+/* offline.h - batched generation for the offline job and `hyinfer generate`.
+ *
+ * Runs up to batch_size sequences at once over one paged KV cache: prompts are prefilled in
+ * chunks of at most max_prefill_tokens tokens per step (several prompts share a step), then all
+ * active sequences decode together, one token each per step. A finished sequence's place is
+ * taken by the next waiting request. (The serving scheduler of the HTTP issue generalizes this.)
+ */
+#ifndef HY_ENGINE_OFFLINE_H
+#define HY_ENGINE_OFFLINE_H
+
+#include "model/model.h"
+#include "sample/sampler.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum hy_finish_reason { HY_FINISH_NONE = 0, HY_FINISH_LENGTH, HY_FINISH_EOS };
+
+struct hy_gen_request {
+    /* in */
+    const int32_t             *prompt_ids;   /* [n_prompt], not owned */
+    size_t                     n_prompt;
+    struct hy_sampling_params  params;
+    /* out */
+    int32_t                   *out_ids;      /* malloc'd [n_out]; caller frees */
+    size_t                     n_out;
+    enum hy_finish_reason      finish;
+    double                     t_first_token; /* seconds since the job started (TTFT) */
+    double                     t_done;
+};
+
+struct hy_gen_opts {
+    int32_t batch_size;          /* max concurrent sequences (>= 1) */
+    int32_t max_prefill_tokens;  /* per-step prompt token budget (>= 1) */
+    int32_t block_size;          /* KV cache block size in tokens */
+    int32_t max_model_len;       /* prompt + output cap (0 = model max_position_embeddings) */
+    /* called for every generated token (may be NULL) */
+    void  (*on_token)(void *ud, size_t request_index, int32_t token_id);
+    void  (*on_finish)(void *ud, size_t request_index);
+    void   *ud;
+};
+
+struct hy_gen_stats {
+    double  prefill_seconds;     /* wall time of steps that carried prompt tokens */
+    int64_t prefill_tokens;
+    double  decode_seconds;      /* wall time of pure decode steps */
+    int64_t decode_tokens;       /* tokens produced by decode steps */
+    int64_t steps;
+    int32_t max_batch_seen;      /* most sequences in one step */
+};
+
+/* Generates for every request. Requests whose prompt plus max_new_tokens exceed max_model_len
+ * are rejected up front (-1 with hy_err_msg() naming the request index and the lengths).
+ * Returns 0, or -1 on error (invalid sampling params, out of memory, forward error). */
+int hy_generate(struct hy_model *m, struct hy_gen_request *reqs, size_t n_reqs, const struct hy_gen_opts *opts,
+                struct hy_gen_stats *stats);
+
+#endif

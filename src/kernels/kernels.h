@@ -1,0 +1,37 @@
+/* kernels.h - the compute kernels of the forward pass (scalar reference versions, OpenMP-threaded).
+ *
+ * Batch invariance (DESIGN.md §4): every output element is computed with a fixed reduction order
+ * that does not depend on how many rows (tokens) are in the call, so a sequence's fp32 logits are
+ * bitwise the same whatever else is batched with it and however its prompt is chunked.
+ */
+#ifndef HY_KERNELS_KERNELS_H
+#define HY_KERNELS_KERNELS_H
+
+#include "model/tensor.h"
+
+#include <stdint.h>
+
+/* y[T, N] = x[T, K] · W^T, W [N, K] (F32/F16/BF16), fp32 accumulation in a fixed order
+ * (8 interleaved partial sums over k, summed pairwise at the end). x and y must not alias. */
+void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+
+/* Dot product of a[n] and b[n] in the fixed order hy_matmul uses. */
+float hy_dot_f32(const float *a, const float *b, int64_t n);
+
+/* RMSNorm over each of T rows of width d: y = w * (x * rsqrt(mean(x^2) + eps)) (fp32 math;
+ * spec §2). y may alias x. w[d] f32. */
+void hy_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
+
+/* Rotary embedding in place on x[n_heads, head_dim] of one token at position pos.
+ * interleaved = 0: NeoX rotate_half pairs (j, j + head_dim/2); 1: GPT-J pairs (2i, 2i+1).
+ * inv_freq[head_dim/2] = theta^(-2i/head_dim); angle = (float)pos * inv_freq[i] in fp32 (spec §2.3). */
+void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
+             int interleaved);
+
+/* out[n] = silu(gate[n]) * up[n]; out may alias gate. */
+void hy_silu_mul(float *out, const float *gate, const float *up, int64_t n);
+
+/* Rounds n floats to the nearest bf16 value in place (bf16 compute mode). */
+void hy_round_bf16_inplace(float *x, int64_t n);
+
+#endif

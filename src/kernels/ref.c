@@ -1,0 +1,100 @@
+/* ref.c - scalar reference kernels (the oracle later SIMD variants are tested against). */
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+float hy_dot_f32(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[k + j] * b[k + j];
+    for (int j = 0; k < n; k++, j++)
+        acc[j] += a[k] * b[k];
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+/* Widens one weight row to f32 (returns the row itself for F32 weights). */
+static const float *weight_row(const struct hy_tensor *W, int64_t n, float *buf)
+{
+    const int64_t K = W->cols;
+    switch (W->dtype) {
+    case HY_DTYPE_F32:
+        return (const float *)W->data + n * K;
+    case HY_DTYPE_BF16: {
+        const uint16_t *r = (const uint16_t *)W->data + n * K;
+        for (int64_t k = 0; k < K; k++)
+            buf[k] = hy_bf16_to_f32(r[k]);
+        return buf;
+    }
+    default: {
+        const uint16_t *r = (const uint16_t *)W->data + n * K;
+        for (int64_t k = 0; k < K; k++)
+            buf[k] = hy_f16_to_f32(r[k]);
+        return buf;
+    }
+    }
+}
+
+void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
+{
+    const int64_t N = W->rows, K = W->cols;
+    const int par = (double)N * (double)K * (double)T > 65536.0;
+#pragma omp parallel if (par)
+    {
+        float *buf = W->dtype == HY_DTYPE_F32 ? NULL : malloc((size_t)K * sizeof(float));
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < N; n++) {
+            const float *w = weight_row(W, n, buf);
+            for (int64_t t = 0; t < T; t++)
+                y[t * N + n] = hy_dot_f32(x + t * K, w, K);
+        }
+        free(buf);
+    }
+}
+
+void hy_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps)
+{
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * d;
+        float *yr = y + t * d;
+        float ss = hy_dot_f32(xr, xr, d);
+        float inv = 1.0f / sqrtf(ss / (float)d + eps);
+        for (int64_t i = 0; i < d; i++)
+            yr[i] = w[i] * (xr[i] * inv);
+    }
+}
+
+void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
+             int interleaved)
+{
+    const int64_t half = head_dim / 2;
+    for (int64_t i = 0; i < half; i++) {
+        float ang = (float)pos * inv_freq[i];
+        float c = cosf(ang), s = sinf(ang);
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *v = x + h * head_dim;
+            int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x1 * c + x0 * s;
+        }
+    }
+}
+
+void hy_silu_mul(float *out, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void hy_round_bf16_inplace(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = hy_round_bf16(x[i]);
+}

@@ -1,0 +1,365 @@
+/* forward.c - the batch-first forward pass: Hy3 (spec §2, MTP §4.1) and dense Llama.
+ *
+ * One flat batch of tokens from many sequences; every token writes its K/V to its slot and
+ * attends to its own sequence through the block table. Per-token math never depends on the rest
+ * of the batch (fixed reduction orders), which makes fp32 logits batch- and chunk-invariant.
+ */
+#include "model/model.h"
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Activations of one forward call, sized for T tokens. */
+struct scratch {
+    int64_t T;
+    float *a;      /* [T, H] normed input */
+    float *q;      /* [T, nh*D] */
+    float *k;      /* [T, nkv*D] */
+    float *v;      /* [T, nkv*D] */
+    float *att;    /* [T, nh*D] */
+    float *tmp;    /* [T, max(H, 2H)] */
+    float *ff_a;   /* [T, F] gate / expert hidden */
+    float *ff_b;   /* [T, F] up */
+    float *ff_x;   /* [T, H] gathered expert inputs */
+    float *y;      /* [T, H] MLP / MoE output */
+    float *rlog;   /* [T, E] router scores */
+    int32_t *sel;  /* [T, k] selected experts */
+    float *selw;   /* [T, k] their weights */
+    int32_t *rows; /* [T] token rows of one expert group */
+    float *roww;   /* [T] */
+};
+
+static void scratch_free(struct scratch *s)
+{
+    free(s->a);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->tmp);
+    free(s->ff_a);
+    free(s->ff_b);
+    free(s->ff_x);
+    free(s->y);
+    free(s->rlog);
+    free(s->sel);
+    free(s->selw);
+    free(s->rows);
+    free(s->roww);
+}
+
+static int scratch_init(struct scratch *s, const struct hy_model_config *c, int64_t T)
+{
+    memset(s, 0, sizeof(*s));
+    s->T = T;
+    const int64_t H = c->hidden_size, qd = (int64_t)c->num_attention_heads * c->head_dim,
+                  kvd = (int64_t)c->num_key_value_heads * c->head_dim;
+    int64_t F = c->intermediate_size;
+    int64_t sw = (int64_t)c->moe_intermediate_size * (c->num_shared_experts > 1 ? c->num_shared_experts : 1);
+    if (sw > F)
+        F = sw;
+    const int64_t E = c->num_experts > 0 ? c->num_experts : 1, K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
+    const size_t f = sizeof(float);
+    s->a = malloc((size_t)(T * H) * f);
+    s->q = malloc((size_t)(T * qd) * f);
+    s->k = malloc((size_t)(T * kvd) * f);
+    s->v = malloc((size_t)(T * kvd) * f);
+    s->att = malloc((size_t)(T * qd) * f);
+    s->tmp = malloc((size_t)(T * 2 * H) * f);
+    s->ff_a = malloc((size_t)(T * F) * f);
+    s->ff_b = malloc((size_t)(T * F) * f);
+    s->ff_x = malloc((size_t)(T * H) * f);
+    s->y = malloc((size_t)(T * H) * f);
+    s->rlog = malloc((size_t)(T * E) * f);
+    s->sel = malloc((size_t)(T * K) * sizeof(int32_t));
+    s->selw = malloc((size_t)(T * K) * f);
+    s->rows = malloc((size_t)T * sizeof(int32_t));
+    s->roww = malloc((size_t)T * f);
+    if (!s->a || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->ff_a || !s->ff_b || !s->ff_x || !s->y ||
+        !s->rlog || !s->sel || !s->selw || !s->rows || !s->roww) {
+        scratch_free(s);
+        return hy_err_set("forward: out of memory for %lld tokens", (long long)T);
+    }
+    return 0;
+}
+
+static void maybe_round(const struct hy_model *m, float *x, int64_t n)
+{
+    if (m->compute == HY_COMPUTE_BF16)
+        hy_round_bf16_inplace(x, n);
+}
+
+static void embed_rows(const struct hy_model *m, const int32_t *ids, int64_t T, float *x)
+{
+    const int64_t H = m->cfg.hidden_size;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < H; i++)
+            x[t * H + i] = hy_tensor_get(&m->embed, ids[t], i);
+}
+
+/* SwiGLU MLP on T rows: y[T, H] = down( silu(gate x) * up x ). */
+static void mlp_forward(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T,
+                        float *ga, float *gb, float *y)
+{
+    hy_matmul(ga, x, T, &e->gate);
+    hy_matmul(gb, x, T, &e->up);
+    maybe_round(m, ga, T * e->gate.rows);
+    maybe_round(m, gb, T * e->up.rows);
+    hy_silu_mul(ga, ga, gb, T * e->gate.rows);
+    maybe_round(m, ga, T * e->gate.rows);
+    hy_matmul(y, ga, T, &e->down);
+    maybe_round(m, y, T * e->down.rows);
+}
+
+/* Router for one token (spec §2 MoE block): sigmoid scores, selection by score + bias, unbiased
+ * weights renormalized (route_norm) and scaled. Ties: lower expert id first. */
+static void route_token(const struct hy_model_config *c, const struct hy_layer *ly, const float *logit,
+                        int32_t *sel, float *w)
+{
+    const int E = c->num_experts, K = c->num_experts_per_tok;
+    float choice_sel[64];
+    for (int j = 0; j < K; j++) {
+        sel[j] = -1;
+        choice_sel[j < 64 ? j : 63] = -INFINITY;
+    }
+    /* insertion into a sorted top-K list (K is small) */
+    for (int e = 0; e < E; e++) {
+        float s = 1.0f / (1.0f + expf(-logit[e]));
+        float ch = s + ly->expert_bias[e];
+        int pos = K;
+        while (pos > 0 && (sel[pos - 1] < 0 || ch > choice_sel[pos - 1]))
+            pos--;
+        if (pos >= K)
+            continue;
+        for (int j = K - 1; j > pos; j--) {
+            sel[j] = sel[j - 1];
+            choice_sel[j] = choice_sel[j - 1];
+        }
+        sel[pos] = e;
+        choice_sel[pos] = ch;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < K; j++) {
+        w[j] = 1.0f / (1.0f + expf(-logit[sel[j]]));
+        sum += w[j];
+    }
+    for (int j = 0; j < K; j++) {
+        if (c->route_norm)
+            w[j] = w[j] / (sum + 1e-20f);
+        w[j] *= c->router_scaling_factor;
+    }
+}
+
+/* MoE block on T rows of x (post-attention-normed): y = Σ_routed w_e Expert_e(x) + Shared(x).
+ * Tokens are grouped by expert; each expert runs once over its group. Per token the routed
+ * contributions are added in ascending expert id, then the shared expert (fixed order). */
+static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
+                        struct scratch *s)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok;
+    struct hy_tensor router = {HY_DTYPE_F32, E, H, ly->router};
+    hy_matmul(s->rlog, x, T, &router);
+    for (int64_t t = 0; t < T; t++)
+        route_token(c, ly, s->rlog + t * E, s->sel + t * K, s->selw + t * K);
+    memset(s->y, 0, (size_t)(T * H) * sizeof(float));
+    for (int64_t e = 0; e < E; e++) {
+        int64_t n = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < K; j++)
+                if (s->sel[t * K + j] == e) {
+                    s->rows[n] = (int32_t)t;
+                    s->roww[n++] = s->selw[t * K + j];
+                }
+        if (n == 0)
+            continue;
+        for (int64_t i = 0; i < n; i++)
+            memcpy(s->ff_x + i * H, x + (int64_t)s->rows[i] * H, (size_t)H * sizeof(float));
+        mlp_forward(m, &ly->experts[e], s->ff_x, n, s->ff_a, s->ff_b, s->tmp);
+        for (int64_t i = 0; i < n; i++) {
+            float *yr = s->y + (int64_t)s->rows[i] * H;
+            const float *er = s->tmp + i * H;
+            for (int64_t d = 0; d < H; d++)
+                yr[d] += s->roww[i] * er[d];
+        }
+    }
+    maybe_round(m, s->y, T * H);
+    if (ly->shared.gate.data) {
+        mlp_forward(m, &ly->shared, x, T, s->ff_a, s->ff_b, s->tmp);
+        for (int64_t i = 0; i < T * H; i++)
+            s->y[i] += s->tmp[i];
+        maybe_round(m, s->y, T * H);
+    }
+}
+
+/* Attention sub-block: x[T,H] += o_proj(attn(norm(x))). */
+static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b,
+                              float *x, struct scratch *s)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const struct hy_layer *ly = &m->layers[L];
+    const int64_t T = b->n_tokens, H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads,
+                  nkv = c->num_key_value_heads;
+    hy_rmsnorm(s->a, x, ly->input_norm, T, H, c->rms_norm_eps);
+    maybe_round(m, s->a, T * H);
+    hy_matmul(s->q, s->a, T, &ly->wq);
+    hy_matmul(s->k, s->a, T, &ly->wk);
+    hy_matmul(s->v, s->a, T, &ly->wv);
+    maybe_round(m, s->q, T * nh * D);
+    maybe_round(m, s->k, T * nkv * D);
+    maybe_round(m, s->v, T * nkv * D);
+    if (ly->q_norm) { /* QK-norm per head, before RoPE (spec §2.2) */
+        hy_rmsnorm(s->q, s->q, ly->q_norm, T * nh, D, c->rms_norm_eps);
+        hy_rmsnorm(s->k, s->k, ly->k_norm, T * nkv, D, c->rms_norm_eps);
+    }
+    for (int64_t t = 0; t < T; t++) {
+        hy_rope(s->q + t * nh * D, nh, D, b->positions[t], m->inv_freq, c->rope_interleaved);
+        hy_rope(s->k + t * nkv * D, nkv, D, b->positions[t], m->inv_freq, c->rope_interleaved);
+    }
+    maybe_round(m, s->q, T * nh * D);
+    maybe_round(m, s->k, T * nkv * D);
+    for (int64_t t = 0; t < T; t++)
+        hy_kv_cache_write(kv, L, b->slot_mapping[t], s->k + t * nkv * D, s->v + t * nkv * D);
+    int32_t max_ctx = 1;
+    for (int64_t t = 0; t < T; t++)
+        if (b->positions[t] + 1 > max_ctx)
+            max_ctx = b->positions[t] + 1;
+#pragma omp parallel if (T > 1)
+    {
+        float *scores = malloc((size_t)max_ctx * sizeof(float));
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < T; t++)
+            hy_kv_cache_attend(kv, L, s->q + t * nh * D, (int32_t)nh, b->block_tables[b->seq_ids[t]],
+                               b->positions[t] + 1, scores, s->att + t * nh * D);
+        free(scores);
+    }
+    maybe_round(m, s->att, T * nh * D);
+    hy_matmul(s->tmp, s->att, T, &ly->wo);
+    maybe_round(m, s->tmp, T * H);
+    for (int64_t i = 0; i < T * H; i++)
+        x[i] += s->tmp[i];
+    maybe_round(m, x, T * H);
+}
+
+/* One decoder block (pre-norm attention + pre-norm dense MLP or MoE), x[T,H] updated in place. */
+static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b,
+                          float *x, struct scratch *s)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const struct hy_layer *ly = &m->layers[L];
+    const int64_t T = b->n_tokens, H = c->hidden_size;
+    attention_forward(m, kv, L, b, x, s);
+    hy_rmsnorm(s->a, x, ly->post_norm, T, H, c->rms_norm_eps);
+    maybe_round(m, s->a, T * H);
+    if (ly->is_moe) {
+        moe_forward(m, ly, s->a, T, s);
+    } else {
+        mlp_forward(m, &ly->mlp, s->a, T, s->ff_a, s->ff_b, s->y);
+    }
+    for (int64_t i = 0; i < T * H; i++)
+        x[i] += s->y[i];
+    maybe_round(m, x, T * H);
+}
+
+static int check_batch(const struct hy_model *m, const struct hy_kv_cache *kv, const struct hy_batch *b)
+{
+    const int64_t slots = (int64_t)kv->n_blocks * kv->block_size;
+    if (b->n_tokens <= 0)
+        return hy_err_set("forward: empty batch");
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        if (b->token_ids[t] < 0 || b->token_ids[t] >= m->cfg.vocab_size)
+            return hy_err_set("token id %d is outside the vocabulary [0, %d)", b->token_ids[t], m->cfg.vocab_size);
+        if (b->positions[t] < 0)
+            return hy_err_set("negative position %d", b->positions[t]);
+        if (b->slot_mapping[t] < 0 || b->slot_mapping[t] >= slots)
+            return hy_err_set("slot %lld outside the KV cache (%lld slots)", (long long)b->slot_mapping[t],
+                              (long long)slots);
+    }
+    for (int32_t i = 0; i < b->n_logits; i++)
+        if (b->logits_rows[i] < 0 || b->logits_rows[i] >= b->n_tokens)
+            return hy_err_set("logits row %d outside the batch", b->logits_rows[i]);
+    return 0;
+}
+
+/* Final norm (given weight) -> optional hidden copy -> lm_head logits for the requested rows. */
+static int head_forward(const struct hy_model *m, const float *x, const float *norm_w, const struct hy_batch *b,
+                        float *logits, float *hidden_out, struct scratch *s)
+{
+    const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
+    hy_rmsnorm(s->a, x, norm_w, T, H, m->cfg.rms_norm_eps);
+    maybe_round(m, s->a, T * H);
+    if (hidden_out)
+        memcpy(hidden_out, s->a, (size_t)(T * H) * sizeof(float));
+    if (!logits || b->n_logits == 0)
+        return 0;
+    float *rows = malloc((size_t)b->n_logits * (size_t)H * sizeof(float));
+    if (!rows)
+        return hy_err_set("forward: out of memory");
+    for (int32_t i = 0; i < b->n_logits; i++)
+        memcpy(rows + (int64_t)i * H, s->a + (int64_t)b->logits_rows[i] * H, (size_t)H * sizeof(float));
+    hy_matmul(logits, rows, b->n_logits, &m->lm_head); /* fp32 logits (enable_lm_head_fp32) */
+    free(rows);
+    return 0;
+}
+
+int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, float *logits,
+                     float *hidden_out)
+{
+    if (check_batch(m, kv, b))
+        return -1;
+    const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
+    struct scratch s;
+    if (scratch_init(&s, &m->cfg, T))
+        return -1;
+    float *x = malloc((size_t)(T * H) * sizeof(float));
+    if (!x) {
+        scratch_free(&s);
+        return hy_err_set("forward: out of memory");
+    }
+    embed_rows(m, b->token_ids, T, x);
+    for (int L = 0; L < m->cfg.num_hidden_layers; L++)
+        layer_forward(m, kv, L, b, x, &s);
+    int rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, &s);
+    free(x);
+    scratch_free(&s);
+    return rc;
+}
+
+int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b,
+                         const float *hidden_in, float *logits, float *hidden_out)
+{
+    if (!m->has_mtp)
+        return hy_err_set("this model has no MTP layer");
+    if (check_batch(m, kv, b))
+        return -1;
+    const struct hy_model_config *c = &m->cfg;
+    const int L = c->num_hidden_layers;
+    const struct hy_layer *ly = &m->layers[L];
+    const int64_t T = b->n_tokens, H = c->hidden_size;
+    struct scratch s;
+    if (scratch_init(&s, c, T))
+        return -1;
+    float *x = malloc((size_t)(T * H) * sizeof(float));
+    if (!x) {
+        scratch_free(&s);
+        return hy_err_set("forward: out of memory");
+    }
+    /* u = eh_proj · [enorm(embed(tok)); hnorm(h)]  (embedding first, spec §4.1) */
+    embed_rows(m, b->token_ids, T, x);
+    for (int64_t t = 0; t < T; t++) {
+        hy_rmsnorm(s.tmp + t * 2 * H, x + t * H, ly->enorm, 1, H, c->rms_norm_eps);
+        hy_rmsnorm(s.tmp + t * 2 * H + H, hidden_in + t * H, ly->hnorm, 1, H, c->rms_norm_eps);
+    }
+    maybe_round(m, s.tmp, T * 2 * H);
+    hy_matmul(x, s.tmp, T, &ly->eh_proj);
+    maybe_round(m, x, T * H);
+    layer_forward(m, kv, L, b, x, &s);
+    int rc = head_forward(m, x, ly->final_norm, b, logits, hidden_out, &s);
+    free(x);
+    scratch_free(&s);
+    return rc;
+}

@@ -1,0 +1,321 @@
+/* load.c - binds checkpoint tensors to struct hy_model (both Hy3 spellings, spec §3). */
+#include "model/model.h"
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/timing.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_LEN 256
+
+static const struct hy_st_tensor *find_fmt(const struct hy_model *m, char *name, const char *fmt, ...)
+    HY_PRINTF(3, 4);
+
+static const struct hy_st_tensor *find_fmt(const struct hy_model *m, char *name, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, NAME_LEN, fmt, ap);
+    va_end(ap);
+    return hy_checkpoint_find(&m->ck, name);
+}
+
+static int check_shape(const struct hy_st_tensor *t, int ndim, const int64_t *shape)
+{
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++)
+        ok = t->shape[i] == shape[i];
+    if (ok)
+        return 0;
+    char got[128] = "", want[128] = "";
+    for (int i = 0; i < t->ndim; i++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    for (int i = 0; i < ndim; i++)
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%lld", i ? ", " : "", (long long)shape[i]);
+    return hy_err_set("tensor \"%s\" has shape [%s] but config.json implies [%s]", t->name, got, want);
+}
+
+static int check_float_dtype(const struct hy_st_tensor *t)
+{
+    if (hy_dtype_is_kernel_float(t->dtype))
+        return 0;
+    return hy_err_set("unsupported dtype %s for tensor \"%s\" (supported: BF16, F16, F32)", t->dtype_name,
+                      t->name);
+}
+
+/* A [rows, cols] matrix by name; missing -> error. */
+static int bind_matrix(const struct hy_model *m, const char *name, int64_t rows, int64_t cols,
+                       struct hy_tensor *out)
+{
+    const struct hy_st_tensor *t = hy_checkpoint_find(&m->ck, name);
+    if (!t)
+        return hy_err_set("tensor \"%s\" is missing from the checkpoint", name);
+    int64_t shape[2] = {rows, cols};
+    if (check_float_dtype(t) || check_shape(t, 2, shape))
+        return -1;
+    out->dtype = t->dtype;
+    out->rows = rows;
+    out->cols = cols;
+    out->data = t->data;
+    return 0;
+}
+
+/* A [n] vector (or [rows, cols] when cols > 0) widened to a malloc'd f32 copy. */
+static int bind_f32(const struct hy_st_tensor *t, int64_t rows, int64_t cols, float **out)
+{
+    int64_t shape[2] = {rows, cols};
+    if (check_float_dtype(t) || check_shape(t, cols > 0 ? 2 : 1, shape))
+        return -1;
+    size_t n = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
+    *out = malloc(n * sizeof(float));
+    if (!*out)
+        return hy_err_set("out of memory");
+    hy_dtype_to_f32(t->dtype, t->data, *out, n);
+    return 0;
+}
+
+static int bind_vec(const struct hy_model *m, const char *name, int64_t n, float **out)
+{
+    const struct hy_st_tensor *t = hy_checkpoint_find(&m->ck, name);
+    if (!t)
+        return hy_err_set("tensor \"%s\" is missing from the checkpoint", name);
+    return bind_f32(t, n, 0, out);
+}
+
+static int bind_attention(struct hy_model *m, int L, struct hy_layer *ly)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t H = c->hidden_size, qd = (int64_t)c->num_attention_heads * c->head_dim,
+                  kvd = (int64_t)c->num_key_value_heads * c->head_dim;
+    char n[NAME_LEN];
+#define P(suffix) (snprintf(n, sizeof(n), "model.layers.%d.%s", L, suffix), n)
+    if (bind_vec(m, P("input_layernorm.weight"), H, &ly->input_norm) ||
+        bind_vec(m, P("post_attention_layernorm.weight"), H, &ly->post_norm) ||
+        bind_matrix(m, P("self_attn.q_proj.weight"), qd, H, &ly->wq) ||
+        bind_matrix(m, P("self_attn.k_proj.weight"), kvd, H, &ly->wk) ||
+        bind_matrix(m, P("self_attn.v_proj.weight"), kvd, H, &ly->wv) ||
+        bind_matrix(m, P("self_attn.o_proj.weight"), H, qd, &ly->wo))
+        return -1;
+    if (c->qk_norm && (bind_vec(m, P("self_attn.q_norm.weight"), c->head_dim, &ly->q_norm) ||
+                       bind_vec(m, P("self_attn.k_norm.weight"), c->head_dim, &ly->k_norm)))
+        return -1;
+#undef P
+    return 0;
+}
+
+static int bind_mlp(const struct hy_model *m, const char *prefix, int64_t width, struct hy_expert *e)
+{
+    const int64_t H = m->cfg.hidden_size;
+    char n[NAME_LEN];
+    snprintf(n, sizeof(n), "%s.gate_proj.weight", prefix);
+    if (bind_matrix(m, n, width, H, &e->gate))
+        return -1;
+    snprintf(n, sizeof(n), "%s.up_proj.weight", prefix);
+    if (bind_matrix(m, n, width, H, &e->up))
+        return -1;
+    snprintf(n, sizeof(n), "%s.down_proj.weight", prefix);
+    return bind_matrix(m, n, H, width, &e->down);
+}
+
+/* Fused experts: gate_up_proj [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up) and down_proj [E, H, I]. */
+static int bind_fused_experts(struct hy_model *m, int L, struct hy_layer *ly, const struct hy_st_tensor *gu)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t E = c->num_experts, I = c->moe_intermediate_size, H = c->hidden_size;
+    char n[NAME_LEN];
+    const struct hy_st_tensor *dn = find_fmt(m, n, "model.layers.%d.mlp.experts.down_proj", L);
+    if (!dn)
+        return hy_err_set("tensor \"%s\" is missing (fused experts need gate_up_proj and down_proj)", n);
+    int64_t s_gu[3] = {E, 2 * I, H}, s_dn[3] = {E, H, I};
+    if (check_float_dtype(gu) || check_shape(gu, 3, s_gu) || check_float_dtype(dn) || check_shape(dn, 3, s_dn))
+        return -1;
+    size_t egu = hy_dtype_size(gu->dtype), edn = hy_dtype_size(dn->dtype);
+    for (int64_t e = 0; e < E; e++) {
+        struct hy_expert *x = &ly->experts[e];
+        const char *base = (const char *)gu->data + (size_t)(e * 2 * I * H) * egu;
+        x->gate = (struct hy_tensor){gu->dtype, I, H, base};
+        x->up = (struct hy_tensor){gu->dtype, I, H, base + (size_t)(I * H) * egu};
+        x->down = (struct hy_tensor){dn->dtype, H, I, (const char *)dn->data + (size_t)(e * H * I) * edn};
+    }
+    return 0;
+}
+
+static int bind_moe(struct hy_model *m, int L, struct hy_layer *ly)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t E = c->num_experts, I = c->moe_intermediate_size, H = c->hidden_size;
+    char n[NAME_LEN];
+    const struct hy_st_tensor *t = find_fmt(m, n, "model.layers.%d.mlp.router.gate.weight", L);
+    if (!t)
+        t = find_fmt(m, n, "model.layers.%d.mlp.gate.weight", L);
+    if (!t)
+        return hy_err_set("layer %d is MoE but neither mlp.router.gate.weight nor mlp.gate.weight exists", L);
+    if (bind_f32(t, E, H, &ly->router))
+        return -1;
+    t = find_fmt(m, n, "model.layers.%d.mlp.expert_bias", L);
+    if (!t)
+        t = find_fmt(m, n, "model.layers.%d.mlp.e_score_correction_bias", L);
+    if (t) {
+        if (bind_f32(t, E, 0, &ly->expert_bias))
+            return -1;
+    } else if (!(ly->expert_bias = calloc((size_t)E, sizeof(float)))) {
+        return hy_err_set("out of memory");
+    }
+    ly->experts = calloc((size_t)E, sizeof(*ly->experts));
+    if (!ly->experts)
+        return hy_err_set("out of memory");
+    const struct hy_st_tensor *gu = find_fmt(m, n, "model.layers.%d.mlp.experts.gate_up_proj", L);
+    if (gu) {
+        if (bind_fused_experts(m, L, ly, gu))
+            return -1;
+    } else {
+        for (int e = 0; e < E; e++) {
+            char prefix[NAME_LEN];
+            snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp.experts.%d", L, e);
+            if (bind_mlp(m, prefix, I, &ly->experts[e]))
+                return -1;
+        }
+    }
+    if (c->num_shared_experts > 0) {
+        const int64_t W = I * c->num_shared_experts;
+        char prefix[NAME_LEN];
+        snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp.shared_mlp", L);
+        snprintf(n, sizeof(n), "%s.gate_proj.weight", prefix);
+        if (!hy_checkpoint_find(&m->ck, n))
+            snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp.shared_experts", L);
+        if (bind_mlp(m, prefix, W, &ly->shared))
+            return -1;
+    }
+    return 0;
+}
+
+static int bind_layer(struct hy_model *m, int L, int is_moe)
+{
+    struct hy_layer *ly = &m->layers[L];
+    ly->is_moe = is_moe;
+    if (bind_attention(m, L, ly))
+        return -1;
+    if (is_moe)
+        return bind_moe(m, L, ly);
+    char prefix[NAME_LEN];
+    snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp", L);
+    return bind_mlp(m, prefix, m->cfg.intermediate_size, &ly->mlp);
+}
+
+static int bind_mtp(struct hy_model *m)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const int L = c->num_hidden_layers;
+    const int64_t H = c->hidden_size;
+    char n[NAME_LEN];
+    if (!find_fmt(m, n, "model.layers.%d.eh_proj.weight", L)) {
+        hy_log_warn("config.json has num_nextn_predict_layers=1 but %s is absent: MTP layer not loaded", n);
+        return 0;
+    }
+    struct hy_layer *ly = &m->layers[L];
+    if (bind_layer(m, L, 1))
+        return -1;
+#define P(suffix) (snprintf(n, sizeof(n), "model.layers.%d.%s", L, suffix), n)
+    if (bind_vec(m, P("enorm.weight"), H, &ly->enorm) || bind_vec(m, P("hnorm.weight"), H, &ly->hnorm) ||
+        bind_matrix(m, P("eh_proj.weight"), H, 2 * H, &ly->eh_proj) ||
+        bind_vec(m, P("final_layernorm.weight"), H, &ly->final_norm))
+        return -1;
+#undef P
+    m->has_mtp = 1;
+    return 0;
+}
+
+static int bind_all(struct hy_model *m)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t V = c->vocab_size, H = c->hidden_size;
+    if (bind_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
+        bind_vec(m, "model.norm.weight", H, &m->final_norm))
+        return -1;
+    if (c->tie_word_embeddings) {
+        m->lm_head = m->embed;
+    } else if (bind_matrix(m, "lm_head.weight", V, H, &m->lm_head)) {
+        return -1;
+    }
+    int n_layers = c->num_hidden_layers + (c->num_nextn_predict_layers > 0);
+    m->layers = calloc((size_t)n_layers, sizeof(*m->layers));
+    if (!m->layers)
+        return hy_err_set("out of memory");
+    for (int L = 0; L < c->num_hidden_layers; L++)
+        if (bind_layer(m, L, c->layer_is_moe[L]))
+            return -1;
+    if (c->num_nextn_predict_layers > 0 && bind_mtp(m))
+        return -1;
+    int64_t half = c->head_dim / 2;
+    m->inv_freq = malloc((size_t)half * sizeof(float));
+    if (!m->inv_freq)
+        return hy_err_set("out of memory");
+    for (int64_t i = 0; i < half; i++)
+        m->inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / (double)c->head_dim));
+    return 0;
+}
+
+int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct hy_model **out)
+{
+    double t0 = hy_time_now();
+    *out = NULL;
+    struct hy_model *m = calloc(1, sizeof(*m));
+    if (!m)
+        return hy_err_set("out of memory");
+    m->compute = compute;
+    if (hy_model_config_load(model_dir, &m->cfg) || hy_checkpoint_open(model_dir, &m->ck))
+        goto fail;
+    if (bind_all(m)) {
+        hy_err_prefix("%s", model_dir);
+        goto fail;
+    }
+    m->load_seconds = hy_time_now() - t0;
+    *out = m;
+    return 0;
+fail:
+    hy_model_free(m);
+    return -1;
+}
+
+static void free_layer(struct hy_layer *ly)
+{
+    free(ly->input_norm);
+    free(ly->post_norm);
+    free(ly->q_norm);
+    free(ly->k_norm);
+    free(ly->router);
+    free(ly->expert_bias);
+    free(ly->experts);
+    free(ly->enorm);
+    free(ly->hnorm);
+    free(ly->final_norm);
+}
+
+void hy_model_free(struct hy_model *m)
+{
+    if (!m)
+        return;
+    if (m->layers) {
+        int n_layers = m->cfg.num_hidden_layers + (m->cfg.num_nextn_predict_layers > 0);
+        for (int L = 0; L < n_layers; L++)
+            free_layer(&m->layers[L]);
+    }
+    free(m->layers);
+    free(m->final_norm);
+    free(m->inv_freq);
+    hy_checkpoint_close(&m->ck);
+    free(m);
+}
+
+int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks)
+{
+    const struct hy_model_config *c = &m->cfg;
+    return hy_kv_cache_init(kv, c->num_hidden_layers + (c->num_nextn_predict_layers > 0), c->num_key_value_heads,
+                            c->head_dim, block_size, n_blocks,
+                            m->compute == HY_COMPUTE_F32 ? HY_DTYPE_F32 : HY_DTYPE_BF16);
+}

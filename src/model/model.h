@@ -1,0 +1,105 @@
+/* model.h - a loaded checkpoint (hy_v3 or dense llama) and its batch-first forward pass.
+ *
+ * Weights point into the mmapped safetensors (zero-copy for F32/F16/BF16 matrices); only norm
+ * vectors, the router and expert_bias are widened to f32 copies at load (small). Math: spec
+ * hy3_architecture.md §2 (main model) and §4.1 (MTP layer); DESIGN.md §5 for the MTP row rule.
+ */
+#ifndef HY_MODEL_MODEL_H
+#define HY_MODEL_MODEL_H
+
+#include "cache/kv_cache.h"
+#include "config/model_config.h"
+#include "model/safetensors.h"
+#include "model/tensor.h"
+
+#include <stdint.h>
+
+struct hy_expert {
+    struct hy_tensor gate;  /* [I, H] */
+    struct hy_tensor up;    /* [I, H] */
+    struct hy_tensor down;  /* [H, I] */
+};
+
+struct hy_layer {
+    float           *input_norm;   /* [H] f32 */
+    float           *post_norm;    /* [H] f32 */
+    struct hy_tensor wq;           /* [n_heads*head_dim, H] */
+    struct hy_tensor wk;           /* [n_kv*head_dim, H] */
+    struct hy_tensor wv;           /* [n_kv*head_dim, H] */
+    struct hy_tensor wo;           /* [H, n_heads*head_dim] */
+    float           *q_norm;       /* [head_dim] f32, NULL without qk_norm */
+    float           *k_norm;       /* [head_dim] f32 */
+    int              is_moe;
+    struct hy_expert mlp;          /* dense MLP (gate/up [inter, H], down [H, inter]) */
+    float           *router;       /* [E, H] f32 (router math is fp32 whatever the disk dtype) */
+    float           *expert_bias;  /* [E] f32 (zeros when absent) */
+    struct hy_expert *experts;     /* [E] */
+    struct hy_expert shared;       /* shared expert(s), width I * num_shared_experts; rows 0 if none */
+    /* MTP-only (spec §4.1) */
+    float           *enorm;        /* [H] */
+    float           *hnorm;        /* [H] */
+    struct hy_tensor eh_proj;      /* [H, 2H]: input = concat(enorm(emb), hnorm(h)) */
+    float           *final_norm;   /* [H] */
+};
+
+enum hy_compute_dtype {
+    HY_COMPUTE_F32 = 0,   /* activations + KV cache fp32 (golden comparisons) */
+    HY_COMPUTE_BF16 = 1,  /* activations rounded to bf16 at op boundaries, KV cache bf16 */
+};
+
+struct hy_model {
+    struct hy_model_config cfg;
+    struct hy_checkpoint   ck;
+    enum hy_compute_dtype  compute;
+    struct hy_tensor       embed;      /* [vocab, H] */
+    struct hy_tensor       lm_head;    /* [vocab, H] (= embed when tied) */
+    float                 *final_norm; /* [H] */
+    struct hy_layer       *layers;     /* [num_hidden_layers + num_nextn_predict_layers] */
+    int                    has_mtp;    /* MTP layer weights present and loaded */
+    float                 *inv_freq;   /* [head_dim/2] RoPE inverse frequencies */
+    double                 load_seconds;
+};
+
+/* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every
+ * tensor by name (both Hy3 spellings of spec §3: router.gate/gate, expert_bias/
+ * e_score_correction_bias, shared_mlp/shared_experts, per-expert or fused experts) and checking
+ * its shape. The MTP layer is loaded when config says num_nextn_predict_layers = 1 and its tensors
+ * exist. Returns 0 and *out, or -1 with hy_err_msg() naming the file/tensor and the problem
+ * (missing tensor, wrong shape, "unsupported dtype X for tensor Y"). Free with hy_model_free. */
+int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct hy_model **out);
+void hy_model_free(struct hy_model *m);
+
+/* Creates a KV cache for the model: main layers + MTP layer, dtype from the compute mode. */
+int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size,
+                           int32_t n_blocks);
+
+/* One forward step over a flat batch of tokens from one or more sequences.
+ * Token t has id token_ids[t], position positions[t], KV slot slot_mapping[t] (written before
+ * attention), and belongs to sequence seq_ids[t] whose block table is block_tables[seq_ids[t]];
+ * it attends to that sequence's positions 0..positions[t] (all must already be cached or in this
+ * batch). Logits are produced for the rows listed in logits_rows (n_logits of them). */
+struct hy_batch {
+    int32_t         n_tokens;
+    const int32_t  *token_ids;      /* [n_tokens] */
+    const int32_t  *positions;      /* [n_tokens] */
+    const int64_t  *slot_mapping;   /* [n_tokens] */
+    const int32_t  *seq_ids;        /* [n_tokens] index into block_tables */
+    const int32_t *const *block_tables; /* [n_seqs] -> [ceil(max_pos+1 / block_size)] block ids */
+    int32_t         n_logits;
+    const int32_t  *logits_rows;    /* [n_logits] token indices */
+};
+
+/* Main model. logits[n_logits, vocab] (fp32) when non-NULL; hidden_out[n_tokens, H] receives the
+ * final-normed hidden states (the MTP input) when non-NULL. Returns 0, or -1 (bad ids/positions,
+ * out of memory) with hy_err_msg(). */
+int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b,
+                     float *logits, float *hidden_out);
+
+/* MTP layer (spec §4.1): row t pairs token_ids[t] (= the token after the main position) with the
+ * main model's final-normed hidden hidden_in[t, H] at position positions[t]; the layer's own KV
+ * cache layer is written at slot_mapping[t]. logits[n_logits, vocab]; hidden_out[n_tokens, H]
+ * (final_layernorm output, fed back for chained drafts) when non-NULL. -1 if the model has no MTP layer. */
+int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b,
+                         const float *hidden_in, float *logits, float *hidden_out);
+
+#endif

@@ -1,0 +1,136 @@
+/* test_batch_invariance.c - fp32 logits of a sequence are bitwise independent of what else is in
+ * the batch and of how its prompt is split into chunks (DESIGN.md §4), on the hy3-golden-b
+ * checkpoint (MoE + dense layer + GQA + QK-norm) from ../shared. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BS 4     /* small blocks so sequences span several, non-contiguous blocks */
+#define NBLK 64
+
+static struct hy_model *model;
+
+static const char *golden_dir(void)
+{
+    static char path[1024];
+    const char *sh = getenv("HY_SHARED");
+    snprintf(path, sizeof(path), "%s/data/hy3-golden-llamacpp/hy3-golden-b", sh ? sh : "../shared");
+    return path;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (hy_model_load(golden_dir(), HY_COMPUTE_F32, &model)) {
+        fprintf(stderr, "cannot load %s: %s\n", golden_dir(), hy_err_msg());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hy_model_free(model);
+    return 0;
+}
+
+/* A sequence in a test: ids, its block table, positions computed so far. */
+struct tseq {
+    const int32_t *ids;
+    int32_t n;
+    int32_t table[16];
+};
+
+/* Runs chunks: each step takes up to chunk[s] tokens from each sequence in order; records the
+ * logits of every position of sequence `who` into out[n, V]. */
+static void run(struct tseq *seqs, int n_seqs, int who, int chunk, float *out)
+{
+    const int32_t V = model->cfg.vocab_size;
+    struct hy_kv_cache kv;
+    assert_int_equal(hy_model_kv_cache_init(model, &kv, BS, NBLK), 0);
+    int32_t done[8] = {0};
+    const int32_t *tables[8];
+    for (int i = 0; i < n_seqs; i++)
+        tables[i] = seqs[i].table;
+    for (;;) {
+        int32_t tok[256], pos[256], sid[256], rows[256], n = 0, owner_pos[256];
+        int64_t slot[256];
+        for (int i = 0; i < n_seqs; i++) {
+            int32_t take = seqs[i].n - done[i];
+            if (take > chunk)
+                take = chunk;
+            for (int32_t j = 0; j < take; j++) {
+                int32_t p = done[i] + j;
+                tok[n] = seqs[i].ids[p];
+                pos[n] = p;
+                sid[n] = i;
+                slot[n] = (int64_t)seqs[i].table[p / BS] * BS + p % BS;
+                owner_pos[n] = i == who ? p : -1;
+                rows[n] = n;
+                n++;
+            }
+            done[i] += take;
+        }
+        if (n == 0)
+            break;
+        float *logits = malloc((size_t)n * V * sizeof(float));
+        struct hy_batch b = {n, tok, pos, slot, sid, tables, n, rows};
+        assert_int_equal(hy_model_forward(model, &kv, &b, logits, NULL), 0);
+        for (int32_t t = 0; t < n; t++)
+            if (owner_pos[t] >= 0)
+                memcpy(out + (size_t)owner_pos[t] * V, logits + (size_t)t * V, (size_t)V * sizeof(float));
+        free(logits);
+    }
+    hy_kv_cache_free(&kv);
+}
+
+static const int32_t A[] = {471, 75, 44, 301, 280, 32, 99, 104, 260, 44, 10, 66, 300, 301, 33, 281, 77};
+static const int32_t B[] = {471, 66, 301, 280, 104, 44, 12, 19, 400, 401, 402, 35};
+static const int32_t C[] = {471, 300};
+
+static void test_chunking_and_batching_bitwise(void **state)
+{
+    (void)state;
+    const int32_t n = (int32_t)(sizeof(A) / sizeof(A[0])), V = model->cfg.vocab_size;
+    float *ref = malloc((size_t)n * V * sizeof(float)), *got = malloc((size_t)n * V * sizeof(float));
+    struct tseq alone = {A, n, {0, 1, 2, 3, 4}};
+    run(&alone, 1, 0, 1000, ref); /* whole prompt in one batch */
+
+    int chunks[] = {1, 3, 5, 7};
+    for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+        memset(got, 0, (size_t)n * V * sizeof(float));
+        struct tseq s = {A, n, {9, 2, 30, 7, 11}}; /* other, scattered blocks */
+        run(&s, 1, 0, chunks[c], got);
+        assert_memory_equal(ref, got, (size_t)n * V * sizeof(float));
+    }
+    /* with two other sequences in every step, as the first or in the middle of the batch */
+    for (int chunk = 2; chunk <= 1000; chunk = chunk == 2 ? 6 : 1001) {
+        struct tseq trio[3] = {{A, n, {20, 21, 22, 23, 24}}, {B, 12, {40, 41, 42}}, {C, 2, {50}}};
+        memset(got, 0, (size_t)n * V * sizeof(float));
+        run(trio, 3, 0, chunk, got);
+        assert_memory_equal(ref, got, (size_t)n * V * sizeof(float));
+        struct tseq mid[3] = {{B, 12, {1, 2, 3}}, {A, n, {60, 5, 6, 7, 8}}, {C, 2, {9}}};
+        memset(got, 0, (size_t)n * V * sizeof(float));
+        run(mid, 3, 1, chunk, got);
+        assert_memory_equal(ref, got, (size_t)n * V * sizeof(float));
+    }
+    free(ref);
+    free(got);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chunking_and_batching_bitwise),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
