@@ -10,7 +10,7 @@ Writes into --out:
   tokenizer_config.json  pat_str, added_tokens_decoder (A13B's 210 specials at 127957.. plus the Hy3
                          control tokens at 128167..128188), Hy3 bos/eos/pad, add_bos_token, chat_template
   chat_template.jinja    tencent-Hy3.jinja, unchanged
-tokenizer.json is produced separately by tools/tiktoken_to_tokenizer_json.py.
+  tokenizer.json         converted by tools/tiktoken_to_tokenizer_json.py (run from here unless --no-json)
 
 Also usable as a module: `HyTiktoken` is a small rank-based byte-level BPE encoder (tiktoken semantics:
 regex pre-split with pat_str, then repeatedly merge the adjacent pair whose concatenation has the lowest
@@ -21,6 +21,7 @@ import base64
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import regex
@@ -183,6 +184,7 @@ def main():
     ap.add_argument("--template", default=TEMPLATE)
     ap.add_argument("--model-max-length", type=int, default=1024)
     ap.add_argument("--check", action="store_true", help="verify the BPE against the golden encodings")
+    ap.add_argument("--no-json", action="store_true", help="do not write tokenizer.json")
     a = ap.parse_args()
     if a.check:
         ok = check_golden(a.src)
@@ -205,6 +207,11 @@ def main():
         f.write("\n")
     ids = sorted(int(k) for k in cfg["added_tokens_decoder"])
     print("wrote %s: %d ranks, %d specials (%d..%d)" % (a.out, len(ranks), len(ids), ids[0], ids[-1]))
+    if not a.no_json:
+        conv = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiktoken_to_tokenizer_json.py")
+        subprocess.run([sys.executable, conv, "--tiktoken", os.path.join(a.out, "hy.tiktoken"),
+                        "--config", os.path.join(a.out, "tokenizer_config.json"),
+                        "--out", os.path.join(a.out, "tokenizer.json")], check=True)
 
 
 if __name__ == "__main__":
