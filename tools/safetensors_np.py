@@ -43,6 +43,9 @@ def save(path, tensors, metadata=None):
         else:
             arr = arr.astype(_DT[dt], copy=False)
         norm.append((name, dt, np.ascontiguousarray(arr)))
+    # Largest element size first (as the reference safetensors writer does), so every tensor's
+    # data is aligned to its element size: the engine reads weights in place and rejects misaligned ones.
+    norm.sort(key=lambda t: -t[2].dtype.itemsize)
     header, off = {}, 0
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}

@@ -28,7 +28,7 @@ int main(int argc, char **argv)
         return hy_cmd_run(argc, argv);
     if (!strcmp(argv[1], "logits"))
         return hy_cmd_logits(argc, argv);
-    fprintf(stderr, "hyinfer: unknown subcommand \"%s\"\n\n", argv[1]);
-    usage();
+    /* One line: the usage text would add a second "hyinfer ..." line to an error report. */
+    fprintf(stderr, "hyinfer: unknown subcommand \"%s\" (expected generate, run or logits; see --help)\n", argv[1]);
     return 2;
 }

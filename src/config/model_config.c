@@ -31,6 +31,15 @@ static int get_int(json_t *o, const char *key, int64_t def, int64_t lo, int64_t 
     return 0;
 }
 
+/* A field without a default: absent or null -> "field X is required". */
+static int get_req_int(json_t *o, const char *key, int64_t lo, int64_t hi, int32_t *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return hy_err_set("field \"%s\" is required", key);
+    return get_int(o, key, 0, lo, hi, out);
+}
+
 static int get_num(json_t *o, const char *key, double def, double *out)
 {
     json_t *v = json_object_get(o, key);
@@ -129,6 +138,19 @@ static int read_layer_types(json_t *root, struct hy_model_config *c)
             else
                 return hy_err_set("mlp_layer_types[%d] must be \"dense\" or \"sparse\"", i);
         }
+        /* Readers differ (vLLM uses first_k_dense_replace, transformers mlp_layer_types): when both
+         * are given they must describe the same layers. */
+        json_t *fk = json_object_get(root, "first_k_dense_replace");
+        if (fk && !json_is_null(fk)) {
+            int32_t k;
+            if (get_int(root, "first_k_dense_replace", 0, 0, nl, &k))
+                return -1;
+            for (int i = 0; i < nl; i++)
+                if (c->layer_is_moe[i] != (i >= k))
+                    return hy_err_set("mlp_layer_types[%d] is \"%s\" but first_k_dense_replace (%d) makes "
+                                      "layer %d %s", i, c->layer_is_moe[i] ? "sparse" : "dense", k, i,
+                                      i >= k ? "sparse" : "dense");
+        }
         c->first_k_dense_replace = 0;
         while (c->first_k_dense_replace < nl && !c->layer_is_moe[c->first_k_dense_replace])
             c->first_k_dense_replace++;
@@ -203,11 +225,11 @@ static int parse_config(json_t *root, struct hy_model_config *c)
         return hy_err_set("attention_bias / mlp_bias true is not supported");
 
     const int32_t big = 1 << 24;
-    if (get_int(root, "vocab_size", -1, 1, INT32_MAX, &c->vocab_size) ||
-        get_int(root, "hidden_size", -1, 1, big, &c->hidden_size) ||
-        get_int(root, "num_hidden_layers", -1, 1, HY_MAX_LAYERS, &c->num_hidden_layers) ||
-        get_int(root, "num_attention_heads", -1, 1, 4096, &c->num_attention_heads))
-        return hy_err_prefix("required field missing or invalid");
+    if (get_req_int(root, "vocab_size", 1, INT32_MAX, &c->vocab_size) ||
+        get_req_int(root, "hidden_size", 1, big, &c->hidden_size) ||
+        get_req_int(root, "num_hidden_layers", 1, HY_MAX_LAYERS, &c->num_hidden_layers) ||
+        get_req_int(root, "num_attention_heads", 1, 4096, &c->num_attention_heads))
+        return -1;
     if (get_int(root, "num_key_value_heads", c->num_attention_heads, 1, 4096, &c->num_key_value_heads) ||
         get_int(root, "head_dim", c->hidden_size / c->num_attention_heads, 1, 1 << 16, &c->head_dim) ||
         get_int(root, "intermediate_size", 0, 0, big, &c->intermediate_size) ||
@@ -218,6 +240,9 @@ static int parse_config(json_t *root, struct hy_model_config *c)
     if (c->num_attention_heads % c->num_key_value_heads)
         return hy_err_set("num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
                           c->num_attention_heads, c->num_key_value_heads);
+    if (c->head_dim <= 0) /* the default hidden_size / num_attention_heads can be 0 */
+        return hy_err_set("head_dim is 0: hidden_size (%d) < num_attention_heads (%d) and no \"head_dim\"",
+                          c->hidden_size, c->num_attention_heads);
     if (c->head_dim % 2)
         return hy_err_set("head_dim (%d) must be even for RoPE", c->head_dim);
     double eps;

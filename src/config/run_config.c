@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "base/fileio.h"
+#include "base/log.h"
 #include "sample/sampler.h"
 
 #include <errno.h>
@@ -637,9 +638,8 @@ int hy_run_config_load(const char *yaml_path, struct hy_run_config *cfg)
     if (walk_map(&c, root, "") != 0)
         goto done;
     if (c.warn) {
-        fprintf(stderr, "hyinfer: warning: %s: Ascend-only keys have no effect here and are "
-                        "ignored: %s\n",
-                c.file, c.warn);
+        hy_log_warn("%s: Ascend-only keys have no effect here and are ignored: %s", c.file,
+                    c.warn);
         cfg->ignored_keys = c.warn;
         c.warn = NULL;
     }

@@ -74,7 +74,8 @@ int hy_run_config_init(struct hy_run_config *cfg);
 /* Parses a YAML file. Returns 0 and fills *cfg (free with hy_run_config_free), or -1 with
  * hy_err_msg() naming the file, the key (e.g. "scheduler_config.batch_sise") and the problem;
  * *cfg is then zeroed (freeing it is harmless).
- * Warnings (Ascend-only keys) are printed to stderr as one line, also when a later check fails.
+ * Warnings (Ascend-only keys) are printed to stderr as one line (hy_log_warn: "hyinfer: warning:
+ * FILE: Ascend-only keys ... ignored: KEY, KEY"), also when a later check fails.
  * Also rejects world_size or any *_tp_size / cp_size != 1 with
  * "parallel_config.world_size=16: multi-rank runs are not yet supported (...)", with_ckpt False,
  * and LongBench / InfiniteBench without dataset_path. */

@@ -35,6 +35,8 @@ static int parse_tensor(const char *label, const char *name, json_t *info, const
         if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > (1ll << 40))
             return hy_err_set("%s: tensor \"%s\": bad shape entry %zu", label, name, i);
         t->shape[i] = json_integer_value(d);
+        if (t->shape[i] && numel > (1ull << 50) / (uint64_t)t->shape[i]) /* checked before it can wrap */
+            return hy_err_set("%s: tensor \"%s\": shape too large", label, name);
         numel *= (uint64_t)t->shape[i];
         if (numel > (1ull << 50))
             return hy_err_set("%s: tensor \"%s\": shape too large", label, name);
@@ -52,6 +54,10 @@ static int parse_tensor(const char *label, const char *name, json_t *info, const
     if (esz && numel * esz != end - begin)
         return hy_err_set("%s: tensor \"%s\": %llu bytes of data but shape x %s needs %llu", label, name,
                           (unsigned long long)(end - begin), dt, (unsigned long long)(numel * esz));
+    /* Kernels read F32/F16/BF16 weights in place through typed pointers: they must be aligned. */
+    if (esz > 1 && hy_dtype_is_kernel_float(t->dtype) && (uintptr_t)(data + begin) % esz)
+        return hy_err_set("%s: tensor \"%s\": %s data at data offset %llu is not aligned to %zu bytes "
+                          "(header length or offsets not padded)", label, name, dt, (unsigned long long)begin, esz);
     t->data = data + begin;
     t->nbytes = (size_t)(end - begin);
     return 0;
@@ -111,14 +117,20 @@ int hy_st_parse(const void *buf, size_t size, const char *label, struct hy_st_fi
     }
     memcpy(sorted, out->tensors, out->n_tensors * sizeof(*sorted));
     qsort(sorted, out->n_tensors, sizeof(*sorted), cmp_by_offset);
-    for (size_t i = 1; i < out->n_tensors; i++) {
-        const char *prev_end = (const char *)sorted[i - 1].data + sorted[i - 1].nbytes;
-        if ((const char *)sorted[i].data < prev_end && sorted[i].nbytes && sorted[i - 1].nbytes) {
-            hy_err_set("%s: tensors \"%s\" and \"%s\" overlap in the data region", label,
-                       sorted[i - 1].name, sorted[i].name);
+    /* Zero-size tensors occupy nothing; compare each tensor with the furthest-reaching one before it
+     * (a zero-size tensor between two overlapping ones must not hide the overlap). */
+    const struct hy_st_tensor *reach = NULL;
+    for (size_t i = 0; i < out->n_tensors; i++) {
+        if (!sorted[i].nbytes)
+            continue;
+        if (reach && (const char *)sorted[i].data < (const char *)reach->data + reach->nbytes) {
+            hy_err_set("%s: tensors \"%s\" and \"%s\" overlap in the data region", label, reach->name,
+                       sorted[i].name);
             free(sorted);
             goto out;
         }
+        if (!reach || (const char *)sorted[i].data + sorted[i].nbytes > (const char *)reach->data + reach->nbytes)
+            reach = &sorted[i];
     }
     free(sorted);
     rc = 0;
@@ -255,8 +267,10 @@ int hy_checkpoint_open(const char *dir, struct hy_checkpoint *ck)
         n_names = 1;
     }
     ck->files = calloc(n_names, sizeof(*ck->files));
-    if (!ck->files)
+    if (!ck->files) {
+        hy_err_set("out of memory");
         goto out;
+    }
     size_t total = 0;
     for (size_t i = 0; i < n_names; i++) {
         char *p = hy_path_join(dir, names[i]);
@@ -282,7 +296,8 @@ int hy_checkpoint_open(const char *dir, struct hy_checkpoint *ck)
     qsort(ck->index, ck->n_index, sizeof(*ck->index), cmp_by_name);
     for (size_t i = 1; i < ck->n_index; i++)
         if (strcmp(ck->index[i - 1]->name, ck->index[i]->name) == 0) {
-            hy_err_set("%s: tensor \"%s\" appears in two shards", dir, ck->index[i]->name);
+            hy_err_set("%s: tensor \"%s\" appears in two shards (%s and %s)", dir, ck->index[i]->name,
+                       ck->files[ck->index[i - 1]->file_index].path, ck->files[ck->index[i]->file_index].path);
             goto out;
         }
     rc = 0;

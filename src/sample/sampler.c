@@ -2,8 +2,9 @@
  *
  * The RNG is xoshiro256** seeded through splitmix64 from the request's 64-bit seed, so a seed
  * fully determines the draws. Candidate handling avoids full sorts over the vocabulary: top-k is
- * a partial selection (quickselect), top-p sorts only a leading block that grows (64, 512, ...)
- * until it holds top_p of the probability mass, min-p is a threshold filter.
+ * a partial selection (quickselect); top-p buckets the weights by float exponent (one pass),
+ * finds the bucket where the cumulative mass crosses top_p and sorts only that bucket; min-p is
+ * a threshold filter.
  */
 #include "sample/sampler.h"
 
@@ -362,6 +363,66 @@ static void select_top(struct cand *c, size_t n, size_t k)
     }
 }
 
+/* Bucket of a weight in (0, 1]: the float's exponent and 3 mantissa bits (for positive floats
+ * the bit pattern is monotone in the value), so each bucket spans a factor of 2^(1/8). */
+#define HY_NBUCKET 1024
+static unsigned weight_bucket(float w)
+{
+    uint32_t bits;
+    memcpy(&bits, &w, sizeof(bits));
+    unsigned b = bits >> 20;
+    return b < HY_NBUCKET ? b : HY_NBUCKET - 1;
+}
+
+/* Top-p: reorders c[0..n) (weights) so that c[0..keep) is the nucleus, the smallest set of the
+ * highest weights (ties: lower id first) whose sum reaches `target`, and returns keep (>= 1).
+ * Small n is sorted outright. Otherwise one pass sums the mass per bucket, which finds the
+ * bucket where the cumulative mass crosses target; only that bucket's members get sorted. */
+static size_t nucleus(struct cand *c, size_t n, double target)
+{
+    if (n <= 256) {
+        qsort(c, n, sizeof(*c), cand_cmp);
+        double cum = 0.0;
+        for (size_t j = 0; j < n; j++) {
+            cum += c[j].v;
+            if (cum >= target)
+                return j + 1;
+        }
+        return n;
+    }
+    double mass[HY_NBUCKET] = {0};
+    for (size_t j = 0; j < n; j++)
+        mass[weight_bucket(c[j].v)] += c[j].v;
+    double before = 0.0;
+    int star = -1;
+    for (int b = HY_NBUCKET - 1; b >= 0; b--) {
+        if (before + mass[b] >= target) {
+            star = b;
+            break;
+        }
+        before += mass[b];
+    }
+    if (star < 0)
+        return n; /* rounding: the whole mass is just short of target */
+    /* c[0..a): buckets above star (all in); c[a..m): bucket star; the rest out */
+    size_t a = 0;
+    for (size_t j = 0; j < n; j++)
+        if ((int)weight_bucket(c[j].v) > star)
+            cand_swap(&c[a++], &c[j]);
+    size_t m = a;
+    for (size_t j = a; j < n; j++)
+        if ((int)weight_bucket(c[j].v) == star)
+            cand_swap(&c[m++], &c[j]);
+    qsort(c + a, m - a, sizeof(*c), cand_cmp);
+    double cum = before;
+    for (size_t j = a; j < m; j++) {
+        cum += c[j].v;
+        if (cum >= target)
+            return j + 1;
+    }
+    return m;
+}
+
 static int32_t draw(struct hy_sampler *s, float *logits)
 {
     const int32_t V = s->vocab;
@@ -405,47 +466,15 @@ static int32_t draw(struct hy_sampler *s, float *logits)
     }
 
     size_t keep = n;
-    int sorted = 0;
-    if (p->top_p < 1.0f) {
-        const double target = (double)p->top_p * z;
-        size_t m = limited || n <= 64 ? n : 64;
-        for (;;) {
-            if (m < n)
-                select_top(c, n, m);
-            qsort(c, m, sizeof(*c), cand_cmp);
-            double cum = 0.0;
-            size_t j;
-            for (j = 0; j < m; j++) {
-                cum += c[j].v;
-                if (cum >= target)
-                    break;
-            }
-            if (j < m) {
-                keep = j + 1;
-                break;
-            }
-            if (m == n) {
-                keep = n;
-                break;
-            }
-            m = m * 8 < n ? m * 8 : n;
-        }
-        sorted = 1;
-    }
+    if (p->top_p < 1.0f)
+        keep = nucleus(c, n, (double)p->top_p * z);
     if (p->min_p > 0.0f) {
         const float thr = p->min_p; /* min_p * (max probability == 1) */
-        if (sorted) {
-            size_t j = 0;
-            while (j < keep && c[j].v >= thr)
-                j++;
-            keep = j;
-        } else {
-            size_t j = 0;
-            for (size_t i = 0; i < keep; i++)
-                if (c[i].v >= thr)
-                    c[j++] = c[i];
-            keep = j;
-        }
+        size_t j = 0;
+        for (size_t i = 0; i < keep; i++)
+            if (c[i].v >= thr)
+                c[j++] = c[i];
+        keep = j;
         if (keep == 0)
             return best; /* cannot happen (the maximum has weight 1 >= min_p); be safe */
     }

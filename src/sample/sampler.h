@@ -51,9 +51,8 @@ void hy_sampler_accept_prompt(struct hy_sampler *s, const int32_t *ids, size_t n
  * it as an output token. Returns the id (>= 0). NaN logits count as -inf; a +inf logit wins
  * outright (lowest id first).
  * Cost: greedy O(V). Sampling: O(V) for the softmax; top_k uses a partial selection (O(V) average
- * plus O(k log k)); top_p without top_k sorts only the leading candidates, growing the set until
- * it holds top_p of the mass (a full sort only for very flat distributions); min_p alone needs no
- * sort. Memory: 8 * V bytes of scratch, allocated at the first non-greedy draw; penalties add
+ * plus O(k log k)); top_p buckets the probabilities (one O(V) pass) and sorts only the bucket
+ * where the cumulative mass crosses top_p; min_p alone needs no sort. Memory: 8 * V bytes of scratch, allocated at the first non-greedy draw; penalties add
  * V bits (repetition) / 4 * V bytes (presence, frequency) when enabled. */
 int32_t hy_sampler_sample(struct hy_sampler *s, float *logits);
 

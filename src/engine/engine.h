@@ -1,0 +1,102 @@
+/* engine.h - the serving engine: continuous batching over a paged KV cache with prefix caching,
+ * chunked prefill and preemption by recompute (DESIGN.md §2; issue #4).
+ *
+ * Single-threaded: one thread owns an engine and calls hy_engine_step in a loop; other threads
+ * talk to it through their own queue (see src/server). Each step: the scheduler plans
+ * {request, n_tokens} under one rule (a request's computed tokens catch up with its known
+ * tokens, capped by max_num_batched_tokens), the KV manager allocates slots (preempting the
+ * newest running request when blocks run out), the runner builds one flat batch (token ids,
+ * positions, slot_mapping, block tables), the model runs, the sampler picks tokens for requests
+ * whose known tokens are all computed, and stop checks (EOS unless ignore_eos, stop_token_ids,
+ * max_tokens, max_model_len) finish requests and free their blocks (kept in the prefix cache).
+ */
+#ifndef HY_ENGINE_ENGINE_H
+#define HY_ENGINE_ENGINE_H
+
+#include "model/model.h"
+#include "sample/sampler.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hy_engine_config {
+    int32_t max_num_seqs;            /* running requests at once (default 8) */
+    int32_t max_model_len;           /* prompt + output tokens per request (0: model's max_position_embeddings) */
+    int32_t max_num_batched_tokens;  /* tokens per step (default 512); prompts longer than this are chunked */
+    int32_t block_size;              /* tokens per KV block (default 16) */
+    int     enable_prefix_caching;   /* default 1 */
+    size_t  kv_cache_memory_bytes;   /* KV budget; 0 = 50% of MemAvailable */
+    int32_t max_waiting_requests;    /* add_request beyond this returns HY_ENGINE_QUEUE_FULL (default 1024) */
+};
+
+/* Defaults as documented above. */
+void hy_engine_config_init(struct hy_engine_config *c);
+
+#define HY_ENGINE_MAX_LOGPROBS 20
+
+struct hy_engine_request {
+    const int32_t            *prompt_ids;       /* [n_prompt], copied */
+    size_t                    n_prompt;
+    struct hy_sampling_params params;           /* max_new_tokens = max_tokens; seed etc. */
+    const int32_t            *stop_token_ids;   /* [n_stop_token_ids], copied; may be NULL */
+    size_t                    n_stop_token_ids;
+    int32_t                   logprobs;         /* -1: none; 0..20: chosen token's logprob + that many top */
+};
+
+enum hy_engine_finish {
+    HY_ENGINE_RUNNING = 0,
+    HY_ENGINE_FINISHED_STOP,     /* EOS or a stop token id */
+    HY_ENGINE_FINISHED_LENGTH,   /* max_tokens or max_model_len */
+    HY_ENGINE_FINISHED_ABORT,    /* hy_engine_abort_request */
+};
+
+/* One new token (or a finish without a token, token_id = -1, e.g. abort) of one request. */
+struct hy_engine_output {
+    uint64_t              request_id;
+    int32_t               token_id;
+    float                 logprob;                              /* log p(token) under the raw model */
+    int32_t               n_top;
+    int32_t               top_ids[HY_ENGINE_MAX_LOGPROBS];
+    float                 top_logprobs[HY_ENGINE_MAX_LOGPROBS];
+    enum hy_engine_finish finish;
+};
+
+struct hy_engine_stats {
+    int32_t  num_running, num_waiting;
+    int32_t  num_blocks_total, num_blocks_used;   /* used = referenced by a running request */
+    double   kv_usage;                            /* num_blocks_used / num_blocks_total */
+    uint64_t prefix_queries, prefix_hits;         /* tokens looked up / found in the prefix cache */
+    uint64_t num_preemptions;
+    uint64_t num_steps;
+    int32_t  max_batch_seqs;                      /* most sequences in one step so far */
+    uint64_t prompt_chunks;                       /* prefill chunks scheduled (> prompts when chunking) */
+    uint64_t prompt_tokens, generation_tokens;    /* counters */
+};
+
+enum { HY_ENGINE_OK = 0, HY_ENGINE_ERROR = -1, HY_ENGINE_QUEUE_FULL = -2 };
+
+/* Creates an engine over a loaded model (not owned). Sizes the KV cache from
+ * kv_cache_memory_bytes; fails with a clear message when max_model_len cannot fit one sequence.
+ * Returns NULL with hy_err_msg() on error. */
+struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_config *cfg);
+void hy_engine_free(struct hy_engine *e);
+
+/* Queues a request. Returns HY_ENGINE_OK and *id, HY_ENGINE_QUEUE_FULL when max_waiting_requests
+ * are waiting, or HY_ENGINE_ERROR with hy_err_msg() for invalid input (empty prompt, token id out
+ * of vocabulary, "Input length N exceeds the model's maximum context length M", bad params). */
+int hy_engine_add_request(struct hy_engine *e, const struct hy_engine_request *r, uint64_t *id);
+
+/* Aborts a request (waiting or running): frees its blocks; the next step reports it finished
+ * with HY_ENGINE_FINISHED_ABORT. Returns 0, or -1 if the id is unknown or already finished. */
+int hy_engine_abort_request(struct hy_engine *e, uint64_t id);
+
+/* 1 if any request is waiting or running. */
+int hy_engine_has_work(const struct hy_engine *e);
+
+/* Runs one step. *outs points to an engine-owned array of *n_outs outputs, valid until the next
+ * call. Returns 0, or -1 with hy_err_msg() (the engine stays usable; affected requests finish). */
+int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, size_t *n_outs);
+
+void hy_engine_get_stats(const struct hy_engine *e, struct hy_engine_stats *st);
+
+#endif
