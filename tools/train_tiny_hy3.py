@@ -816,7 +816,8 @@ def main():
     n_total = sum(int(np.prod(v[1].shape)) for v in stn.load(os.path.join(a.out, "model.safetensors"),
                                                              widen_bf16=False).values())
     files = sorted(os.listdir(a.out))
-    sizes = {f: os.path.getsize(os.path.join(a.out, f)) for f in files if not f.endswith(".tmp")}
+    sizes = {f: os.path.getsize(os.path.join(a.out, f)) for f in files
+             if not f.endswith(".tmp") and f != "TRAINING.md"}
     n_nonemb = n_total - c["vocab_size"] * c["hidden_size"]
 
     md = []
