@@ -609,6 +609,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from WORK/state.pt (weights only; fresh optimizer, warmup and cosine schedule)")
     ap.add_argument("--golden", default="/work/shared/data/hy3-golden-llamacpp",
                     help="llama.cpp hy_v3 golden used to check this file's torch math")
     ap.add_argument("--check-golden", action="store_true", help="only run the golden check and exit")
@@ -730,7 +732,12 @@ def main():
         budget = a.minutes * 60.0
         t_start = time.time()
         last_export = t_start
-        step = 0
+        step, step0, secs0 = 0, 0, 0.0
+        if a.resume:
+            st = torch.load(state_path)
+            model.load_state_dict(st["model"])
+            step0, secs0 = int(st["step"]), float(st.get("secs", 0.0))
+            print("resumed from %s at step %d (%.0f s trained)" % (state_path, step0, secs0), flush=True)
         hist = []
         while True:
             el = time.time() - t_start
@@ -772,9 +779,11 @@ def main():
                 print("eval step %d: val loss %.3f  mtp %.3f  mtp acc %.3f" %
                       (step, ev["loss"], ev["mtp_loss"], ev["mtp_acc"]), flush=True)
                 export(model, c, a.out, full_ids)
-                torch.save({"model": model.state_dict(), "full_ids": full_ids, "step": step}, state_path)
+                torch.save({"model": model.state_dict(), "full_ids": full_ids, "step": step0 + step,
+                            "secs": secs0 + time.time() - t_start}, state_path)
                 last_export = time.time()
-        train_secs = time.time() - t_start
+        train_secs = secs0 + time.time() - t_start
+        step += step0
         model.eval()
         export(model, c, a.out, full_ids)
         torch.save({"model": model.state_dict(), "full_ids": full_ids, "step": step, "secs": train_secs,
