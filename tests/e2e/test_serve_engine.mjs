@@ -163,15 +163,15 @@ try {
   }
 
   // queue full -> 503 (long requests so the first two are surely still there; then they disconnect)
-  const q = await server(["--max-num-seqs", "1", "--max-waiting-requests", "1", "--max-model-len", "4096",
+  const q = await server(["--max-num-seqs", "1", "--max-waiting-requests", "1", "--max-model-len", "1000",
                           "--kv-cache-memory-bytes", String(64 << 20)], "queue");
   const long = (prompt, max_tokens, signal) => fetch(`${q.base}/v1/completions`, { method: "POST", signal,
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ model: "hy3", prompt, max_tokens, temperature: 0, ignore_eos: true }) });
   const acq = new AbortController();
-  const first = long("first request", 4000, acq.signal).catch(() => null);
+  const first = long("first request", 900, acq.signal).catch(() => null);
   for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["hyinfer:num_requests_running"] === 1) break; await sleep(10); }
-  const second = long("second request", 4000, acq.signal).catch(() => null);
+  const second = long("second request", 900, acq.signal).catch(() => null);
   for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["hyinfer:num_requests_waiting"] === 1) break; await sleep(10); }
   const mq = await metrics(q.base);
   eq([mq["hyinfer:num_requests_running"], mq["hyinfer:num_requests_waiting"]], [1, 1], "one running, one waiting");
