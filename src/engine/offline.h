@@ -1,9 +1,9 @@
 /* offline.h - batched generation for the offline job and `hyinfer generate`.
  *
- * Runs up to batch_size sequences at once over one paged KV cache: prompts are prefilled in
- * chunks of at most max_prefill_tokens tokens per step (several prompts share a step), then all
- * active sequences decode together, one token each per step. A finished sequence's place is
- * taken by the next waiting request. (The serving scheduler of the HTTP issue generalizes this.)
+ * A synchronous wrapper over the serving engine (engine.h): all requests are queued, then the
+ * engine steps until they finish: up to batch_size sequences run at once (continuous batching),
+ * prompts are prefilled in chunks of at most max_prefill_tokens tokens per step, shared prompt
+ * prefixes come from the prefix cache, and a finished sequence's place goes to the next request.
  */
 #ifndef HY_ENGINE_OFFLINE_H
 #define HY_ENGINE_OFFLINE_H
