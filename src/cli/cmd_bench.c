@@ -376,12 +376,15 @@ int hy_cmd_bench(int argc, char **argv)
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
         return 2;
     }
+    if (hy_cli_set_threads(&threads)) {
+        fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
+        return 2;
+    }
     FILE *jf = NULL; /* opened now so a bad path fails before a long run, not after */
     if (json_out && !(jf = fopen(json_out, "w"))) {
         fprintf(stderr, "hyinfer bench: --json-out %s: cannot create the file\n", json_out);
         return 2;
     }
-    hy_cli_set_threads(threads);
     const int nthreads = omp_get_max_threads();
 
     /* ---- the model, loaded first so that a bad directory fails before the probes ---- */

@@ -80,7 +80,10 @@ int hy_cmd_generate(int argc, char **argv)
         hy_args_usage(usage, args, na);
         return 2;
     }
-    hy_cli_set_threads(threads);
+    if (hy_cli_set_threads(&threads)) {
+        fprintf(stderr, "hyinfer generate: %s\n", hy_err_msg());
+        return 2;
+    }
 
     struct hy_model *m = NULL;
     struct hy_tokenizer *tok = NULL;

@@ -109,7 +109,10 @@ int hy_cmd_logits(int argc, char **argv)
         hy_args_usage(usage, args, na);
         return 2;
     }
-    hy_cli_set_threads(threads);
+    if (hy_cli_set_threads(&threads)) {
+        fprintf(stderr, "hyinfer logits: %s\n", hy_err_msg());
+        return 2;
+    }
     enum hy_compute_dtype cd;
     struct hy_model *m = NULL;
     struct hy_tokenizer *tok = NULL;
@@ -134,6 +137,11 @@ int hy_cmd_logits(int argc, char **argv)
             hy_err_set("the prompt encodes to no tokens");
             goto fail;
         }
+    }
+    if (n > m->cfg.max_position_embeddings) {
+        hy_err_set("Input length %d exceeds the model's maximum context length %d", n,
+                   m->cfg.max_position_embeddings);
+        goto fail;
     }
     if (compute(m, ids, n, all, mtp, &logits, &mtp_logits))
         goto fail;

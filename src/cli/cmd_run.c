@@ -158,7 +158,10 @@ int hy_cmd_run(int argc, char **argv)
         hy_args_usage("hyinfer run --yaml CONFIG.yaml", args, na);
         return help ? 0 : 2;
     }
-    hy_cli_set_threads(threads);
+    if (hy_cli_set_threads(&threads)) {
+        fprintf(stderr, "hyinfer run: %s\n", hy_err_msg());
+        return 2;
+    }
     struct hy_run_config cfg;
     struct hy_dataset ds = {0};
     struct hy_model *m = NULL;

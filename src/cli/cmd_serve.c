@@ -84,11 +84,10 @@ int hy_cmd_serve(int argc, char **argv)
         fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
         return 2;
     }
-    if (threads <= 0) {
-        const char *e = getenv("HYINFER_NUM_THREADS");
-        threads = e ? atoi(e) : 0;
+    if (hy_cli_set_threads(&threads)) {
+        fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
+        return 2;
     }
-    hy_cli_set_threads(threads);
     c.host = host;
     c.port = port;
     c.served_model_name = name;

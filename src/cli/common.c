@@ -29,14 +29,24 @@ int hy_cli_parse_dtype(const char *s, const char *model_dir, enum hy_compute_dty
     return 0;
 }
 
-void hy_cli_set_threads(int threads)
+int hy_cli_set_threads(int *threads)
 {
-    if (threads <= 0) {
+    if (*threads < 0 || *threads > HY_CLI_MAX_THREADS)
+        return hy_err_set("--threads %d: must be in [1, %d] (0 or absent = OpenMP's default)", *threads,
+                          HY_CLI_MAX_THREADS);
+    if (*threads == 0) {
         const char *e = getenv("HYINFER_NUM_THREADS");
-        threads = e ? atoi(e) : 0;
+        if (e && *e) {
+            char *end;
+            long v = strtol(e, &end, 10);
+            if (*end || v < 1 || v > HY_CLI_MAX_THREADS)
+                return hy_err_set("HYINFER_NUM_THREADS=\"%s\": must be an integer in [1, %d]", e, HY_CLI_MAX_THREADS);
+            *threads = (int)v;
+        }
     }
-    if (threads > 0)
-        omp_set_num_threads(threads);
+    if (*threads > 0)
+        omp_set_num_threads(*threads);
+    return 0;
 }
 
 int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int chat, const char *reasoning_effort,

@@ -12,8 +12,12 @@
  * bfloat16). Returns 0 and *out, or -1 with hy_err_msg(). model_dir is read for auto. */
 int hy_cli_parse_dtype(const char *s, const char *model_dir, enum hy_compute_dtype *out);
 
-/* Applies --threads / HYINFER_NUM_THREADS (threads <= 0: leave OpenMP's default). */
-void hy_cli_set_threads(int threads);
+#define HY_CLI_MAX_THREADS 1024
+
+/* Applies --threads (*threads > 0) or else HYINFER_NUM_THREADS; 0 and no variable leave OpenMP's
+ * default. On return *threads holds the count applied (0 = default). Returns 0, or -1 with
+ * hy_err_msg() for a count outside [1, HY_CLI_MAX_THREADS] or a malformed variable. */
+int hy_cli_set_threads(int *threads);
 
 /* Turns a text prompt into ids: raw (tokenizer's BOS prepended when it adds one, special token
  * strings matched) or, with chat = 1, rendered as one user turn through the model's chat template
