@@ -329,6 +329,20 @@ static int parse_common(struct hy_oai_request *r, const struct hy_oai_limits *li
         if (sfx && !json_is_null(sfx))
             return hy_oai_error_set(e, 400, "suffix", "'suffix' is not supported");
     }
+    /* Accepted by the OpenAI API but not implemented here: refuse rather than silently ignore. */
+    json_t *lb = json_object_get(root, "logit_bias");
+    if (lb && !json_is_null(lb) && !(json_is_object(lb) && json_object_size(lb) == 0))
+        return hy_oai_error_set(e, 400, "logit_bias", "'logit_bias' is not supported");
+    json_t *rf = json_object_get(root, "response_format");
+    if (rf && !json_is_null(rf)) {
+        const char *t = json_string_value(json_object_get(rf, "type"));
+        if (!t || strcmp(t, "text") != 0)
+            return hy_oai_error_set(e, 400, "response_format",
+                                    "'response_format' other than {\"type\": \"text\"} is not supported");
+    }
+    json_t *bo = json_object_get(root, "best_of");
+    if (bo && !json_is_null(bo) && !(json_is_integer(bo) && json_integer_value(bo) == 1))
+        return hy_oai_error_set(e, 400, "best_of", "'best_of' other than 1 is not supported");
     if (r->max_tokens > 0)
         sp->max_new_tokens = r->max_tokens;
     if (hy_sampling_params_validate(sp))
