@@ -79,7 +79,7 @@ static void run_one(struct bench *b, struct bench_req *r, uint64_t rng)
     json_t *ids = json_array();
     for (int32_t i = 0; i < r->n_in; i++)
         json_array_append_new(ids, json_integer((json_int_t)(splitmix(&rng) % 256)));
-    json_t *body = json_pack("{s:s, s:o, s:i, s:f, s:b, s:b, s:{s:b}}", "model", b->model, "prompt", ids,
+    json_t *body = json_pack("{s:s?, s:o, s:i, s:f, s:b, s:b, s:{s:b}}", "model", b->model, "prompt", ids,
                              "max_tokens", (int)r->n_out, "temperature", 0.0, "ignore_eos", 1, "stream", 1,
                              "stream_options", "include_usage", 1);
     char *bs = json_dumps(body, JSON_COMPACT);
@@ -204,14 +204,14 @@ static double pct(double *v, int n, double p)
 
 int hy_cmd_bench_serve(int argc, char **argv)
 {
-    const char *host = "127.0.0.1", *model = "hy3", *api_key = NULL;
+    const char *host = "127.0.0.1", *model = NULL, *api_key = NULL;
     int port = 8000, num = 64, conc = 4, in_len = 128, out_len = 64, json_out = 0, help = 0;
     float ratio = 0.0f;
     uint64_t seed = 0;
     const struct hy_arg args[] = {
         {"--host", NULL, HY_ARG_STR, &host, NULL, "server address (default 127.0.0.1)"},
         {"--port", NULL, HY_ARG_INT, &port, NULL, "server port (default 8000)"},
-        {"--model", NULL, HY_ARG_STR, &model, NULL, "served model name (default hy3)"},
+        {"--model", NULL, HY_ARG_STR, &model, NULL, "served model name (default: omitted, the server's own model)"},
         {"--api-key", NULL, HY_ARG_STR, &api_key, NULL, "bearer token"},
         {"--num-prompts", NULL, HY_ARG_INT, &num, NULL, "requests to send (default 64)"},
         {"--max-concurrency", "-c", HY_ARG_INT, &conc, NULL, "requests in flight at once (default 4)"},
