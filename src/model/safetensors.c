@@ -51,9 +51,13 @@ static int parse_tensor(const char *label, const char *name, json_t *info, const
                           "(%llu bytes; file truncated?)", label, name, (unsigned long long)begin,
                           (unsigned long long)end, (unsigned long long)data_size);
     size_t esz = hy_dtype_size(t->dtype);
-    if (esz && numel * esz != end - begin)
-        return hy_err_set("%s: tensor \"%s\": %llu bytes of data but shape x %s needs %llu", label, name,
-                          (unsigned long long)(end - begin), dt, (unsigned long long)(numel * esz));
+    if (esz && numel * esz != end - begin) {
+        char sh[160] = "";
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(sh + strlen(sh), sizeof(sh) - strlen(sh), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        return hy_err_set("%s: tensor \"%s\": %llu bytes of data but shape [%s] of %s needs %llu", label, name,
+                          (unsigned long long)(end - begin), sh, dt, (unsigned long long)(numel * esz));
+    }
     /* Kernels read F32/F16/BF16 weights in place through typed pointers: they must be aligned. */
     if (esz > 1 && hy_dtype_is_kernel_float(t->dtype) && (uintptr_t)(data + begin) % esz)
         return hy_err_set("%s: tensor \"%s\": %s data at data offset %llu is not aligned to %zu bytes "
