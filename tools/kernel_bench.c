@@ -30,7 +30,7 @@ static double best_cpu;
 
 static struct hy_tensor mk(int64_t N, int64_t K)
 {
-    struct hy_tensor W = {HY_DTYPE_BF16, N, K, NULL};
+    struct hy_tensor W = {.dtype = HY_DTYPE_BF16, .rows = N, .cols = K};
     uint16_t *d = malloc((size_t)(N * K) * 2);
     for (int64_t i = 0; i < N * K; i++)
         d[i] = hy_f32_to_bf16((float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f);

@@ -193,6 +193,10 @@ static HY_AVX2 void widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb
 
 void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
+    if (W->qscheme != HY_QS_NONE) { /* quantized weights: ref kernel until the AVX2 ones exist */
+        hy_ref_matmul(y, x, T, W);
+        return;
+    }
     const int64_t N = W->rows, K = W->cols;
     const enum hy_dtype dt = W->dtype;
     const size_t es = dt == HY_DTYPE_F32 ? 4 : 2;

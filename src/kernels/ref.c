@@ -22,22 +22,17 @@ float hy_ref_dot_f32(const float *a, const float *b, int64_t n)
 static const float *weight_row(const struct hy_tensor *W, int64_t n, float *buf)
 {
     const int64_t K = W->cols;
-    switch (W->dtype) {
-    case HY_DTYPE_F32:
+    if (W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE)
         return (const float *)W->data + n * K;
-    case HY_DTYPE_BF16: {
+    if (W->dtype == HY_DTYPE_BF16 && W->qscheme == HY_QS_NONE) {
         const uint16_t *r = (const uint16_t *)W->data + n * K;
         for (int64_t k = 0; k < K; k++)
             buf[k] = hy_bf16_to_f32(r[k]);
         return buf;
     }
-    default: {
-        const uint16_t *r = (const uint16_t *)W->data + n * K;
-        for (int64_t k = 0; k < K; k++)
-            buf[k] = hy_f16_to_f32(r[k]);
-        return buf;
-    }
-    }
+    for (int64_t k = 0; k < K; k++) /* F16 and the quantized formats: the exact dequantized value */
+        buf[k] = hy_tensor_get(W, n, k);
+    return buf;
 }
 
 void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
@@ -46,7 +41,7 @@ void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *
     const int par = (double)N * (double)K * (double)T > 65536.0;
 #pragma omp parallel if (par)
     {
-        float *buf = W->dtype == HY_DTYPE_F32 ? NULL : malloc((size_t)K * sizeof(float));
+        float *buf = W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE ? NULL : malloc((size_t)K * sizeof(float));
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < N; n++) {
             const float *w = weight_row(W, n, buf);

@@ -225,7 +225,7 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
     const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok;
     struct hy_model_prof *prof = prof_of(m);
     double t0 = prof_start(prof);
-    struct hy_tensor router = {HY_DTYPE_F32, E, H, ly->router};
+    struct hy_tensor router = {.dtype = HY_DTYPE_F32, .rows = E, .cols = H, .data = ly->router};
     hy_matmul(s->rlog, x, T, &router);
     for (int64_t t = 0; t < T; t++)
         route_token(c, ly, s->rlog + t * E, s->sel + t * K, s->selw + t * K);

@@ -138,9 +138,9 @@ static int bind_fused_experts(struct hy_model *m, int L, struct hy_layer *ly, co
     for (int64_t e = 0; e < E; e++) {
         struct hy_expert *x = &ly->experts[e];
         const char *base = (const char *)gu->data + (size_t)(e * 2 * I * H) * egu;
-        x->gate = (struct hy_tensor){gu->dtype, I, H, base};
-        x->up = (struct hy_tensor){gu->dtype, I, H, base + (size_t)(I * H) * egu};
-        x->down = (struct hy_tensor){dn->dtype, H, I, (const char *)dn->data + (size_t)(e * H * I) * edn};
+        x->gate = (struct hy_tensor){.dtype = gu->dtype, .rows = I, .cols = H, .data = base};
+        x->up = (struct hy_tensor){.dtype = gu->dtype, .rows = I, .cols = H, .data = base + (size_t)(I * H) * egu};
+        x->down = (struct hy_tensor){.dtype = dn->dtype, .rows = H, .cols = I, .data = (const char *)dn->data + (size_t)(e * H * I) * edn};
     }
     return 0;
 }

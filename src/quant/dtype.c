@@ -11,12 +11,13 @@ static const struct {
     [HY_DTYPE_I64] = {"I64", 8},          [HY_DTYPE_I32] = {"I32", 4},
     [HY_DTYPE_I16] = {"I16", 2},          [HY_DTYPE_I8] = {"I8", 1},
     [HY_DTYPE_U8] = {"U8", 1},            [HY_DTYPE_BOOL] = {"BOOL", 1},
+    [HY_DTYPE_F4_E2M1] = {"F4_E2M1", 0},
 };
 
 enum hy_dtype hy_dtype_from_name(const char *name)
 {
     for (int t = 1; t < HY_DTYPE_COUNT; t++)
-        if (strcmp(dtype_info[t].name, name) == 0)
+        if (t != HY_DTYPE_F4_E2M1 && strcmp(dtype_info[t].name, name) == 0)
             return (enum hy_dtype)t;
     return HY_DTYPE_UNKNOWN;
 }

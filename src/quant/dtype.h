@@ -21,6 +21,7 @@ enum hy_dtype {
     HY_DTYPE_I8,
     HY_DTYPE_U8,
     HY_DTYPE_BOOL,
+    HY_DTYPE_F4_E2M1, /* FP4 E2M1, two per byte (element 2j in the low nibble); in files: U8 */
     HY_DTYPE_COUNT
 };
 
@@ -28,7 +29,7 @@ enum hy_dtype {
 enum hy_dtype hy_dtype_from_name(const char *name);
 /* Enum -> safetensors name ("?" for unknown). */
 const char *hy_dtype_name(enum hy_dtype t);
-/* Bytes per element; 0 for unknown. */
+/* Bytes per element; 0 for unknown and for F4_E2M1 (half a byte: see hy_tensor_row_bytes). */
 size_t hy_dtype_size(enum hy_dtype t);
 /* 1 if matmul kernels can read weights of this type directly (F32, F16, BF16). */
 int hy_dtype_is_kernel_float(enum hy_dtype t);

@@ -71,7 +71,7 @@ static double nmse(const float *a, const float *b, int64_t n)
 /* A random weight matrix N x K of dtype dt (values of magnitude ~[2^-6, 2), some f16 subnormals). */
 static struct hy_tensor make_weight(enum hy_dtype dt, int64_t N, int64_t K)
 {
-    struct hy_tensor W = {dt, N, K, NULL};
+    struct hy_tensor W = {.dtype = dt, .rows = N, .cols = K};
     void *d = malloc((size_t)(N * K) * (dt == HY_DTYPE_F32 ? 4 : 2) + 1);
     for (int64_t i = 0; i < N * K; i++) {
         if (dt == HY_DTYPE_F32)

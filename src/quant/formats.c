@@ -1,0 +1,94 @@
+/* formats.c - FP8 E4M3FN / FP4 E2M1 encoders and the OCP MX row quantizer (formats.h). */
+#include "quant/formats.h"
+
+#include <math.h>
+
+uint8_t hy_f32_to_e4m3(float x)
+{
+    const uint8_t sign = signbit(x) ? 0x80 : 0;
+    if (isnan(x))
+        return sign | 0x7f;
+    float a = fabsf(x);
+    if (a >= 448.0f)
+        return sign | 0x7e;
+    if (a < 0x1p-6f) { /* subnormal grid step 2^-9; 8 steps round up into the min normal 0x08 */
+        int q = (int)nearbyintf(a * 0x1p9f);
+        return sign | (uint8_t)q;
+    }
+    int ex;
+    float fr = frexpf(a, &ex); /* a = fr * 2^ex, fr in [0.5, 1) */
+    int E = ex - 1;            /* a = (2 fr) * 2^E, 2 fr in [1, 2) */
+    int q = (int)nearbyintf((2.0f * fr - 1.0f) * 8.0f);
+    if (q == 8) {
+        q = 0;
+        E++;
+    }
+    int biased = E + 7;
+    if (biased > 15 || (biased == 15 && q == 7))
+        return sign | 0x7e;
+    return sign | (uint8_t)(biased << 3) | (uint8_t)q;
+}
+
+uint8_t hy_f32_to_e2m1(float x)
+{
+    if (isnan(x))
+        return 0;
+    const uint8_t sign = signbit(x) ? 8 : 0;
+    float a = fabsf(x);
+    uint8_t c;
+    /* midpoints between 0, .5, 1, 1.5, 2, 3, 4, 6; a tie goes to the even code */
+    if (a <= 0.25f)
+        c = 0;
+    else if (a < 0.75f)
+        c = 1;
+    else if (a <= 1.25f)
+        c = 2;
+    else if (a < 1.75f)
+        c = 3;
+    else if (a <= 2.5f)
+        c = 4;
+    else if (a < 3.5f)
+        c = 5;
+    else if (a <= 5.0f)
+        c = 6;
+    else
+        c = 7;
+    return sign | c;
+}
+
+void hy_mx_quantize_row(const float *x, int64_t K, enum hy_mx_elem elem, uint8_t *q, uint8_t *scales)
+{
+    const int emax = elem == HY_MX_E4M3 ? 8 : 2;
+    if (elem == HY_MX_E2M1)
+        memset(q, 0, (size_t)((K + 1) / 2));
+    for (int64_t b0 = 0, bi = 0; b0 < K; b0 += HY_MX_BLOCK, bi++) {
+        const int64_t b1 = b0 + HY_MX_BLOCK < K ? b0 + HY_MX_BLOCK : K;
+        float amax = 0.0f;
+        for (int64_t k = b0; k < b1; k++) {
+            float a = fabsf(x[k]);
+            if (a > amax) /* NaN never wins */
+                amax = a;
+        }
+        int X = -127;
+        if (amax > 0.0f && isfinite(amax)) {
+            int ex;
+            frexpf(amax, &ex);   /* amax in [2^(ex-1), 2^ex) */
+            X = (ex - 1) - emax; /* floor(log2(amax)) - emax */
+        } else if (isinf(amax)) {
+            X = 127;
+        }
+        if (X < -127)
+            X = -127;
+        if (X > 127)
+            X = 127;
+        scales[bi] = (uint8_t)(X + 127);
+        const float inv = ldexpf(1.0f, -X); /* exact power of two (2^127 at most) */
+        for (int64_t k = b0; k < b1; k++) {
+            const float v = x[k] * inv;
+            if (elem == HY_MX_E4M3)
+                q[k] = hy_f32_to_e4m3(v);
+            else
+                q[k / 2] |= (uint8_t)(hy_f32_to_e2m1(v) << ((k & 1) * 4));
+        }
+    }
+}

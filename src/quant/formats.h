@@ -1,0 +1,76 @@
+/* formats.h - FP8 E4M3FN, FP4 E2M1 and E8M0 element formats, and OCP MX block scaling.
+ *
+ * Definitions: spec hy3_architecture.md §5.1 (OCP MX v1.0 / torch.float8_e4m3fn).
+ * - E4M3FN: bit 7 sign, bits 6..3 exponent (bias 7), bits 2..0 mantissa; e = 0 subnormal
+ *   (m/8 * 2^-6); 0x7f / 0xff = NaN; no infinities; max finite 448.
+ * - E2M1 (4-bit nibble): bit 3 sign, bits 2..1 exponent (bias 1), bit 0 mantissa; values
+ *   0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives. Packed two per byte, element 2j in the LOW nibble.
+ * - E8M0: unsigned byte s -> 2^(s-127); s = 255 is NaN.
+ * - MX block: HY_MX_BLOCK = 32 consecutive elements along K share one E8M0 scale;
+ *   w[n,k] = elem[n,k] * 2^(scale[n, k/32] - 127). A row of K elements has ceil(K/32) scales.
+ * Encoding rounds to nearest, ties to even, and saturates to the largest finite value (448 / 6).
+ */
+#ifndef HY_QUANT_FORMATS_H
+#define HY_QUANT_FORMATS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define HY_MX_BLOCK 32
+
+/* Exact value of an E4M3FN byte (NaN for 0x7f / 0xff). */
+static inline float hy_e4m3_to_f32(uint8_t b)
+{
+    const uint32_t e = (b >> 3) & 0xf, m = b & 7;
+    float v;
+    if ((b & 0x7f) == 0x7f)
+        return NAN;
+    if (e == 0)
+        v = (float)m * 0x1p-9f;
+    else {
+        uint32_t u = ((e + 120u) << 23) | (m << 20);
+        memcpy(&v, &u, 4);
+    }
+    return (b & 0x80) ? -v : v;
+}
+
+/* Exact value of an E2M1 nibble (low 4 bits of n). */
+static inline float hy_e2m1_to_f32(uint8_t n)
+{
+    static const float lut[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+    return lut[n & 0xf];
+}
+
+/* 2^(s-127) (s = 0 gives the subnormal 2^-127); NaN for s = 255. */
+static inline float hy_e8m0_to_f32(uint8_t s)
+{
+    if (s == 255)
+        return NAN;
+    if (s == 0)
+        return 0x1p-127f;
+    uint32_t u = (uint32_t)s << 23;
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* f32 -> E4M3FN, round to nearest even, |x| > 448 saturates to +-448, NaN -> 0x7f (sign kept). */
+uint8_t hy_f32_to_e4m3(float x);
+
+/* f32 -> E2M1 nibble (0..15), round to nearest even, |x| > 6 saturates to +-6, NaN -> 0. */
+uint8_t hy_f32_to_e2m1(float x);
+
+/* Element kinds of an MX block. */
+enum hy_mx_elem { HY_MX_E4M3 = 0, HY_MX_E2M1 = 1 };
+
+/* OCP MX quantization of one row x[K] (fp32): for each block of 32 (the last one may be short),
+ * shared exponent X = floor(log2(amax)) - emax (emax 8 for E4M3, 2 for E2M1), clamped to
+ * [-127, 127] (amax = 0 or non-finite amax handled: zero block -> X = -127), scale byte X + 127,
+ * elements = round-to-nearest-even of x / 2^X, saturating.
+ * Output: E4M3 -> q[K] bytes; E2M1 -> q[ceil(K/2)] bytes (element 2j low nibble, a missing odd
+ * tail nibble is 0); scales[ceil(K/32)] E8M0 bytes. */
+void hy_mx_quantize_row(const float *x, int64_t K, enum hy_mx_elem elem, uint8_t *q, uint8_t *scales);
+
+#endif
