@@ -6,10 +6,13 @@
  * last partial chunk zero-padded, then hy_avx2_hsum. The decode path (T <= 2: weights streamed from
  * memory and widened in registers, 4 rows in flight) and the prefill path (T >= 3: a block of rows
  * widened once to f32 and reused for all T rows, 3x4 register tiles) run exactly that chain, so the
- * result of a row never depends on T or on the other rows. Threads split N only. */
+ * result of a row never depends on T or on the other rows. Threads split N only.
+ * Quantized weights (FP8 / MXFP8 / MXFP4, avx2_quant.c) are widened to their exact f32 values and
+ * run through the same chains: decode in avx2_quant.c, prefill here on widened 16-row panels. */
 #if defined(__x86_64__)
 
 #include "kernels/avx2_common.h"
+#include "kernels/avx2_quant.h"
 #include "kernels/kernel_table.h"
 
 #include <math.h>
@@ -171,6 +174,10 @@ float HY_AVX2 hy_avx2_dot_f32(const float *a, const float *b, int64_t n)
 static HY_AVX2 void widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
 {
     const int64_t K = W->cols, K8 = K & ~(int64_t)7;
+    if (W->qscheme != HY_QS_NONE || !hy_dtype_is_kernel_float(W->dtype)) { /* FP8 / MXFP8 / MXFP4 */
+        hy_avx2q_widen_rows(W, n0, nb, ldw, dst);
+        return;
+    }
     for (int64_t r = 0; r < nb; r++) {
         const int64_t off = (n0 + r) * K;
         float *d = dst + r * ldw;
@@ -193,8 +200,13 @@ static HY_AVX2 void widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb
 
 void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    if (W->qscheme != HY_QS_NONE) { /* quantized weights: ref kernel until the AVX2 ones exist */
+    const int quant = W->qscheme != HY_QS_NONE || !hy_dtype_is_kernel_float(W->dtype);
+    if (quant && !hy_avx2q_supported(W)) { /* not a format with AVX2 kernels */
         hy_ref_matmul(y, x, T, W);
+        return;
+    }
+    if (quant && T <= 2) { /* decode: quantized blocks widened in registers (avx2_quant.c) */
+        hy_avx2q_gemv(y, x, T, W);
         return;
     }
     const int64_t N = W->rows, K = W->cols;
@@ -235,7 +247,11 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < blocks; b++) {
             const int64_t n0 = b * GEMM_NB, nb = N - n0 < GEMM_NB ? N - n0 : GEMM_NB;
-            if (!wbuf || !acc) { /* out of memory: the streaming kernel (same chains, same result) */
+            if ((!wbuf || !acc) && quant) { /* out of memory: the streaming kernels (same chains) */
+                hy_avx2q_rows(y + n0, N, x, K, T, W, n0, nb);
+                continue;
+            }
+            if (!wbuf || !acc) {
                 for (int64_t t = 0; t < T; t += 3)
                     for (int64_t j = 0; j < nb; j += 4)
                         fn((int)(T - t < 3 ? T - t : 3), (int)(nb - j < 4 ? nb - j : 4), x + t * K, K,

@@ -1,0 +1,38 @@
+/* avx2_quant.h - AVX2 + FMA + F16C matmul kernels for quantized weights (internal to src/kernels).
+ *
+ * Weights: struct hy_tensor with dtype F8_E4M3 or F4_E2M1 and qscheme HY_QS_NONE (scale 1),
+ * HY_QS_PER_TENSOR (f32 scale) or HY_QS_MX32 (E8M0 scale per 32 elements of a row), see
+ * model/tensor.h. No dequantized copy of a matrix is kept: the decode kernel widens each 32-element
+ * block in registers, the prefill path (avx2.c) widens a block of 16 rows into an f32 panel.
+ *
+ * Every element is widened to its exact f32 value hy_tensor_get(W, n, k) = round_f32(elem * scale)
+ * (E4M3 -> f16 bits by a shift, F16C convert, times scale * 2^8; E2M1 -> f16 high byte by a pshufb
+ * LUT, F16C convert, times scale; blocks or tensors whose scale * 2^8 would overflow, and row tails
+ * K % 32, take the scalar hy_tensor_get), then fed into the same 8-lane FMA chain as the BF16 path
+ * (kernel_table.h). So y[t,n] does not depend on T, on the GEMV vs GEMM path or on the thread count,
+ * and it differs from ref only by ref's separate multiply+add rounding.
+ */
+#ifndef HY_KERNELS_AVX2_QUANT_H
+#define HY_KERNELS_AVX2_QUANT_H
+
+#include "model/tensor.h"
+
+#include <stdint.h>
+
+/* 1 if W is a format these kernels read (see above); 0 for plain F32/F16/BF16 and anything else. */
+int hy_avx2q_supported(const struct hy_tensor *W);
+
+/* Decode GEMV/GEMM: y[T, N] = x[T, K] . W^T streaming W once (2 tokens x 4 rows register tiles,
+ * OpenMP over groups of rows). Any T works; avx2.c calls it for T <= 2. W: hy_avx2q_supported. */
+void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+
+/* Rows [n0, n0+nb) for T tokens, single-threaded streaming kernel (same chains as hy_avx2q_gemv):
+ * y[t*ldy + j] = row t of x (stride ldx) . row n0+j of W. */
+void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
+                   int64_t n0, int64_t nb);
+
+/* Widens rows [n0, n0+nb) of W to their exact f32 values: dst[r*ldw + k] for k < K, zeros for
+ * K <= k < round_up(K, 8) (ldw >= round_up(K, 8)). Same values as hy_avx2q_gemv feeds its chains. */
+void hy_avx2q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
+
+#endif

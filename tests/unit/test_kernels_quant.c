@@ -1,0 +1,348 @@
+/* test_kernels_quant.c - the matmul kernels on quantized weights (FP8 per-tensor, MXFP8, MXFP4;
+ * model/tensor.h) at every ISA level this CPU + OS supports, against the scalar ref table.
+ *
+ * - Exact decoding: the AVX2 widening (panel path hy_avx2q_widen_rows, and the decode GEMV seen
+ *   through one-hot activations, where y[t,n] = w[n,k] exactly) gives hy_tensor_get's value
+ *   bitwise, for every element code (E4M3 NaN codes and subnormals included) and extreme scales
+ *   (E8M0 0, 246..255; per-tensor scales whose * 2^8 overflows or that are f32 subnormals).
+ * - Against ref: nmse = sum((a-b)^2) / sum(b^2) <= 1e-10 (b = ref). Both sides feed the same exact
+ *   f32 weight values into fp32 dot products and differ only in rounding (FMA chain vs ref's
+ *   separate multiply + add), relative error O(sqrt(K) * 2^-24) per output on this non-cancelling
+ *   random data (K <= 1100: ~1e-13 in nmse); any decoding, scale, tail or indexing error gives
+ *   nmse >= 1e-6 (one E2M1/E4M3 step is >= 2^-4 relative).
+ * - Contract (kernel_table.h): row t of a T-row call is bitwise the same for T in {1,2,3,5,17}
+ *   (decode path T <= 2, prefill panel path T >= 3) and with 1 or 2 OpenMP threads.
+ * Shapes are ragged: N not a multiple of 4 or 16, K % 32 != 0 (MX8 and FP8 also odd K; FP4 K even).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "base/cpu.h"
+#include "base/err.h"
+#include "kernels/avx2_quant.h"
+#include "kernels/kernel_table.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NMSE_MAX 1e-10
+
+static struct hy_kernel_table ref;
+static struct hy_kernel_table levels[HY_ISA_COUNT];
+static int n_levels;
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t rnd_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float rnd_f(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+static void fill(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rnd_f();
+}
+
+static double nmse(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+enum qfmt { Q_FP8 = 0, Q_MXFP8, Q_MXFP4, Q_COUNT };
+static const char *const qname[Q_COUNT] = {"fp8", "mxfp8", "mxfp4"};
+
+/* A random quantized N x K weight built the way checkpoints are: f32 rows of magnitudes 2^-9 .. 2^3
+ * (so E8M0 scales vary and small rows of a per-tensor FP8 tensor hit E4M3 subnormals), some exact
+ * zeros, quantized with hy_f32_to_e4m3 (scale amax / 448) or hy_mx_quantize_row. */
+static struct hy_tensor make_q(enum qfmt f, int64_t N, int64_t K)
+{
+    float *w = malloc((size_t)(N * K) * 4);
+    float amax = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            float v = (rnd_u32() % 29 == 0) ? 0.0f : rnd_f() * ldexpf(1.0f, (int)(n % 13) - 9);
+            w[n * K + k] = v;
+            amax = fmaxf(amax, fabsf(v));
+        }
+    const int64_t nsb = (K + 31) / 32;
+    struct hy_tensor W = {.dtype = f == Q_MXFP4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3, .rows = N, .cols = K,
+                          .qscheme = f == Q_FP8 ? HY_QS_PER_TENSOR : HY_QS_MX32};
+    const int64_t rb = hy_tensor_row_bytes(&W);
+    uint8_t *d = malloc((size_t)(N * rb) + 1), *s = f == Q_FP8 ? NULL : malloc((size_t)(N * nsb));
+    if (f == Q_FP8) {
+        W.scale = amax / 448.0f;
+        for (int64_t i = 0; i < N * K; i++)
+            d[i] = hy_f32_to_e4m3(w[i] / W.scale);
+    } else
+        for (int64_t n = 0; n < N; n++)
+            hy_mx_quantize_row(w + n * K, K, f == Q_MXFP4 ? HY_MX_E2M1 : HY_MX_E4M3, d + n * rb, s + n * nsb);
+    W.data = d;
+    W.mx_scales = s;
+    free(w);
+    return W;
+}
+
+static void free_q(struct hy_tensor *W)
+{
+    free((void *)W->data);
+    free((void *)W->mx_scales);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (hy_kernels_table_for(HY_ISA_REF, &ref))
+        return -1;
+    for (int i = HY_ISA_REF + 1; i < HY_ISA_COUNT; i++) {
+        if (hy_kernels_table_for((enum hy_isa)i, &levels[n_levels]) == 0)
+            n_levels++;
+        else
+            fprintf(stderr, "level %s not tested: %s\n", hy_isa_name((enum hy_isa)i), hy_err_msg());
+    }
+    fprintf(stderr, "cpu: %s; testing ref +%d level(s)\n", hy_cpu_caps_string(), n_levels);
+    return 0;
+}
+
+static int same_value(float a, float b) { return (isnan(a) && isnan(b)) || a == b; }
+
+/* Random bytes: all 256 E4M3 codes / all nibbles; scale bytes drawn from a set with the extremes.
+ * small = 1: element magnitudes < 1 and scale bytes <= 252, so every weight is finite. */
+static struct hy_tensor make_raw(int fp4, int mx, float scale, int64_t N, int64_t K, int small)
+{
+    static const uint8_t sx[] = {0, 1, 2, 60, 100, 119, 120, 127, 135, 200, 246, 247, 250, 252, 254, 255};
+    const int64_t nsb = (K + 31) / 32;
+    struct hy_tensor W = {.dtype = fp4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3, .rows = N, .cols = K,
+                          .qscheme = mx ? HY_QS_MX32 : HY_QS_PER_TENSOR, .scale = scale};
+    const int64_t rb = hy_tensor_row_bytes(&W);
+    uint8_t *d = malloc((size_t)(N * rb)), *s = mx ? malloc((size_t)(N * nsb)) : NULL;
+    for (int64_t i = 0; i < N * rb; i++) {
+        uint8_t b = (uint8_t)rnd_u32();
+        if (small)
+            b = fp4 ? (uint8_t)(b & 0x99) /* |e| in {0, 0.5} */ : (uint8_t)(b & 0xb7); /* exponent <= 6 */
+        d[i] = b;
+    }
+    for (int64_t i = 0; mx && i < N * nsb; i++)
+        s[i] = sx[rnd_u32() % (small ? 14 : 16)];
+    W.data = d;
+    W.mx_scales = s;
+    return W;
+}
+
+/* Widened values == hy_tensor_get, bitwise (NaN == NaN). */
+static void check_widen(const struct hy_tensor *W)
+{
+    const int64_t N = W->rows, K = W->cols, ldw = ((K + 7) & ~(int64_t)7) + 8;
+    float *p = malloc((size_t)(N * ldw) * 4);
+    memset(p, 0xff, (size_t)(N * ldw) * 4);
+    hy_avx2q_widen_rows(W, 0, N, ldw, p);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++) {
+            const float a = p[n * ldw + k], b = hy_tensor_get(W, n, k);
+            uint32_t ua, ub;
+            memcpy(&ua, &a, 4);
+            memcpy(&ub, &b, 4);
+            if (!(isnan(a) && isnan(b)) && ua != ub) {
+                print_error("widen %s qs=%d [%lld,%lld]: %a != %a\n", hy_dtype_name(W->dtype), (int)W->qscheme,
+                            (long long)n, (long long)k, a, b);
+                fail();
+            }
+        }
+        for (int64_t k = K; k < ((K + 7) & ~(int64_t)7); k++)
+            assert_true(p[n * ldw + k] == 0.0f);
+    }
+    free(p);
+}
+
+/* One-hot activations: y[t, n] = w[n, k_t] exactly, through the decode path (T = 1, 2) and the
+ * prefill path (T = K). Weights must be finite (0 * inf would poison the other lanes). */
+static void check_onehot(const struct hy_kernel_table *kt, const struct hy_tensor *W)
+{
+    const int64_t N = W->rows, K = W->cols;
+    float *x = calloc((size_t)(K * K), 4), *y = malloc((size_t)(K * N) * 4);
+    for (int64_t k = 0; k < K; k++)
+        x[k * K + k] = 1.0f;
+    for (int pass = 0; pass < 3; pass++) {
+        const int64_t T = pass == 0 ? 1 : pass == 1 ? 2 : K;
+        for (int64_t t0 = 0; t0 + T <= K; t0 += T) {
+            kt->matmul(y, x + t0 * K, T, W);
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t n = 0; n < N; n++)
+                    if (!same_value(y[t * N + n], hy_tensor_get(W, n, t0 + t))) {
+                        print_error("[%s] one-hot %s qs=%d T=%lld: y[%lld,%lld] = %a, w = %a\n", kt->name,
+                                    hy_dtype_name(W->dtype), (int)W->qscheme, (long long)T, (long long)(t0 + t),
+                                    (long long)n, y[t * N + n], hy_tensor_get(W, n, t0 + t));
+                        fail();
+                    }
+        }
+    }
+    free(x);
+    free(y);
+}
+
+static void test_decode_exact(void **state)
+{
+    (void)state;
+    if (!hy_cpu_supports(HY_ISA_AVX2)) {
+        fprintf(stderr, "no AVX2: widening not tested\n");
+        return;
+    }
+    static const int64_t Ks[] = {32, 64, 70, 96, 33, 130};
+    for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++)
+        for (int fp4 = 0; fp4 < 2; fp4++)
+            for (int mx = 0; mx < 2; mx++)
+                for (int si = 0; si < 4; si++) {
+                    const int64_t K = Ks[ki];
+                    if (fp4 && (K & 1))
+                        continue;
+                    if (mx && si > 0)
+                        break;
+                    /* per-tensor scales: ordinary, 2^125 (* 2^8 overflows: scalar route), an f32
+                     * subnormal, NaN */
+                    const float sc[4] = {0.00731f, 0x1p125f, 0x1.8p-140f, NAN};
+                    struct hy_tensor W = make_raw(fp4, mx, sc[si], 7, K, 0);
+                    check_widen(&W);
+                    free_q(&W);
+                    if (si == 3)
+                        continue;
+                    W = make_raw(fp4, mx, sc[si], 7, K, 1);
+                    check_widen(&W);
+                    for (int l = 0; l < n_levels; l++)
+                        check_onehot(&levels[l], &W);
+                    free_q(&W);
+                }
+}
+
+static void test_quant_matmul_vs_ref(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {/* T, N, K */
+                                        {1, 1, 32},   {1, 7, 64},   {2, 13, 96},   {3, 17, 160},  {1, 5, 2},
+                                        {2, 9, 30},   {4, 9, 48},   {17, 11, 100}, {5, 33, 258},  {1, 64, 512},
+                                        {2, 3, 1100}, {20, 19, 64}, {6, 40, 130},  {50, 7, 704},  {97, 18, 288},
+                                        {1, 3, 33},   {3, 6, 77},   {2, 21, 1031}, {9, 5, 1}};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        for (int f = 0; f < Q_COUNT; f++) {
+            const int64_t T = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            if (f == Q_MXFP4 && (K & 1))
+                continue;
+            struct hy_tensor W = make_q((enum qfmt)f, N, K);
+            float *x = malloc((size_t)(T * K) * 4), *y0 = malloc((size_t)(T * N) * 4),
+                  *y1 = malloc((size_t)(T * N) * 4);
+            fill(x, T * K);
+            ref.matmul(y0, x, T, &W);
+            for (int l = 0; l < n_levels; l++) {
+                memset(y1, 0xff, (size_t)(T * N) * 4);
+                levels[l].matmul(y1, x, T, &W);
+                const double e = nmse(y1, y0, T * N);
+                if (!(e <= NMSE_MAX)) {
+                    print_error("[%s] matmul %s T=%lld N=%lld K=%lld: nmse %.3g > %.3g\n", levels[l].name, qname[f],
+                                (long long)T, (long long)N, (long long)K, e, NMSE_MAX);
+                    fail();
+                }
+            }
+            free(x);
+            free(y0);
+            free(y1);
+            free_q(&W);
+        }
+}
+
+/* Rows of a T = 17 call == the same rows computed in calls of T = 1, 2, 3, 5 at every offset. */
+static void check_t_invariance(const struct hy_kernel_table *kt)
+{
+    static const int64_t Ks[] = {96, 78, 608, 600};
+    const int64_t TT = 17, N = 37;
+    for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++)
+        for (int f = 0; f < Q_COUNT; f++) {
+            const int64_t K = Ks[ki];
+            struct hy_tensor W = make_q((enum qfmt)f, N, K);
+            float *x = malloc((size_t)(TT * K) * 4), *y = malloc((size_t)(TT * N) * 4),
+                  *ys = malloc((size_t)(TT * N) * 4);
+            fill(x, TT * K);
+            kt->matmul(y, x, TT, &W);
+            static const int64_t sub[] = {1, 2, 3, 5};
+            for (size_t si = 0; si < 4; si++)
+                for (int64_t t0 = 0; t0 + sub[si] <= TT; t0 += sub[si]) {
+                    kt->matmul(ys, x + t0 * K, sub[si], &W);
+                    if (memcmp(ys, y + t0 * N, (size_t)(sub[si] * N) * 4)) {
+                        print_error("[%s] %s K=%lld: rows %lld..+%lld of a T=%lld call differ from T=17\n", kt->name,
+                                    qname[f], (long long)K, (long long)t0, (long long)sub[si], (long long)sub[si]);
+                        fail();
+                    }
+                }
+            free(x);
+            free(y);
+            free(ys);
+            free_q(&W);
+        }
+}
+
+static void test_quant_t_invariance(void **state)
+{
+    (void)state;
+    check_t_invariance(&ref);
+    for (int l = 0; l < n_levels; l++)
+        check_t_invariance(&levels[l]);
+}
+
+static void check_threads(const struct hy_kernel_table *kt)
+{
+    static const int64_t Ts[] = {1, 2, 9};
+    static const int64_t Ks[] = {512, 520};
+    const int64_t N = 203; /* N*K*T > 65536: the threaded paths */
+    for (int f = 0; f < Q_COUNT; f++)
+        for (size_t ki = 0; ki < 2; ki++)
+            for (size_t ti = 0; ti < 3; ti++) {
+                const int64_t T = Ts[ti], K = Ks[ki];
+                struct hy_tensor W = make_q((enum qfmt)f, N, K);
+                float *x = malloc((size_t)(T * K) * 4), *y1 = malloc((size_t)(T * N) * 4),
+                      *y2 = malloc((size_t)(T * N) * 4);
+                fill(x, T * K);
+                omp_set_num_threads(1);
+                kt->matmul(y1, x, T, &W);
+                omp_set_num_threads(2);
+                kt->matmul(y2, x, T, &W);
+                if (memcmp(y1, y2, (size_t)(T * N) * 4)) {
+                    print_error("[%s] matmul %s T=%lld K=%lld: 1 vs 2 threads differ\n", kt->name, qname[f],
+                                (long long)T, (long long)K);
+                    fail();
+                }
+                free(x);
+                free(y1);
+                free(y2);
+                free_q(&W);
+            }
+}
+
+static void test_quant_threads(void **state)
+{
+    (void)state;
+    check_threads(&ref);
+    for (int l = 0; l < n_levels; l++)
+        check_threads(&levels[l]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_exact),
+        cmocka_unit_test(test_quant_matmul_vs_ref),
+        cmocka_unit_test(test_quant_t_invariance),
+        cmocka_unit_test(test_quant_threads),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
