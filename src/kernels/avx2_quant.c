@@ -1,15 +1,19 @@
 /* avx2_quant.c - AVX2 + FMA + F16C matmul kernels for FP8 / MXFP8 / MXFP4 weights (avx2_quant.h).
  *
- * Element decoding (exact, checked against hy_tensor_get in tests/unit/test_kernels_quant.c):
- * - E4M3 byte b -> f16 bits (b & 0x80) << 8 | (b & 0x7f) << 7: the exponent field 0eeee with bias
- *   15 instead of 7, so the f16 value is exactly v * 2^-8, subnormals included (e = 0 lands on f16
- *   subnormals m * 2^-17). Done on 16-bit lanes as ((b << 8) >>arith 1) & 0xBFFF. The NaN codes
- *   0x7f / 0xff are forced to an f16 NaN. The 2^8 is folded into the scale: w = f16(v) * (s * 2^8),
- *   which is the same single rounding of v * s as ref's.
- * - E2M1 nibble -> f16 high byte by one pshufb (0.5 .. 6 as f16 have a zero low byte), then
- *   w = f16(e) * s.
- * - Scales: MX32 -> 2^(s-127) (times 2^8 for E4M3) from a 256-entry table; E4M3 blocks with
- *   247 <= s <= 254 (scale * 2^8 overflows) and per-tensor scales whose * 2^8 overflows take the
+ * Element decoding (exact, checked against hy_tensor_get in tests/unit/test_kernels_quant.c). Both
+ * routes avoid vcvtph2ps (1/cycle on Zen 3, it made the kernels decode-bound) and produce the 8 f32
+ * of a chunk in natural k order, so the chain is the one of kernel_table.h:
+ * - E4M3 byte b -> f32 bits (b & 0x80) << 24 | (b & 0x7f) << 20, which is exactly v * 2^-120 for
+ *   every code (e = 0 lands on f32 subnormals m * 2^-129; no DAZ/FTZ here). One pshufb puts the
+ *   bytes of elements j and j+8 into the two 16-bit halves of dword j, then shifts and a mask give
+ *   elements 0-7 and 8-15. w = that * (s * 2^120): the same single rounding of v * s as ref's.
+ *   The NaN codes 0x7f / 0xff are detected per 32 bytes (a tile that has one is recomputed by
+ *   tile_slow, a panel block by widen_scalar).
+ * - E2M1: one pshufb spreads the 16 bytes of a block so that, after splitting nibbles, dword j
+ *   holds the indices of elements j and j+8; two 16-entry pshufb LUTs give the low and high byte of
+ *   the bf16 value, unpacking makes bf16 words, and shift / mask widen them to f32. w = that * s.
+ * - Scales: MX32 -> 2^(s-127) (E4M3: times 2^120) from a 256-entry table; E4M3 blocks with
+ *   135 <= s <= 254 (s * 2^120 overflows) and per-tensor scales whose * 2^120 overflows take the
  *   scalar hy_tensor_get, as do the last K % 32 elements of a row.
  * The widened values enter the 8-lane FMA chain of kernel_table.h in increasing k. */
 #if defined(__x86_64__)
@@ -24,21 +28,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef HY_Q_E4M3_NAN
-#define HY_Q_E4M3_NAN 1 /* 1: E4M3 NaN codes decode to NaN (exactly as ref); 0: to 480 (faster) */
-#endif
-
 enum { Q_E4M3 = 0, Q_E2M1 = 1 };
 
 static float tab_e8m0[256];   /* 2^(s-127); NaN at 255 */
-static float tab_e8m0_8[256]; /* 2^(s-127+8) for s < 247, NaN at 255 (others unused) */
+static float tab_e8m0_120[256]; /* 2^(s-127+120) for s < 135, NaN at 255 (others unused) */
 static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
 
 static void tab_init(void)
 {
     for (int s = 0; s < 256; s++) {
         tab_e8m0[s] = hy_e8m0_to_f32((uint8_t)s);
-        tab_e8m0_8[s] = s < 247 || s == 255 ? hy_e8m0_to_f32((uint8_t)s) * 256.0f : 0.0f;
+        tab_e8m0_120[s] = s < 135 || s == 255 ? hy_e8m0_to_f32((uint8_t)s) * 0x1p120f : 0.0f;
     }
 }
 
@@ -48,8 +48,8 @@ struct qw {
     const uint8_t *data;
     const uint8_t *scales; /* MX32 */
     int64_t K, row_bytes, n_sb;
-    float cscale;          /* non-MX: the per-element multiplier (E4M3: times 2^8) */
-    int scalar;            /* non-MX E4M3 whose scale * 2^8 overflows: every block scalar */
+    float cscale;          /* non-MX: the per-element multiplier (E4M3: times 2^120) */
+    int scalar;            /* non-MX E4M3 whose scale * 2^120 overflows: every block scalar */
 };
 
 static void qw_init(struct qw *q, const struct hy_tensor *W)
@@ -62,7 +62,7 @@ static void qw_init(struct qw *q, const struct hy_tensor *W)
     q->row_bytes = hy_tensor_row_bytes(W);
     q->n_sb = (W->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
     const float s = W->qscheme == HY_QS_PER_TENSOR ? W->scale : 1.0f;
-    q->cscale = W->dtype == HY_DTYPE_F8_E4M3 ? s * 256.0f : s;
+    q->cscale = W->dtype == HY_DTYPE_F8_E4M3 ? s * 0x1p120f : s;
     q->scalar = W->dtype == HY_DTYPE_F8_E4M3 && isfinite(s) && !isfinite(q->cscale);
 }
 
@@ -75,45 +75,53 @@ int hy_avx2q_supported(const struct hy_tensor *W)
     return W->qscheme == HY_QS_NONE || W->qscheme == HY_QS_PER_TENSOR;
 }
 
-/* 32 E4M3 bytes at p -> w[0..3] = elements 0-7, 8-15, 16-23, 24-31 times c (c = scale * 2^8). */
-HY_AVX2_INLINE void dec32_e4m3(const uint8_t *p, __m256 c, __m256 w[4])
+/* 32 E4M3 bytes at p -> w[0..3] = elements 0-7, 8-15, 16-23, 24-31 times c (c = scale * 2^120);
+ * *nan gets 0xff bytes where a byte is a NaN code (or-accumulated). */
+HY_AVX2_INLINE void dec32_e4m3(const uint8_t *p, __m256 c, __m256 w[4], __m256i *nan)
 {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
-    const __m256i keep = _mm256_set1_epi16((short)0xBFFF);
-    __m256i lo = _mm256_unpacklo_epi8(z, v); /* words b << 8: elements 0-7 | 16-23 */
-    __m256i hi = _mm256_unpackhi_epi8(z, v); /* 8-15 | 24-31 */
-#if HY_Q_E4M3_NAN
-    const __m256i nm = _mm256_set1_epi16(0x7f00);
-    const __m256i nlo = _mm256_cmpeq_epi16(_mm256_and_si256(lo, nm), nm);
-    const __m256i nhi = _mm256_cmpeq_epi16(_mm256_and_si256(hi, nm), nm);
-    lo = _mm256_or_si256(_mm256_and_si256(_mm256_srai_epi16(lo, 1), keep), nlo);
-    hi = _mm256_or_si256(_mm256_and_si256(_mm256_srai_epi16(hi, 1), keep), nhi);
-#else
-    lo = _mm256_and_si256(_mm256_srai_epi16(lo, 1), keep);
-    hi = _mm256_and_si256(_mm256_srai_epi16(hi, 1), keep);
-#endif
-    w[0] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(lo)), c);
-    w[1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(hi)), c);
-    w[2] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1)), c);
-    w[3] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1)), c);
+    /* words b << 8: dword j = (element j, element j + 8) of the 16 bytes */
+    const __m256i sel = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11, -1, 4, -1, 12, -1,
+                                         5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15);
+    const __m256i m = _mm256_set1_epi32((int)0x87F00000u), hb = _mm256_set1_epi8((char)0x80);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)(p + 16 * h));
+        const __m256i wd = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), sel);
+        /* b at bits 24..31 -> arithmetic >> 4, keep bit 31 and bits 20..26 */
+        w[2 * h] = _mm256_mul_ps(
+            _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_slli_epi32(wd, 16), 4), m)), c);
+        w[2 * h + 1] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(wd, 4), m)), c);
+    }
+    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    *nan = _mm256_or_si256(*nan, _mm256_cmpeq_epi8(_mm256_or_si256(v, hb), _mm256_set1_epi8(-1)));
 }
 
 /* 16 bytes at p = 32 E2M1 nibbles (element 2j low) -> w[0..3] as above, times c. */
 HY_AVX2_INLINE void dec32_e2m1(const uint8_t *p, __m256 c, __m256 w[4])
 {
-    const __m256i lut = _mm256_setr_epi8(0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46, (char)0x80, (char)0xB8,
-                                         (char)0xBC, (char)0xBE, (char)0xC0, (char)0xC2, (char)0xC4, (char)0xC6,
-                                         0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46, (char)0x80, (char)0xB8,
-                                         (char)0xBC, (char)0xBE, (char)0xC0, (char)0xC2, (char)0xC4, (char)0xC6);
-    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p)); /* word j = byte j */
-    /* word j = hi nibble << 8 | lo nibble: bytes = element indices in order (lane 0: 0-15, lane 1: 16-31) */
-    const __m256i u = _mm256_and_si256(_mm256_or_si256(_mm256_slli_epi16(b, 4), b), _mm256_set1_epi16(0x0F0F));
-    const __m256i f = _mm256_shuffle_epi8(lut, u), z = _mm256_setzero_si256();
-    const __m256i lo = _mm256_unpacklo_epi8(z, f), hi = _mm256_unpackhi_epi8(z, f);
-    w[0] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(lo)), c);
-    w[1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(hi)), c);
-    w[2] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1)), c);
-    w[3] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1)), c);
+    /* bf16 high / low bytes of the 16 codes (0, .5, 1, 1.5, 2, 3, 4, 6, then negated) */
+    const __m256i lh = _mm256_setr_epi8(0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, (char)0x80, (char)0xBF,
+                                        (char)0xBF, (char)0xBF, (char)0xC0, (char)0xC0, (char)0xC0, (char)0xC0, 0x00,
+                                        0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, (char)0x80, (char)0xBF, (char)0xBF,
+                                        (char)0xBF, (char)0xC0, (char)0xC0, (char)0xC0, (char)0xC0);
+    const __m256i ll = _mm256_setr_epi8(0, 0, (char)0x80, (char)0xC0, 0, 0x40, (char)0x80, (char)0xC0, 0, 0, (char)0x80,
+                                        (char)0xC0, 0, 0x40, (char)0x80, (char)0xC0, 0, 0, (char)0x80, (char)0xC0, 0,
+                                        0x40, (char)0x80, (char)0xC0, 0, 0, (char)0x80, (char)0xC0, 0, 0x40, (char)0x80,
+                                        (char)0xC0);
+    /* dword = (byte x, byte y, 0, 0) with x holding elements (i, i+1) and y elements (i+8, i+9) */
+    const __m256i sel = _mm256_setr_epi8(0, 4, -1, -1, 1, 5, -1, -1, 8, 12, -1, -1, 9, 13, -1, -1, 2, 6, -1, -1, 3, 7,
+                                         -1, -1, 10, 14, -1, -1, 11, 15, -1, -1);
+    const __m256i t = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)), sel);
+    /* nibble split: dword = (lo x, lo y, hi x, hi y) = indices of elements (i, i+8, i+1, i+9) */
+    const __m256i u = _mm256_and_si256(_mm256_or_si256(_mm256_slli_epi32(t, 12), t), _mm256_set1_epi8(0x0F));
+    const __m256i H = _mm256_shuffle_epi8(lh, u), L = _mm256_shuffle_epi8(ll, u);
+    /* bf16 words; dword j of wa = (element j, element j + 8), of wb the same + 16 */
+    const __m256i wa = _mm256_unpacklo_epi8(L, H), wb = _mm256_unpackhi_epi8(L, H);
+    const __m256i hm = _mm256_set1_epi32((int)0xFFFF0000u);
+    w[0] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(wa, 16)), c);
+    w[1] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(wa, hm)), c);
+    w[2] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(wb, 16)), c);
+    w[3] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(wb, hm)), c);
 }
 
 /* Elements [k0, k0+n) of row r (n <= 32) to tmp[0..32), exact (hy_tensor_get), zero-padded. */
@@ -123,70 +131,54 @@ static void widen_scalar(const struct hy_tensor *W, int64_t r, int64_t k0, int64
         tmp[i] = i < n ? hy_tensor_get(W, r, k0 + i) : 0.0f;
 }
 
-/* The full 32-element block at k of row r, widened into w[4]. */
+/* The full 32-element block at k of row r, widened into w[4] (the prefill panels; the decode tiles
+ * below inline the fast part and route the rare scalar cases to tile_slow). */
 HY_AVX2_INLINE void block(const int E, const int MX, const struct qw *q, int64_t r, int64_t k, __m256 w[4])
 {
     const uint8_t *row = q->data + r * q->row_bytes;
+    int scalar = 0;
     __m256 c;
     if (MX) {
         const uint8_t s = q->scales[r * q->n_sb + (k >> 5)];
-        if (E == Q_E4M3 && __builtin_expect(s >= 247 && s != 255, 0)) {
-            float tmp[32];
-            widen_scalar(q->W, r, k, 32, tmp);
-            for (int i = 0; i < 4; i++)
-                w[i] = _mm256_loadu_ps(tmp + 8 * i);
-            return;
-        }
-        c = _mm256_broadcast_ss(E == Q_E4M3 ? &tab_e8m0_8[s] : &tab_e8m0[s]);
+        scalar = E == Q_E4M3 && s >= 135 && s != 255;
+        c = _mm256_broadcast_ss(E == Q_E4M3 ? &tab_e8m0_120[s] : &tab_e8m0[s]);
     } else {
-        if (E == Q_E4M3 && __builtin_expect(q->scalar, 0)) {
-            float tmp[32];
-            widen_scalar(q->W, r, k, 32, tmp);
-            for (int i = 0; i < 4; i++)
-                w[i] = _mm256_loadu_ps(tmp + 8 * i);
-            return;
-        }
+        scalar = E == Q_E4M3 && q->scalar;
         c = _mm256_set1_ps(q->cscale);
     }
-    if (E == Q_E4M3)
-        dec32_e4m3(row + k, c, w);
-    else
+    if (E == Q_E4M3 && !scalar) {
+        __m256i nan = _mm256_setzero_si256();
+        dec32_e4m3(row + k, c, w, &nan);
+        scalar = !_mm256_testz_si256(nan, nan);
+    } else if (E == Q_E2M1)
         dec32_e2m1(row + k / 2, c, w);
+    if (scalar) {
+        float tmp[32];
+        widen_scalar(q->W, r, k, 32, tmp);
+        for (int i = 0; i < 4; i++)
+            w[i] = _mm256_loadu_ps(tmp + 8 * i);
+    }
 }
 
-/* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 2, j < NR <= 4: each row's 32-element
- * blocks are widened in registers once and used for all MR tokens. */
-HY_AVX2_INLINE void tile(const int E, const int MX, const int MR, const int NR, const struct qw *q, const float *x,
-                         int64_t ldx, int64_t n0, float *y, int64_t ldy)
+/* The decode chains for tiles that need scalar widening (E4M3 scale * 2^8 overflowing): every
+ * 32-element chunk of a row through widen_scalar. Same values, same chain as tile(). */
+static HY_AVX2 void tile_slow(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, float *y,
+                              int64_t ldy)
 {
     __m256 acc[2][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < NR; j++)
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
             acc[i][j] = _mm256_setzero_ps();
-    const int64_t K = q->K, K32 = K & ~(int64_t)31;
-    for (int64_t k = 0; k < K32; k += 32) {
-#pragma GCC unroll 4
-        for (int j = 0; j < NR; j++) {
-            __m256 w[4];
-            block(E, MX, q, n0 + j, k, w);
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++)
-#pragma GCC unroll 2
-                for (int i = 0; i < MR; i++)
-                    acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + k + 8 * c), w[c], acc[i][j]);
-        }
-    }
-    if (K32 < K) { /* the last K % 32 elements: scalar-widened, zero-padded chunks of 8 */
-        const int64_t rem = K - K32;
-        for (int j = 0; j < NR; j++) {
+    const int64_t K = q->K;
+    for (int64_t k = 0; k < K; k += 32) {
+        const int64_t n = K - k < 32 ? K - k : 32;
+        for (int j = 0; j < nr; j++) {
             float tmp[32];
-            widen_scalar(q->W, n0 + j, K32, rem, tmp);
-            for (int64_t c = 0; c * 8 < rem; c++) {
+            widen_scalar(q->W, n0 + j, k, n, tmp);
+            for (int64_t c = 0; c * 8 < n; c++) {
+                const int64_t kc = k + 8 * c;
                 const __m256 wv = _mm256_loadu_ps(tmp + 8 * c);
-                const int64_t kc = K32 + 8 * c;
-                for (int i = 0; i < MR; i++) {
+                for (int i = 0; i < mr; i++) {
                     const __m256 xv = kc + 8 <= K ? _mm256_loadu_ps(x + i * ldx + kc)
                                                   : hy_avx2_load_tail(HY_DTYPE_F32, x + i * ldx, kc, K - kc);
                     acc[i][j] = _mm256_fmadd_ps(xv, wv, acc[i][j]);
@@ -194,28 +186,121 @@ HY_AVX2_INLINE void tile(const int E, const int MX, const int MR, const int NR, 
             }
         }
     }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            y[i * ldy + j] = hy_avx2_hsum(acc[i][j]);
+}
+
+/* 1 if one of nr rows from n0 has an E8M0 byte in 135..254 (E4M3 scale * 2^120 overflows). */
+static HY_AVX2 int rows_need_slow(const struct qw *q, int64_t n0, int nr)
+{
+    const uint8_t *s = q->scales + n0 * q->n_sb;
+    const int64_t n = (int64_t)nr * q->n_sb, n32 = n & ~(int64_t)31;
+    const __m256i lo = _mm256_set1_epi8((char)135), hi = _mm256_set1_epi8((char)254);
+    __m256i bad = _mm256_setzero_si256();
+    for (int64_t i = 0; i < n32; i += 32) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(_mm256_min_epu8(_mm256_max_epu8(v, lo), hi), v));
+    }
+    int r = !_mm256_testz_si256(bad, bad);
+    for (int64_t i = n32; i < n; i++)
+        r |= s[i] >= 135 && s[i] != 255;
+    return r;
+}
+
+/* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 2, j < NR <= 4: each row's 32-element
+ * blocks are widened in registers once and used for all MR tokens. The caller routed tiles with
+ * overflowing scales to tile_slow; returns 1 (results not stored) if an E4M3 NaN code was seen. */
+HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, const struct qw *q, const float *x,
+                         int64_t ldx, int64_t n0, float *y, int64_t ldy)
+{
+    const int64_t K = q->K, K32 = K & ~(int64_t)31;
+    const uint8_t *rp[4], *sp[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++) {
+        rp[j] = q->data + (n0 + j) * q->row_bytes;
+        sp[j] = MX ? q->scales + (n0 + j) * q->n_sb : NULL;
+    }
+    const float *tab = E == Q_E4M3 ? tab_e8m0_120 : tab_e8m0;
+    __m256i nan = _mm256_setzero_si256();
+    const __m256 cs = _mm256_set1_ps(q->cscale);
+    __m256 acc[2][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            acc[i][j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K32; k += 32) {
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            __m256 w[4];
+            const __m256 c = MX ? _mm256_broadcast_ss(tab + sp[j][k >> 5]) : cs;
+            if (E == Q_E4M3)
+                dec32_e4m3(rp[j] + k, c, w, &nan);
+            else
+                dec32_e2m1(rp[j] + k / 2, c, w);
+#pragma GCC unroll 4
+            for (int c4 = 0; c4 < 4; c4++)
+#pragma GCC unroll 2
+                for (int i = 0; i < MR; i++)
+                    acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + k + 8 * c4), w[c4], acc[i][j]);
+        }
+    }
+    if (E == Q_E4M3 && !_mm256_testz_si256(nan, nan))
+        return 1;
+    if (K32 < K) { /* the last K % 32 elements: scalar-widened, zero-padded chunks of 8 */
+        const int64_t rem = K - K32;
+        float tmp[4][32];
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            widen_scalar(q->W, n0 + j, K32, rem, tmp[j]);
+#pragma GCC unroll 4
+        for (int c4 = 0; c4 < 4; c4++) {
+            const int64_t kc = K32 + 8 * c4;
+            if (kc >= K)
+                break;
+            __m256 xv[2];
+#pragma GCC unroll 2
+            for (int i = 0; i < MR; i++)
+                xv[i] = kc + 8 <= K ? _mm256_loadu_ps(x + i * ldx + kc)
+                                    : hy_avx2_load_tail(HY_DTYPE_F32, x + i * ldx, kc, K - kc);
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; j++)
+#pragma GCC unroll 2
+                for (int i = 0; i < MR; i++)
+                    acc[i][j] = _mm256_fmadd_ps(xv[i], _mm256_loadu_ps(tmp[j] + 8 * c4), acc[i][j]);
+        }
+    }
 #pragma GCC unroll 2
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
             y[i * ldy + j] = hy_avx2_hsum(acc[i][j]);
+    return 0;
 }
 
 #define Q_CASES(E, MX, MR)                                                                        \
-    case (MR) * 8 + 1: tile(E, MX, MR, 1, q, x, ldx, n0, y, ldy); break;                          \
-    case (MR) * 8 + 2: tile(E, MX, MR, 2, q, x, ldx, n0, y, ldy); break;                          \
-    case (MR) * 8 + 3: tile(E, MX, MR, 3, q, x, ldx, n0, y, ldy); break;                          \
-    case (MR) * 8 + 4: tile(E, MX, MR, 4, q, x, ldx, n0, y, ldy); break;
+    case (MR) * 8 + 1: nan = tile(E, MX, MR, 1, q, x, ldx, n0, y, ldy); break;                    \
+    case (MR) * 8 + 2: nan = tile(E, MX, MR, 2, q, x, ldx, n0, y, ldy); break;                    \
+    case (MR) * 8 + 3: nan = tile(E, MX, MR, 3, q, x, ldx, n0, y, ldy); break;                    \
+    case (MR) * 8 + 4: nan = tile(E, MX, MR, 4, q, x, ldx, n0, y, ldy); break;
 
 #define DEF_Q_TILE(NAME, E, MX)                                                                   \
     static HY_AVX2 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, \
                              float *y, int64_t ldy)                                               \
     {                                                                                             \
+        if (E == Q_E4M3 && (MX ? rows_need_slow(q, n0, nr) : q->scalar)) {                        \
+            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                              \
+            return;                                                                               \
+        }                                                                                         \
+        int nan = 0;                                                                              \
         switch (mr * 8 + nr) {                                                                    \
             Q_CASES(E, MX, 1)                                                                     \
             Q_CASES(E, MX, 2)                                                                     \
         default: break;                                                                           \
         }                                                                                         \
+        if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */            \
+            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                              \
     }
 
 DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0)

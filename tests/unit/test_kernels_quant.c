@@ -4,7 +4,8 @@
  * - Exact decoding: the AVX2 widening (panel path hy_avx2q_widen_rows, and the decode GEMV seen
  *   through one-hot activations, where y[t,n] = w[n,k] exactly) gives hy_tensor_get's value
  *   bitwise, for every element code (E4M3 NaN codes and subnormals included) and extreme scales
- *   (E8M0 0, 246..255; per-tensor scales whose * 2^8 overflows or that are f32 subnormals).
+ *   (E8M0 0, 134, 135 .. 255; per-tensor scales whose * 2^120 overflows, f32 subnormals, NaN), and
+ *   E4M3 NaN codes make exactly the outputs of their rows NaN on both paths.
  * - Against ref: nmse = sum((a-b)^2) / sum(b^2) <= 1e-10 (b = ref). Both sides feed the same exact
  *   f32 weight values into fp32 dot products and differ only in rounding (FMA chain vs ref's
  *   separate multiply + add), relative error O(sqrt(K) * 2^-24) per output on this non-cancelling
@@ -123,7 +124,7 @@ static int same_value(float a, float b) { return (isnan(a) && isnan(b)) || a == 
  * small = 1: element magnitudes < 1 and scale bytes <= 252, so every weight is finite. */
 static struct hy_tensor make_raw(int fp4, int mx, float scale, int64_t N, int64_t K, int small)
 {
-    static const uint8_t sx[] = {0, 1, 2, 60, 100, 119, 120, 127, 135, 200, 246, 247, 250, 252, 254, 255};
+    static const uint8_t sx[] = {0, 1, 2, 60, 100, 119, 127, 134, 135, 200, 246, 247, 250, 252, 254, 255};
     const int64_t nsb = (K + 31) / 32;
     struct hy_tensor W = {.dtype = fp4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3, .rows = N, .cols = K,
                           .qscheme = mx ? HY_QS_MX32 : HY_QS_PER_TENSOR, .scale = scale};
@@ -210,7 +211,7 @@ static void test_decode_exact(void **state)
                         continue;
                     if (mx && si > 0)
                         break;
-                    /* per-tensor scales: ordinary, 2^125 (* 2^8 overflows: scalar route), an f32
+                    /* per-tensor scales: ordinary, 2^125 (* 2^120 overflows: scalar route), an f32
                      * subnormal, NaN */
                     const float sc[4] = {0.00731f, 0x1p125f, 0x1.8p-140f, NAN};
                     struct hy_tensor W = make_raw(fp4, mx, sc[si], 7, K, 0);
@@ -224,6 +225,46 @@ static void test_decode_exact(void **state)
                         check_onehot(&levels[l], &W);
                     free_q(&W);
                 }
+}
+
+/* E4M3 NaN codes (0x7f / 0xff) in two rows: exactly those rows' outputs are NaN, through the
+ * decode tiles (recomputed by the scalar route) and the prefill panels; the rest match ref. */
+static void test_e4m3_nan(void **state)
+{
+    (void)state;
+    for (int mx = 0; mx < 2; mx++)
+        for (int kk = 0; kk < 2; kk++) {
+            const int64_t N = 11, K = kk ? 100 : 64;
+            struct hy_tensor W = make_q(mx ? Q_MXFP8 : Q_FP8, N, K);
+            uint8_t *d = (uint8_t *)W.data;
+            d[2 * K + 5] = 0x7f;
+            d[9 * K + K - 1] = 0xff;
+            float *x = malloc((size_t)(5 * K) * 4), *y0 = malloc((size_t)(5 * N) * 4), *y1 = malloc((size_t)(5 * N) * 4);
+            fill(x, 5 * K);
+            for (int64_t T = 1; T <= 5; T += 4) {
+                ref.matmul(y0, x, T, &W);
+                for (int l = 0; l < n_levels; l++) {
+                    levels[l].matmul(y1, x, T, &W);
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t n = 0; n < N; n++) {
+                            const int want_nan = n == 2 || n == 9;
+                            assert_int_equal(isnan(y0[t * N + n]) != 0, want_nan);
+                            if ((isnan(y1[t * N + n]) != 0) != want_nan) {
+                                print_error("[%s] %s K=%lld T=%lld: y[%lld,%lld] = %g\n", levels[l].name,
+                                            mx ? "mxfp8" : "fp8", (long long)K, (long long)T, (long long)t,
+                                            (long long)n, y1[t * N + n]);
+                                fail();
+                            }
+                            if (!want_nan)
+                                assert_true(fabsf(y1[t * N + n] - y0[t * N + n]) <= 1e-5f * (1.0f + fabsf(y0[t * N + n])));
+                        }
+                }
+            }
+            free(x);
+            free(y0);
+            free(y1);
+            free_q(&W);
+        }
 }
 
 static void test_quant_matmul_vs_ref(void **state)
@@ -340,6 +381,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_exact),
+        cmocka_unit_test(test_e4m3_nan),
         cmocka_unit_test(test_quant_matmul_vs_ref),
         cmocka_unit_test(test_quant_t_invariance),
         cmocka_unit_test(test_quant_threads),
