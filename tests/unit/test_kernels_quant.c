@@ -201,7 +201,7 @@ static void test_decode_exact(void **state)
         fprintf(stderr, "no AVX2: widening not tested\n");
         return;
     }
-    static const int64_t Ks[] = {32, 64, 70, 96, 33, 130};
+    static const int64_t Ks[] = {32, 64, 70, 96, 33, 130, 320}; /* 320: 4 rows of scales >= 32 bytes */
     for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++)
         for (int fp4 = 0; fp4 < 2; fp4++)
             for (int mx = 0; mx < 2; mx++)
@@ -223,6 +223,16 @@ static void test_decode_exact(void **state)
                     check_widen(&W);
                     for (int l = 0; l < n_levels; l++)
                         check_onehot(&levels[l], &W);
+                    if (mx) { /* every scale of the tensor on one boundary value */
+                        static const uint8_t fixed[] = {0, 1, 134, 135, 252};
+                        const int64_t nsb = (K + 31) / 32;
+                        for (size_t fi = 0; fi < sizeof(fixed) / sizeof(fixed[0]); fi++) {
+                            memset((void *)W.mx_scales, fixed[fi], (size_t)(7 * nsb));
+                            check_widen(&W);
+                            for (int l = 0; l < n_levels; l++)
+                                check_onehot(&levels[l], &W);
+                        }
+                    }
                     free_q(&W);
                 }
 }
