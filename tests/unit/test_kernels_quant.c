@@ -226,8 +226,13 @@ static void test_decode_exact(void **state)
                     if (mx) { /* every scale of the tensor on one boundary value */
                         static const uint8_t fixed[] = {0, 1, 134, 135, 252};
                         const int64_t nsb = (K + 31) / 32;
-                        for (size_t fi = 0; fi < sizeof(fixed) / sizeof(fixed[0]); fi++) {
-                            memset((void *)W.mx_scales, fixed[fi], (size_t)(7 * nsb));
+                        for (size_t fi = 0; fi < sizeof(fixed) / sizeof(fixed[0]) + 2; fi++) {
+                            if (fi < sizeof(fixed) / sizeof(fixed[0]))
+                                memset((void *)W.mx_scales, fixed[fi], (size_t)(7 * nsb));
+                            else { /* one 135 among 127s, first or last byte of the tensor's scales */
+                                memset((void *)W.mx_scales, 127, (size_t)(7 * nsb));
+                                ((uint8_t *)W.mx_scales)[fi == sizeof(fixed) ? 0 : 7 * nsb - 1] = 135;
+                            }
                             check_widen(&W);
                             for (int l = 0; l < n_levels; l++)
                                 check_onehot(&levels[l], &W);
