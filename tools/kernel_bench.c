@@ -1,15 +1,24 @@
 /* kernel_bench.c - micro-benchmark of the matmul kernels per ISA level and thread count (not a test).
  * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/kernel_bench.c build/libhyinfer.a \
  *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1) -lm -o build/kernel_bench
- * Run:   nice build/kernel_bench [reps]
- * GEMV figures rotate over 3 weight matrices so the 32 MiB L3 does not hold them (DRAM-bound).
- * Figures are best-of-reps wall time; with 1 thread also "cpu": best-of-reps thread CPU time, which
- * leaves out time the thread was descheduled (useful on a shared, oversubscribed machine). */
+ * Run:   nice build/kernel_bench [reps] [all|bf16|quant]
+ * bf16 section: GEMV figures rotate over 3 weight matrices so the 32 MiB L3 does not hold them
+ * (DRAM-bound). Figures are best-of-reps wall time; with 1 thread also "cpu": best-of-reps thread
+ * CPU time, which leaves out time the thread was descheduled (useful on a shared machine).
+ * quant section (best ISA level): batch-1 GEMV of BF16 / FP8 / MXFP8 / MXFP4 weights at 4096x4096,
+ * 1536x4096 and 4096x1536 (N x K), each call on a different matrix cut from a 160 MiB pool per
+ * format (DRAM-bound), formats interleaved within every repetition (A/B on a shared machine);
+ * GB/s of weight bytes (hy_tensor_bytes, scales included), median and best of reps, and the median's
+ * fraction of the read bandwidth measured by hy_bench_mem_bw with the same thread count. Then
+ * prefill GEMM T=128 at 4096x4096, GFLOP/s, formats interleaved. */
+#include "bench/probe.h"
 #include "kernels/kernel_table.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void)
@@ -61,9 +70,170 @@ static double run(const struct hy_kernel_table *k, struct hy_tensor *W, int nW, 
     return best;
 }
 
+/* ---- quantized formats ---- */
+
+enum { F_BF16 = 0, F_FP8, F_MXFP8, F_MXFP4, F_COUNT };
+static const char *const fname[F_COUNT] = {"bf16", "fp8", "mxfp8", "mxfp4"};
+
+#define POOL ((size_t)160 << 20)
+
+static uint8_t *pool_data[F_COUNT], *pool_scales[F_COUNT]; /* FP8 and MXFP8 share the E4M3 bytes */
+static size_t pool_off[F_COUNT], scale_off[F_COUNT];
+
+static float rnd_tri(uint64_t *st) /* triangular on (-0.05, 0.05) */
+{
+    *st ^= *st << 13;
+    *st ^= *st >> 7;
+    *st ^= *st << 17;
+    uint32_t a = (uint32_t)(*st >> 8) & 0xffff, b = (uint32_t)(*st >> 40) & 0xffff;
+    return ((float)a + (float)b - 65535.0f) / 65536.0f * 0.05f;
+}
+
+/* Pools of realistic bytes: random rows of 4096 values rounded to bf16 or quantized (OCP MX). */
+static void make_pools(void)
+{
+    for (int f = 0; f < F_COUNT; f++)
+        pool_data[f] = f == F_MXFP8 ? pool_data[F_FP8] : malloc(POOL);
+    pool_scales[F_MXFP8] = malloc(POOL / 32);
+    pool_scales[F_MXFP4] = malloc(POOL / 32);
+    const size_t rows8 = POOL / 4096; /* E4M3 rows of 4096 bytes; BF16: 2048 values per row slot */
+#pragma omp parallel
+    {
+        uint64_t st = 0x9e3779b97f4a7c15ull + (uint64_t)omp_get_thread_num() * 7919;
+        float row[4096];
+#pragma omp for schedule(static)
+        for (size_t r = 0; r < rows8; r++) {
+            for (int k = 0; k < 4096; k++)
+                row[k] = rnd_tri(&st);
+            for (int k = 0; k < 2048; k++)
+                ((uint16_t *)pool_data[F_BF16])[r * 2048 + (size_t)k] = hy_f32_to_bf16(row[k]);
+            hy_mx_quantize_row(row, 4096, HY_MX_E4M3, pool_data[F_FP8] + r * 4096, pool_scales[F_MXFP8] + r * 128);
+            for (int h = 0; h < 2; h++) { /* two 2048-byte FP4 rows per 4096-byte slot */
+                uint8_t sc[128];
+                if (h)
+                    for (int k = 0; k < 4096; k++)
+                        row[k] = rnd_tri(&st);
+                hy_mx_quantize_row(row, 4096, HY_MX_E2M1, pool_data[F_MXFP4] + r * 4096 + (size_t)h * 2048, sc);
+                if (r < rows8 / 2)
+                    memcpy(pool_scales[F_MXFP4] + (2 * r + (size_t)h) * 128, sc, 128);
+            }
+        }
+    }
+}
+
+/* The next N x K matrix of format f cut from its pool (wrapping). */
+static struct hy_tensor next_tensor(int f, int64_t N, int64_t K)
+{
+    struct hy_tensor W = {.rows = N, .cols = K};
+    switch (f) {
+    case F_BF16: W.dtype = HY_DTYPE_BF16; break;
+    case F_FP8: W.dtype = HY_DTYPE_F8_E4M3; W.qscheme = HY_QS_PER_TENSOR; W.scale = 0.05f / 448.0f; break;
+    case F_MXFP8: W.dtype = HY_DTYPE_F8_E4M3; W.qscheme = HY_QS_MX32; break;
+    default: W.dtype = HY_DTYPE_F4_E2M1; W.qscheme = HY_QS_MX32; break;
+    }
+    const size_t data_bytes = (size_t)(N * hy_tensor_row_bytes(&W)), sb = (size_t)(N * ((K + 31) / 32));
+    if (pool_off[f] + data_bytes > POOL)
+        pool_off[f] = 0;
+    W.data = pool_data[f] + pool_off[f];
+    pool_off[f] += (data_bytes + 4095) & ~(size_t)4095;
+    if (W.qscheme == HY_QS_MX32) {
+        if (scale_off[f] + sb > POOL / 32)
+            scale_off[f] = 0;
+        W.mx_scales = pool_scales[f] + scale_off[f];
+        scale_off[f] += (sb + 63) & ~(size_t)63;
+    }
+    return W;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void quant_section(int reps)
+{
+    struct hy_kernel_table k;
+    if (hy_kernels_table_for(hy_kernels_best_isa(), &k))
+        return;
+    make_pools();
+    static const int64_t shapes[3][2] = {{4096, 4096}, {1536, 4096}, {4096, 1536}};
+    float *x = malloc(128 * 4096 * 4), *y = malloc(128 * 4096 * 4);
+    for (int i = 0; i < 128 * 4096; i++)
+        x[i] = (float)(i % 7) * 0.1f - 0.3f;
+    double *tm = malloc(sizeof(double) * (size_t)reps * F_COUNT), *tc = malloc(sizeof(double) * (size_t)reps * F_COUNT);
+    const char *env_th = getenv("KB_THREADS"); /* "1" or "2": only that count */
+    for (int th = 1; th <= 2; th++) {
+        if (env_th && atoi(env_th) != th)
+            continue;
+        omp_set_num_threads(th);
+        double bw = 0, bw_s = 0;
+        if (hy_bench_mem_bw((size_t)1 << 30, 5, &bw, &bw_s))
+            bw = NAN;
+        printf("quant [%s] threads=%d: read bandwidth %.2f GB/s (hy_bench_mem_bw, 1 GiB, best of 5)\n", k.name, th, bw);
+        for (int s = 0; s < 3; s++) {
+            const int64_t N = shapes[s][0], K = shapes[s][1];
+            for (int f = 0; f < F_COUNT; f++) { /* warm-up */
+                struct hy_tensor W = next_tensor(f, N, K);
+                k.matmul(y, x, 1, &W);
+            }
+            double bytes[F_COUNT];
+            for (int r = 0; r < reps; r++)
+                for (int f = 0; f < F_COUNT; f++) {
+                    struct hy_tensor W = next_tensor(f, N, K);
+                    bytes[f] = (double)hy_tensor_bytes(&W);
+                    double t0 = now(), c0 = cpu_now();
+                    k.matmul(y, x, 1, &W);
+                    tm[f * reps + r] = now() - t0;
+                    tc[f * reps + r] = cpu_now() - c0;
+                }
+            for (int f = 0; f < F_COUNT; f++) {
+                qsort(tm + f * reps, (size_t)reps, sizeof(double), cmp_d);
+                qsort(tc + f * reps, (size_t)reps, sizeof(double), cmp_d);
+                const double med = tm[f * reps + reps / 2], best = tm[f * reps], cmed = tc[f * reps + reps / 2];
+                printf("  gemv T=1 %4lldx%-4lld %-5s %6.2f MB: median %6.2f GB/s (%.3f ms)  best %6.2f GB/s  "
+                       "median/bw %.2f",
+                       (long long)N, (long long)K, fname[f], bytes[f] / 1e6, bytes[f] / med / 1e9, med * 1e3,
+                       bytes[f] / best / 1e9, bytes[f] / med / 1e9 / bw);
+                if (th == 1) /* thread CPU time: leaves out time the thread was descheduled */
+                    printf("  | cpu-time median %6.2f GB/s (%.2f of bw)", bytes[f] / cmed / 1e9, bytes[f] / cmed / 1e9 / bw);
+                printf("\n");
+            }
+        }
+        /* prefill GEMM T = 128, 4096 x 4096 */
+        const int greps = reps / 6 > 3 ? reps / 6 : 3;
+        for (int r = 0; r < greps; r++)
+            for (int f = 0; f < F_COUNT; f++) {
+                struct hy_tensor W = next_tensor(f, 4096, 4096);
+                double t0 = now();
+                k.matmul(y, x, 128, &W);
+                tm[f * reps + r] = now() - t0;
+            }
+        for (int f = 0; f < F_COUNT; f++) {
+            qsort(tm + f * reps, (size_t)greps, sizeof(double), cmp_d);
+            const double fl = 2.0 * 128 * 4096 * 4096;
+            printf("  gemm T=128 4096x4096 %-5s: median %6.1f GFLOP/s  best %6.1f GFLOP/s (%d reps)\n", fname[f],
+                   fl / tm[f * reps + greps / 2] / 1e9, fl / tm[f * reps] / 1e9, greps);
+        }
+        fflush(stdout);
+    }
+    free(tm);
+    free(tc);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
+    const char *what = argc > 2 ? argv[2] : "all";
+    if (reps < 1)
+        reps = 1;
+    if (strcmp(what, "bf16")) {
+        quant_section(reps);
+        if (!strcmp(what, "quant"))
+            return 0;
+    }
     struct hy_tensor g[3] = {mk(4096, 4096), mk(4096, 4096), mk(4096, 4096)};
     struct hy_tensor lm[3] = {mk(128192, 128), mk(128192, 128), mk(128192, 128)};
     struct hy_tensor gm[1] = {mk(4096, 4096)};

@@ -6,11 +6,12 @@
  * block in registers, the prefill path (avx2.c) widens a block of 16 rows into an f32 panel.
  *
  * Every element is widened to its exact f32 value hy_tensor_get(W, n, k) = round_f32(elem * scale)
- * (E4M3 -> f16 bits by a shift, F16C convert, times scale * 2^8; E2M1 -> f16 high byte by a pshufb
- * LUT, F16C convert, times scale; blocks or tensors whose scale * 2^8 would overflow, and row tails
- * K % 32, take the scalar hy_tensor_get), then fed into the same 8-lane FMA chain as the BF16 path
- * (kernel_table.h). So y[t,n] does not depend on T, on the GEMV vs GEMM path or on the thread count,
- * and it differs from ref only by ref's separate multiply+add rounding.
+ * (E4M3 -> f32 bits v * 2^-120 by shifts and a mask, times scale * 2^120; E2M1 -> bf16 bytes by two
+ * pshufb LUTs, times scale; E4M3 NaN codes, blocks or tensors whose scale * 2^120 would overflow and
+ * the last K % 32 elements of a row take the scalar hy_tensor_get; details in avx2_quant.c), then
+ * fed into the same 8-lane FMA chain as the BF16 path (kernel_table.h). So y[t,n] does not depend on
+ * T, on the GEMV vs GEMM path or on the thread count, and it differs from ref only by ref's separate
+ * multiply + add rounding.
  */
 #ifndef HY_KERNELS_AVX2_QUANT_H
 #define HY_KERNELS_AVX2_QUANT_H

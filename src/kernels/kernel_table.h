@@ -9,7 +9,9 @@
  * level's fixed chain over k (ref: 8 interleaved partial sums; avx2: one 8-lane FMA chain, lane j
  * taking k = j mod 8 in increasing k, zero-padded tail), then the fixed horizontal sum
  * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)); it never depends on T, on the GEMV/GEMM path taken, or on
- * the thread count.
+ * the thread count. Quantized weights (FP8 per-tensor, MXFP8, MXFP4; model/tensor.h) run the same
+ * chain on each element's exact dequantized f32 value hy_tensor_get (ref via hy_tensor_get, avx2
+ * via avx2_quant.c: widened in registers for decode, into f32 panels for prefill).
  */
 #ifndef HY_KERNELS_KERNEL_TABLE_H
 #define HY_KERNELS_KERNEL_TABLE_H

@@ -15,8 +15,9 @@
 
 #include <stdint.h>
 
-/* y[T, N] = x[T, K] · W^T, W [N, K] (F32/F16/BF16), fp32 accumulation in a fixed order
- * (8 interleaved partial sums over k, summed pairwise at the end). x and y must not alias. */
+/* y[T, N] = x[T, K] · W^T, W [N, K] (F32/F16/BF16, or FP8 / MXFP8 / MXFP4 whose elements enter as
+ * their exact dequantized values, model/tensor.h), fp32 accumulation in a fixed order (8 interleaved
+ * partial sums over k, summed pairwise at the end). x and y must not alias. */
 void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 
 /* Dot product of a[n] and b[n] in the fixed order hy_matmul uses. */
