@@ -50,12 +50,22 @@ struct qw {
     int64_t K, row_bytes, n_sb;
     float cscale;          /* non-MX: the per-element multiplier (E4M3: times 2^120) */
     int scalar;            /* non-MX E4M3 whose scale * 2^120 overflows: every block scalar */
+    int64_t pf;            /* decode prefetch distance in bytes (HYQ_PF_ROWS rows) */
 };
+
+#ifndef HYQ_PF_ROWS
+/* The decode tiles prefetch each row's bytes this many rows ahead (the same spot of the next 4-row
+ * tile), one prefetch per 64 bytes. Measured on the 2-core EPYC (1 thread, DRAM-resident MXFP8 /
+ * MXFP4 at K = 1536 and 4096, interleaved A/B): +15..60% over the hardware prefetcher alone, which
+ * does not run far enough ahead of these decode-heavy loops; 4, 6, 8, 12 rows measured the same. */
+#define HYQ_PF_ROWS 4
+#endif
 
 static void qw_init(struct qw *q, const struct hy_tensor *W)
 {
     pthread_once(&tab_once, tab_init);
     q->W = W;
+    q->pf = HYQ_PF_ROWS * hy_tensor_row_bytes(W);
     q->data = W->data;
     q->scales = W->mx_scales;
     q->K = W->cols;
@@ -224,6 +234,7 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, c
     const float *tab = E == Q_E4M3 ? tab_e8m0_120 : tab_e8m0;
     __m256i nan = _mm256_setzero_si256();
     const __m256 cs = _mm256_set1_ps(q->cscale);
+    const int64_t pf = q->pf;
     __m256 acc[2][4];
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
@@ -234,6 +245,8 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, c
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++) {
             __m256 w[4];
+            if ((k & (E == Q_E4M3 ? 63 : 127)) == 0) /* one per 64 bytes of the row */
+                _mm_prefetch((const char *)rp[j] + (E == Q_E4M3 ? k : k / 2) + pf, _MM_HINT_T0);
             const __m256 c = MX ? _mm256_broadcast_ss(tab + sp[j][k >> 5]) : cs;
             if (E == Q_E4M3)
                 dec32_e4m3(rp[j] + k, c, w, &nan);
