@@ -32,10 +32,22 @@ enum { Q_E4M3 = 0, Q_E2M1 = 1 };
 
 static float tab_e8m0[256];   /* 2^(s-127); NaN at 255 */
 static float tab_e8m0_120[256]; /* 2^(s-127+120) for s < 135, NaN at 255 (others unused) */
+/* MXFP4: per E8M0 byte s, the bf16 high / low bytes of e2m1(n) * 2^(s-127) for the 16 codes n.
+ * Those products have at most 2 significant bits, so bf16 holds them exactly (down to the f32
+ * subnormals of s = 0, 1; inf / NaN included): the scale is applied by the LUT, not by a multiply. */
+static uint8_t tab_e2m1_lut[256][2][16] __attribute__((aligned(16)));
 static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
 
 static void tab_init(void)
 {
+    for (int s = 0; s < 256; s++)
+        for (int n = 0; n < 16; n++) {
+            const float v = hy_e2m1_to_f32((uint8_t)n) * hy_e8m0_to_f32((uint8_t)s);
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            tab_e2m1_lut[s][0][n] = (uint8_t)(u >> 24);
+            tab_e2m1_lut[s][1][n] = (uint8_t)(u >> 16);
+        }
     for (int s = 0; s < 256; s++) {
         tab_e8m0[s] = hy_e8m0_to_f32((uint8_t)s);
         tab_e8m0_120[s] = s < 135 || s == 255 ? hy_e8m0_to_f32((uint8_t)s) * 0x1p120f : 0.0f;
@@ -106,18 +118,10 @@ HY_AVX2_INLINE void dec32_e4m3(const uint8_t *p, __m256 c, __m256 w[4], __m256i 
     *nan = _mm256_or_si256(*nan, _mm256_cmpeq_epi8(_mm256_or_si256(v, hb), _mm256_set1_epi8(-1)));
 }
 
-/* 16 bytes at p = 32 E2M1 nibbles (element 2j low) -> w[0..3] as above, times c. */
-HY_AVX2_INLINE void dec32_e2m1(const uint8_t *p, __m256 c, __m256 w[4])
+/* 16 bytes at p = 32 E2M1 nibbles (element 2j low) -> w[0..3] as above: the bf16 values given by
+ * the high / low byte LUTs lh, ll (16 entries, both lanes), times c when MUL. */
+HY_AVX2_INLINE void dec32_e2m1(const int MUL, const uint8_t *p, __m256i lh, __m256i ll, __m256 c, __m256 w[4])
 {
-    /* bf16 high / low bytes of the 16 codes (0, .5, 1, 1.5, 2, 3, 4, 6, then negated) */
-    const __m256i lh = _mm256_setr_epi8(0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, (char)0x80, (char)0xBF,
-                                        (char)0xBF, (char)0xBF, (char)0xC0, (char)0xC0, (char)0xC0, (char)0xC0, 0x00,
-                                        0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, (char)0x80, (char)0xBF, (char)0xBF,
-                                        (char)0xBF, (char)0xC0, (char)0xC0, (char)0xC0, (char)0xC0);
-    const __m256i ll = _mm256_setr_epi8(0, 0, (char)0x80, (char)0xC0, 0, 0x40, (char)0x80, (char)0xC0, 0, 0, (char)0x80,
-                                        (char)0xC0, 0, 0x40, (char)0x80, (char)0xC0, 0, 0, (char)0x80, (char)0xC0, 0,
-                                        0x40, (char)0x80, (char)0xC0, 0, 0, (char)0x80, (char)0xC0, 0, 0x40, (char)0x80,
-                                        (char)0xC0);
     /* dword = (byte x, byte y, 0, 0) with x holding elements (i, i+1) and y elements (i+8, i+9) */
     const __m256i sel = _mm256_setr_epi8(0, 4, -1, -1, 1, 5, -1, -1, 8, 12, -1, -1, 9, 13, -1, -1, 2, 6, -1, -1, 3, 7,
                                          -1, -1, 10, 14, -1, -1, 11, 15, -1, -1);
@@ -128,10 +132,20 @@ HY_AVX2_INLINE void dec32_e2m1(const uint8_t *p, __m256 c, __m256 w[4])
     /* bf16 words; dword j of wa = (element j, element j + 8), of wb the same + 16 */
     const __m256i wa = _mm256_unpacklo_epi8(L, H), wb = _mm256_unpackhi_epi8(L, H);
     const __m256i hm = _mm256_set1_epi32((int)0xFFFF0000u);
-    w[0] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(wa, 16)), c);
-    w[1] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(wa, hm)), c);
-    w[2] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(wb, 16)), c);
-    w[3] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(wb, hm)), c);
+    w[0] = _mm256_castsi256_ps(_mm256_slli_epi32(wa, 16));
+    w[1] = _mm256_castsi256_ps(_mm256_and_si256(wa, hm));
+    w[2] = _mm256_castsi256_ps(_mm256_slli_epi32(wb, 16));
+    w[3] = _mm256_castsi256_ps(_mm256_and_si256(wb, hm));
+    if (MUL)
+        for (int i = 0; i < 4; i++)
+            w[i] = _mm256_mul_ps(w[i], c);
+}
+
+/* The LUT pair of E8M0 byte s (MX) or of the plain E2M1 values (scale applied by a multiply). */
+HY_AVX2_INLINE void e2m1_luts(int s, __m256i *lh, __m256i *ll)
+{
+    *lh = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)tab_e2m1_lut[s][0]));
+    *ll = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)tab_e2m1_lut[s][1]));
 }
 
 /* Elements [k0, k0+n) of row r (n <= 32) to tmp[0..32), exact (hy_tensor_get), zero-padded. */
@@ -160,8 +174,11 @@ HY_AVX2_INLINE void block(const int E, const int MX, const struct qw *q, int64_t
         __m256i nan = _mm256_setzero_si256();
         dec32_e4m3(row + k, c, w, &nan);
         scalar = !_mm256_testz_si256(nan, nan);
-    } else if (E == Q_E2M1)
-        dec32_e2m1(row + k / 2, c, w);
+    } else if (E == Q_E2M1) {
+        __m256i lh, ll;
+        e2m1_luts(MX ? q->scales[r * q->n_sb + (k >> 5)] : 127, &lh, &ll);
+        dec32_e2m1(!MX, row + k / 2, lh, ll, c, w);
+    }
     if (scalar) {
         float tmp[32];
         widen_scalar(q->W, r, k, 32, tmp);
@@ -232,6 +249,8 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, c
         sp[j] = MX ? q->scales + (n0 + j) * q->n_sb : NULL;
     }
     const float *tab = E == Q_E4M3 ? tab_e8m0_120 : tab_e8m0;
+    __m256i lh1, ll1; /* E2M1 values unscaled (2^0: E8M0 byte 127) */
+    e2m1_luts(127, &lh1, &ll1);
     __m256i nan = _mm256_setzero_si256();
     const __m256 cs = _mm256_set1_ps(q->cscale);
     const int64_t pf = q->pf;
@@ -247,11 +266,14 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, c
             __m256 w[4];
             if ((k & (E == Q_E4M3 ? 63 : 127)) == 0) /* one per 64 bytes of the row */
                 _mm_prefetch((const char *)rp[j] + (E == Q_E4M3 ? k : k / 2) + pf, _MM_HINT_T0);
-            const __m256 c = MX ? _mm256_broadcast_ss(tab + sp[j][k >> 5]) : cs;
             if (E == Q_E4M3)
-                dec32_e4m3(rp[j] + k, c, w, &nan);
-            else
-                dec32_e2m1(rp[j] + k / 2, c, w);
+                dec32_e4m3(rp[j] + k, MX ? _mm256_broadcast_ss(tab + sp[j][k >> 5]) : cs, w, &nan);
+            else if (MX) { /* the scale is in the LUTs */
+                __m256i lh, ll;
+                e2m1_luts(sp[j][k >> 5], &lh, &ll);
+                dec32_e2m1(0, rp[j] + k / 2, lh, ll, cs, w);
+            } else
+                dec32_e2m1(1, rp[j] + k / 2, lh1, ll1, cs, w);
 #pragma GCC unroll 4
             for (int c4 = 0; c4 < 4; c4++)
 #pragma GCC unroll 2
