@@ -10,7 +10,9 @@
  * format (DRAM-bound), formats interleaved within every repetition (A/B on a shared machine);
  * GB/s of weight bytes (hy_tensor_bytes, scales included), median and best of reps, and the median's
  * fraction of the read bandwidth measured by hy_bench_mem_bw with the same thread count. Then
- * prefill GEMM T=128 at 4096x4096, GFLOP/s, formats interleaved. */
+ * prefill GEMM T=128 at 4096x4096, GFLOP/s, formats interleaved. With 1 thread the GEMV lines also
+ * give the median over thread CPU time (leaves out time the thread was descheduled).
+ * KB_THREADS=1 or 2 runs only that thread count of the quant section. */
 #include "bench/probe.h"
 #include "kernels/kernel_table.h"
 

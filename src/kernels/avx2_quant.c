@@ -10,11 +10,14 @@
  *   The NaN codes 0x7f / 0xff are detected per 32 bytes (a tile that has one is recomputed by
  *   tile_slow, a panel block by widen_scalar).
  * - E2M1: one pshufb spreads the 16 bytes of a block so that, after splitting nibbles, dword j
- *   holds the indices of elements j and j+8; two 16-entry pshufb LUTs give the low and high byte of
- *   the bf16 value, unpacking makes bf16 words, and shift / mask widen them to f32. w = that * s.
- * - Scales: MX32 -> 2^(s-127) (E4M3: times 2^120) from a 256-entry table; E4M3 blocks with
- *   135 <= s <= 254 (s * 2^120 overflows) and per-tensor scales whose * 2^120 overflows take the
- *   scalar hy_tensor_get, as do the last K % 32 elements of a row.
+ *   holds the indices of elements j and j+8; two 16-entry pshufb LUTs give the high and low byte of
+ *   the bf16 value, unpacking makes bf16 words, and shift / mask widen them to f32. With MX32 the
+ *   LUTs are those of the block's E8M0 byte (tab_e2m1_lut: e * 2^(s-127) is exact in bf16), so no
+ *   multiply; other scales multiply the f32 values.
+ * - Scales: E4M3 MX32 -> 2^(s-127+120) from a 256-entry table; E4M3 blocks with 135 <= s <= 254
+ *   (s * 2^120 overflows) and per-tensor scales whose * 2^120 overflows take the scalar
+ *   hy_tensor_get, as do the last K % 32 elements of a row.
+ * - Decode tiles (2 tokens x 4 rows) prefetch each row 4 rows ahead (see HYQ_PF_ROWS).
  * The widened values enter the 8-lane FMA chain of kernel_table.h in increasing k. */
 #if defined(__x86_64__)
 
