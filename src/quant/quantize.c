@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,6 +208,22 @@ static int src_row(const struct qmat *q, int64_t r, float *buf)
     return 0;
 }
 
+/* Drops the mapped source pages wholly inside [p, p + n) from this process (they are re-read from the
+ * file if touched again): keeps the resident set small while a large checkpoint streams through. */
+static void drop_pages(const void *p, size_t n)
+{
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) & ~(pg - 1),
+                    b = ((uintptr_t)p + n) & ~(pg - 1);
+    if (b > a)
+        (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static void drop_src(const struct qmat *q)
+{
+    const size_t es = hy_dtype_size(q->src->dtype);
+    drop_pages((const char *)q->src->data + (size_t)q->elem0 * es, (size_t)(q->rows * q->cols) * es);
+}
+
 /* fp8 per-tensor scale = max|W| / 448 (f32), 1 for an all-zero matrix. */
 static int fp8_scale(struct qmat *q)
 {
@@ -224,6 +241,7 @@ static int fp8_scale(struct qmat *q)
                 amax = fabsf(buf[k]);
     }
     free(buf);
+    drop_src(q);
     q->scale = amax > 0.0f ? amax / 448.0f : 1.0f;
     return 0;
 }
@@ -472,7 +490,11 @@ static int write_safetensors(const char *path, struct plan *p, uint64_t *bytes_o
     for (size_t i = 0; !rc && i < p->n; i++) {
         struct entry *e = &p->e[i];
         if (e->role == R_COPY) {
-            rc = write_all(f, e->src->data, e->nbytes, path);
+            for (uint64_t o = 0; !rc && o < e->nbytes; o += (64u << 20)) { /* 64 MiB at a time */
+                const uint64_t n = e->nbytes - o < (64u << 20) ? e->nbytes - o : (64u << 20);
+                rc = write_all(f, (const char *)e->src->data + o, n, path);
+                drop_pages((const char *)e->src->data + o, n);
+            }
         } else if (e->role == R_QSCALE_FP8) {
             rc = write_all(f, &e->q->scale, 4, path); /* little-endian host (x86-64) */
         } else if (e->role == R_QWEIGHT) {
@@ -489,6 +511,7 @@ static int write_safetensors(const char *path, struct plan *p, uint64_t *bytes_o
                 break;
             }
             rc = quantize_mat(q, wbuf, sbuf) || write_all(f, wbuf, e->nbytes, path);
+            drop_src(q);
             have = q;
         } else { /* R_QSCALE_MX: follows its weight (stable sort, same size class) */
             if (have != e->q) {
