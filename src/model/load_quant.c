@@ -126,10 +126,11 @@ static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, cons
     if (f == HY_QF_NONE) {
         if (!hy_dtype_is_kernel_float(w->dtype)) {
             if (qc->method == HY_QM_NONE)
-                return hy_err_set("tensor \"%s\" has dtype %s but config.json has no quantization_config "
-                                  "(supported plain dtypes: BF16, F16, F32)", w->name, w->dtype_name);
-            return hy_err_set("tensor \"%s\" has dtype %s but quantization_config (%s) leaves module \"%s\" "
-                              "unquantized (ignored or not targeted)", w->name, w->dtype_name, cfg_name, module);
+                return hy_err_set("unsupported dtype %s for tensor \"%s\" (supported: BF16, F16, F32; config.json "
+                                  "has no quantization_config)", w->dtype_name, w->name);
+            return hy_err_set("unsupported dtype %s for tensor \"%s\": quantization_config (%s) leaves module "
+                              "\"%s\" unquantized (ignored or not targeted)", w->dtype_name, w->name, cfg_name,
+                              module);
         }
         if (s)
             return hy_err_set("tensor \"%s\" exists but quantization_config (%s) leaves module \"%s\" unquantized",
@@ -229,9 +230,10 @@ int hy_qload_check_unquantized(const struct hy_checkpoint *ck, const char *name,
         n -= strlen(suf);
     snprintf(sn, sizeof(sn), "%.*s.weight_scale", (int)n, name);
     const struct hy_st_tensor *s = hy_checkpoint_find(ck, sn);
-    if ((w && !hy_dtype_is_kernel_float(w->dtype)) || s)
-        return hy_err_set("tensor \"%s\"%s%s: a quantized %s is not supported (keep it BF16/F16/F32; list it in "
-                          "quantization_config's ignore list)", s ? sn : name, w && !s ? " has dtype " : "",
-                          w && !s ? w->dtype_name : "", what);
+    if (w && !hy_dtype_is_kernel_float(w->dtype))
+        return hy_err_set("unsupported dtype %s for tensor \"%s\" (supported: BF16, F16, F32; a quantized %s is "
+                          "not supported)", w->dtype_name, name, what);
+    if (s)
+        return hy_err_set("tensor \"%s\" exists: a quantized %s is not supported (keep it BF16/F16/F32)", sn, what);
     return 0;
 }

@@ -169,6 +169,11 @@ def bad_inputs(ck, mx8, fp8):
     write_variant(fp8, b, None, noconf)
     expect_error(ck, "no quantization_config", b, "config.json has no quantization_config")
 
+    def embed_fp8(t):
+        t["model.embed_tokens.weight_scale"] = ("F32", np.array([1.0], dtype=np.float32))
+    write_variant(fp8, b, embed_fp8)
+    expect_error(ck, "scaled embedding", b, "a quantized embedding is not supported")
+
     # hyinfer quantize refusals
     out = os.path.join(WORK, "q-nonempty")
     shutil.rmtree(out, ignore_errors=True)
