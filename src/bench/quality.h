@@ -35,6 +35,10 @@ struct hy_quality_row {
     int     a_in_b_top5;  /* 1 when top1_a is among B's 5 most likely ids */
 };
 
+/* exp(x): the vectorizable exp the measures use on [-700, 0] (relative error about 2e-16), glibc's
+ * exp elsewhere (exposed for its test). */
+double hy_quality_exp_neg(double x);
+
 /* Sums over positions; the means are formed by hy_quality_summary. */
 struct hy_quality_stats {
     int64_t positions;         /* rows accumulated */

@@ -51,6 +51,16 @@ static const char *dtype_name(enum hy_compute_dtype cd)
     return cd == HY_COMPUTE_F32 ? "float32" : "bfloat16";
 }
 
+/* p (malloc'd) made canonical for display when possible; takes ownership. */
+static char *canonical(char *p)
+{
+    char *r = p ? realpath(p, NULL) : NULL;
+    if (!r)
+        return p;
+    free(p);
+    return r;
+}
+
 /* The default text file: $HY_SHARED/DEFAULT_CORPUS, else <exe dir>/../../shared/DEFAULT_CORPUS.
  * Returns a malloc'd path or NULL with hy_err_msg() listing where it looked. */
 static char *find_default_text(void)
@@ -60,7 +70,7 @@ static char *find_default_text(void)
     if (env && *env) {
         char *p = hy_path_join(env, DEFAULT_CORPUS);
         if (p && hy_file_exists(p))
-            return p;
+            return canonical(p);
         snprintf(tried, sizeof(tried), "%s", p ? p : "");
         free(p);
     }
@@ -73,7 +83,7 @@ static char *find_default_text(void)
             *slash = '\0';
             char *p = hy_path_join(exe, "../../shared/" DEFAULT_CORPUS);
             if (p && hy_file_exists(p))
-                return p;
+                return canonical(p);
             size_t l = strlen(tried);
             snprintf(tried + l, sizeof(tried) - l, "%s%s", l ? ", " : "", p ? p : "");
             free(p);
