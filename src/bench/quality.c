@@ -223,15 +223,24 @@ int64_t hy_quality_tokens_needed(int32_t positions, int32_t bos)
 
 /* One model's state for a run: its KV cache (context positions, one sequence) and logits rows. */
 struct side {
+    const struct hy_quality_model *q;
     struct hy_model   *m;
     struct hy_kv_cache kv;
     float             *logits;
 };
 
-int hy_quality_run(struct hy_model *a, struct hy_model *b, const int32_t *text, int64_t n_text, int32_t bos,
-                   int32_t positions, int32_t context, int32_t rows_per_step, struct hy_quality_stats *s)
+/* The KV cache of one side: the place where per-side cache options (dtype) apply. */
+static int side_kv_init(const struct side *sd, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks)
+{
+    return hy_model_kv_cache_init(sd->m, kv, block_size, n_blocks);
+}
+
+int hy_quality_run(const struct hy_quality_model *qa, const struct hy_quality_model *qb, const int32_t *text,
+                   int64_t n_text, int32_t bos, int32_t positions, int32_t context, int32_t rows_per_step,
+                   struct hy_quality_stats *s)
 {
     hy_quality_stats_init(s);
+    const struct hy_model *a = qa->m, *b = qb->m;
     const int32_t V = a->cfg.vocab_size;
     if (b->cfg.vocab_size != V)
         return hy_err_set("quality: vocab sizes differ: model %d, reference %d", V, b->cfg.vocab_size);
@@ -258,7 +267,7 @@ int hy_quality_run(struct hy_model *a, struct hy_model *b, const int32_t *text, 
         rows_per_step = context;
 
     const int32_t bs = 16, nb = (context + bs - 1) / bs;
-    struct side sd[2] = {{.m = a}, {.m = b}};
+    struct side sd[2] = {{.q = qa, .m = qa->m}, {.q = qb, .m = qb->m}};
     int32_t *win = malloc((size_t)context * sizeof(int32_t)), *tgt = malloc((size_t)context * sizeof(int32_t));
     int32_t *pos = malloc((size_t)context * sizeof(int32_t)), *seq = calloc((size_t)context, sizeof(int32_t));
     int32_t *rows = malloc((size_t)rows_per_step * sizeof(int32_t)), *table = malloc((size_t)nb * sizeof(int32_t));
@@ -274,7 +283,7 @@ int hy_quality_run(struct hy_model *a, struct hy_model *b, const int32_t *text, 
             hy_err_set("quality: out of memory for %d logits rows of %d", rows_per_step, V);
             goto out;
         }
-        if (hy_model_kv_cache_init(sd[k].m, &sd[k].kv, bs, nb)) {
+        if (side_kv_init(&sd[k], &sd[k].kv, bs, nb)) {
             hy_err_prefix(k ? "reference KV cache" : "model KV cache");
             goto out;
         }

@@ -79,6 +79,12 @@ int hy_quality_accumulate(struct hy_quality_stats *s, const float *la, const flo
 /* Text tokens hy_quality_run needs for `positions` predictions (see the window rule above). */
 int64_t hy_quality_tokens_needed(int32_t positions, int32_t bos);
 
+/* One model of a comparison and how it runs. A new engine option that changes a model's outputs
+ * (e.g. its KV cache dtype) is a field here, used where hy_quality_run sets up that model. */
+struct hy_quality_model {
+    struct hy_model *m;
+};
+
 /* Runs A and B over the first hy_quality_tokens_needed(positions, bos) ids of text[n_text] in
  * windows of `context` tokens (>= 2), `rows_per_step` tokens per forward call (each call returns
  * the logits of all its tokens from both models, so memory is 2 * rows_per_step * vocab floats
@@ -86,8 +92,9 @@ int64_t hy_quality_tokens_needed(int32_t positions, int32_t bos);
  * Both models must have the same vocab_size; context must not exceed either model's
  * max_position_embeddings. Returns 0, or -1 with hy_err_msg() (bad sizes, too little text,
  * ids outside the vocabulary, a forward failure, out of memory). */
-int hy_quality_run(struct hy_model *a, struct hy_model *b, const int32_t *text, int64_t n_text, int32_t bos,
-                   int32_t positions, int32_t context, int32_t rows_per_step, struct hy_quality_stats *s);
+int hy_quality_run(const struct hy_quality_model *a, const struct hy_quality_model *b, const int32_t *text,
+                   int64_t n_text, int32_t bos, int32_t positions, int32_t context, int32_t rows_per_step,
+                   struct hy_quality_stats *s);
 
 /* Characters (Unicode code points of UTF-8 text) in text[len]. Returns the count, or -1 with
  * hy_err_msg() when the bytes are not valid UTF-8. */

@@ -26,7 +26,12 @@
 
 /* Everything that decides how one side runs: [0] = model A (under test), [1] = reference B.
  * A new engine option for a side is a field here, a flag line in the table of hy_cmd_bench_quality
- * pointing at side[0] (or side[1]) and its use in load_side. */
+ * pointing at so[0] (or so[1]), and its use: in load_side when it acts at load time, else a field
+ * of struct hy_quality_model (bench/quality.h) filled where qm[] is built. Example, --kv-cache-dtype
+ * (FP8 KV cache work): field `const char *kv_cache_dtype`, flag line
+ *   {"--kv-cache-dtype", NULL, HY_ARG_STR, &so[0].kv_cache_dtype, NULL, "A's KV cache dtype"},
+ * parsed in load_side into struct side, copied to hy_quality_model.kv_dtype, and side_kv_init in
+ * quality.c calls hy_model_kv_cache_init_dtype with it. */
 struct side_opts {
     const char *dir;     /* -m / --ref */
     const char *dtype;   /* --dtype / --ref-dtype: float32 | bfloat16 | auto */
@@ -214,7 +219,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
 
     struct hy_quality_stats st;
     const double t0 = hy_time_now();
-    if (hy_quality_run(sd[0].m, sd[1].m, ids[0], (int64_t)n_ids[0], bos, positions, context, rows_per_step, &st)) {
+    const struct hy_quality_model qm[2] = {{.m = sd[0].m}, {.m = sd[1].m}};
+    if (hy_quality_run(&qm[0], &qm[1], ids[0], (int64_t)n_ids[0], bos, positions, context, rows_per_step, &st)) {
         rc = 1;
         goto fail;
     }
