@@ -200,6 +200,15 @@ def main():
         expect_error(["-m", TINY, "--ref", other_tok], "tokenizers differ: BOS id")
     fewer_merges = make_variant("fewer-merges", drop_merges=200)
     expect_error(["-m", fewer_merges, "--ref", TINY], "tokenizers differ on the text")
+    # no default text: HY_SHARED wrong and nothing at <exe dir>/../../shared
+    lone = os.path.join(WORK, "lone", "bin")
+    os.makedirs(lone, exist_ok=True)
+    shutil.copy(BIN, os.path.join(lone, "hyinfer"))
+    env = dict(os.environ, HY_SHARED=os.path.join(WORK, "no-shared"))
+    p = subprocess.run([os.path.join(lone, "hyinfer"), "bench", "quality", "-m", TINY, "--ref", TINY],
+                       capture_output=True, text=True, env=env)
+    check(p.returncode == 2 and "pass --text FILE" in p.stderr and "no-shared" in p.stderr,
+          "no default text -> rc %d, %r" % (p.returncode, p.stderr.strip()[:200]))
     # a small --text file from its start: one window, positions = its tokens
     r = quality("-m", TINY, "--ref", TINY, "--text", small, "--positions", "3")
     check(r["text"]["start_char"] == 0 and r["positions"] == 3, "--text FILE is read from its first character")
