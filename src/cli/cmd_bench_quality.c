@@ -43,10 +43,11 @@ struct side {
     enum hy_compute_dtype cd;
 };
 
-static int load_side(const struct side_opts *o, const char *what, struct side *s)
+/* Loads the model and the tokenizer of tok_dir (NULL: none). */
+static int load_side(const struct side_opts *o, const char *what, const char *tok_dir, struct side *s)
 {
     if (hy_cli_parse_dtype(o->dtype, o->dir, &s->cd) || hy_model_load(o->dir, s->cd, &s->m) ||
-        hy_tokenizer_load_dir(o->dir, &s->tok))
+        (tok_dir && hy_tokenizer_load_dir(tok_dir, &s->tok)))
         return hy_err_prefix("%s %s", what, o->dir);
     return 0;
 }
@@ -103,7 +104,7 @@ static char *find_default_text(void)
 int hy_cmd_bench_quality(int argc, char **argv)
 {
     struct side_opts so[2] = {{0}};
-    const char *text_path = NULL, *text_start = NULL;
+    const char *text_path = NULL, *text_start = NULL, *tokenizer_dir = NULL;
     int positions = 1000, context = 0, threads = 0, json = 0, help = 0, rows_per_step = 64;
     const struct hy_arg args[] = {
         {"--model", "-m", HY_ARG_STR, &so[0].dir, NULL, "model A, the one measured (directory)"},
@@ -114,6 +115,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
          "UTF-8 text file (default: $HY_SHARED/" DEFAULT_CORPUS ", from --text-start 0.9)"},
         {"--text-start", NULL, HY_ARG_STR, &text_start, NULL,
          "fraction of the file's characters skipped (default 0.9 for the default text, 0 with --text)"},
+        {"--tokenizer", NULL, HY_ARG_STR, &tokenizer_dir, NULL,
+         "directory whose tokenizer both sides use (default: each model's own; they must agree)"},
         {"--positions", NULL, HY_ARG_INT, &positions, NULL, "predicted positions measured (default 1000)"},
         {"--context", NULL, HY_ARG_INT, &context, NULL,
          "tokens per window, KV reset between windows (default min(max_position_embeddings, 1024))"},
@@ -123,7 +126,7 @@ int hy_cmd_bench_quality(int argc, char **argv)
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
-    const char *usage = "hyinfer bench quality -m A --ref B [--text FILE] [--positions 1000] [--context N] "
+    const char *usage = "hyinfer bench quality -m A --ref B [--text FILE] [--tokenizer DIR] [--positions 1000] [--context N] "
                         "[--dtype auto|bfloat16|float32] [--ref-dtype ...] [--threads N] [--json]";
     int np;
     if (hy_args_parse(argc, argv, 3, args, na, NULL, 0, &np)) {
@@ -176,7 +179,9 @@ int hy_cmd_bench_quality(int argc, char **argv)
         goto fail;
     }
     for (int k = 0; k < 2; k++)
-        if (load_side(&so[k], k ? "reference" : "model", &sd[k]))
+        /* with --tokenizer, one tokenizer (held by side 0) serves both */
+        if (load_side(&so[k], k ? "reference" : "model", tokenizer_dir ? (k ? NULL : tokenizer_dir) : so[k].dir,
+                      &sd[k]))
             goto fail;
     const struct hy_model_config *ca = &sd[0].m->cfg, *cb = &sd[1].m->cfg;
     if (ca->vocab_size != cb->vocab_size) {
@@ -184,12 +189,21 @@ int hy_cmd_bench_quality(int argc, char **argv)
                    cb->vocab_size);
         goto fail;
     }
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < (tokenizer_dir ? 1 : 2); k++)
         if (hy_tokenizer_encode(sd[k].tok, text + off, text_len - off, 0, &ids[k], &n_ids[k])) {
             hy_err_prefix("%s tokenizer", k ? "reference" : "model");
             goto fail;
         }
-    const int32_t bos = hy_tokenizer_add_bos(sd[0].tok), bos_b = hy_tokenizer_add_bos(sd[1].tok);
+    const int32_t bos = hy_tokenizer_add_bos(sd[0].tok), bos_b = sd[1].tok ? hy_tokenizer_add_bos(sd[1].tok) : bos;
+    if (tokenizer_dir) { /* one tokenizer: the reference side reuses A's ids */
+        n_ids[1] = n_ids[0];
+        if (n_ids[0] && !(ids[1] = malloc(n_ids[0] * sizeof(int32_t)))) {
+            hy_err_set("out of memory");
+            goto fail;
+        }
+        if (n_ids[0])
+            memcpy(ids[1], ids[0], n_ids[0] * sizeof(int32_t));
+    }
     if (bos != bos_b) {
         hy_err_set("the tokenizers differ: BOS id %d (model) vs %d (reference)", bos, bos_b);
         goto fail;
@@ -252,6 +266,7 @@ int hy_cmd_bench_quality(int argc, char **argv)
                                       (json_int_t)(n_chars - start_char), "tokens", (json_int_t)n_ids[0],
                                       "tokens_used", (json_int_t)need));
         json_object_set_new(o, "bos", json_integer(bos));
+        json_object_set_new(o, "tokenizer", json_string(tokenizer_dir ? tokenizer_dir : so[0].dir));
         json_object_set_new(o, "context", json_integer(context));
         json_object_set_new(o, "windows", json_integer(st.windows));
         json_object_set_new(o, "window_rule",

@@ -8,7 +8,7 @@
    mean KL > 0.
 4. Arithmetic: every figure of a 3-window fp32 run (windows of 8 tokens, 3 rows per forward call)
    recomputed with numpy from `hyinfer logits --all-positions` of both models on the same windows.
-5. Bad input: missing -m / --ref, unreadable directory, --positions 0 or beyond the text, vocab
+5. --tokenizer DIR: one tokenizer for both sides. Bad input: missing -m / --ref, unreadable directory, --positions 0 or beyond the text, vocab
    sizes that differ, tokenizers that differ, bad --context / --text / --text-start: exit 2 and a
    message naming the problem.
 """
@@ -209,6 +209,11 @@ def main():
                        capture_output=True, text=True, env=env)
     check(p.returncode == 2 and "pass --text FILE" in p.stderr and "no-shared" in p.stderr,
           "no default text -> rc %d, %r" % (p.returncode, p.stderr.strip()[:200]))
+    expect_error(["-m", TINY, "--ref", TINY, "--tokenizer", os.path.join(WORK, "no-such-tok")], "no-such-tok")
+    # --tokenizer: one tokenizer for both sides (models without one, e.g. random bench checkpoints)
+    r = quality("-m", TINY, "--ref", fewer_merges, "--tokenizer", TINY, "--positions", "50")
+    check(r["tokenizer"] == TINY and r["top1_agreement"] == 1.0 and r["mean_kl"] == 0.0,
+          "--tokenizer DIR serves both sides (same weights -> KL 0)")
     # a small --text file from its start: one window, positions = its tokens
     r = quality("-m", TINY, "--ref", TINY, "--text", small, "--positions", "3")
     check(r["text"]["start_char"] == 0 and r["positions"] == 3, "--text FILE is read from its first character")
