@@ -126,8 +126,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
-    const char *usage = "hyinfer bench quality -m A --ref B [--text FILE] [--tokenizer DIR] [--positions 1000] [--context N] "
-                        "[--dtype auto|bfloat16|float32] [--ref-dtype ...] [--threads N] [--json]";
+    const char *usage = "hyinfer bench quality -m A --ref B [--text FILE] [--tokenizer DIR] [--positions 1000] "
+                        "[--context N] [--dtype auto|bfloat16|float32] [--ref-dtype ...] [--threads N] [--json]";
     int np;
     if (hy_args_parse(argc, argv, 3, args, na, NULL, 0, &np)) {
         fprintf(stderr, "hyinfer bench quality: %s\n", hy_err_msg());
