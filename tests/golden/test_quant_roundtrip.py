@@ -7,6 +7,8 @@
 2. Checkpoints written by tools/quant_ref.py in other spellings: Hy3-FP8 (BF16 scalar weight_scale, input_scale
    present, activation_scheme static), MXFP8 with F8_E8M0 scales, fused experts and weight_block_size [1, 32],
    hybrid with block_structure [1, 32] and a regex group that outranks a "Linear" group.
+   Random hy_v3 checkpoints (tools/make_random_hy3.py: fused experts, sharded input, K = 24 / 48 / 96, i.e.
+   partial MX blocks) quantized by `hyinfer quantize`: every quantized weight equals quant_ref's encoding.
 3. For every checkpoint of 1 and 2: `hyinfer logits --dtype float32 --all-positions` (and --mtp on one prompt)
    equals tools/hy3_ref.py run on the DEQUANTIZED weights (quant_ref.dequantize_dir, F32) within
    1e-4 * max(1, max |ref|) (DESIGN §5).
@@ -19,6 +21,7 @@ Exit 0 pass, 1 fail, 77 skip (no models/hy3-tiny).
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +34,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import hy3_golden_util as U  # noqa: E402
 import quant_ref as Q  # noqa: E402
 import safetensors_np as st  # noqa: E402
-from hy3_ref import Hy3Ref  # noqa: E402
+import make_random_hy3  # noqa: E402
+from hy3_ref import Hy3Ref, load_tensors  # noqa: E402
 
 TINY = os.path.join(ROOT, "models", "hy3-tiny")
 WORK = os.path.join(ROOT, "build", "quant-rt")
@@ -96,6 +100,54 @@ def compare_logits(ck, tag, qdir, prompts):
             ck.check(dmm <= tm, "%s: MTP logits max|d| %.3g > tol %.3g" % (tag, dmm, tm))
             worst = max(worst, dmm / tm)
     print("  %-22s logits vs numpy reference on dequantized weights: worst max|d|/tol = %.3f" % (tag, worst))
+
+
+def source_matrix(src, mod):
+    """f32 source weight of output module `mod`, also when the input stores experts fused."""
+    if mod + ".weight" in src:
+        return np.asarray(src[mod + ".weight"][1], dtype=np.float32)
+    m = re.match(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj$", mod)
+    e = int(m.group(2))
+    if m.group(3) == "down":
+        return np.asarray(src[m.group(1) + ".down_proj"][1][e], dtype=np.float32)
+    gu = np.asarray(src[m.group(1) + ".gate_up_proj"][1][e], dtype=np.float32)
+    half = gu.shape[0] // 2
+    return gu[:half] if m.group(3) == "gate" else gu[half:]
+
+
+def random_variants(ck):
+    """Fused and sharded inputs, K not a multiple of 32 (partial MX blocks): bytes vs quant_ref, logits vs ref."""
+    print("random hy_v3 variants (fused / sharded input, partial MX blocks):")
+    for variant, fmt in (("outer-fused", "hybrid"), ("sharded", "mxfp4"), ("scaled", "fp8"), ("inner", "mxfp8")):
+        sd = os.path.join(WORK, "rand-" + variant)
+        make_random_hy3.write(sd, variant)
+        d = sd + "-" + fmt
+        rc, out, err = run(["quantize", "-m", sd, "-o", d, "--quant-dtype", fmt])
+        if not ck.check(rc == 0, "%s: quantize failed: %s" % (d, err.strip()[-300:])):
+            continue
+        src = load_tensors(sd)
+        got = st.load(os.path.join(d, "model.safetensors"), widen_bf16=False)
+        bad, n = [], 0
+        for name, (dt, a) in got.items():
+            if not name.endswith(".weight_scale"):
+                continue
+            mod = name[:-len(".weight_scale")]
+            cat = Q.linear_category(mod + ".weight")
+            want = Q.quantize_weight(source_matrix(src, mod), Q.format_for(fmt, cat))
+            n += 1
+            for suf in ("weight", "weight_scale"):
+                if got[mod + "." + suf][1].tobytes() != np.ascontiguousarray(want[suf][1]).tobytes():
+                    bad.append(mod + "." + suf)
+        ks = sorted(set(int(got[n_][1].shape[1]) * (2 if got[n_][0] == "U8" else 1)
+                        for n_ in got if n_.endswith(".weight") and n_[:-7] + ".weight_scale" in got))
+        ck.check(n > 0 and not bad, "%s: %d of %d quantized weights differ from quant_ref (first %s)"
+                 % (d, len(bad), n, bad[:3]))
+        print("  %-24s %d quantized weights (K in %s), bytes equal to quant_ref: %s"
+              % (os.path.basename(d), n, ks, "yes" if n and not bad else "NO"))
+        with open(os.path.join(sd, "config.json")) as f:
+            vocab = json.load(f)["vocab_size"]
+        rng = np.random.Generator(np.random.PCG64(len(variant)))
+        compare_logits(ck, os.path.basename(d), d, [[int(x) for x in rng.integers(0, vocab, size=9)]])
 
 
 def expect_error(ck, tag, d, needle, args=None):
@@ -247,6 +299,7 @@ def main():
     for tag, d in cases:
         compare_logits(ck, tag, d, prompts)
 
+    random_variants(ck)
     bad_inputs(ck, os.path.join(WORK, "mxfp8"), os.path.join(WORK, "fp8"))
 
     print("greedy text (fp8 model, -n 40):")
