@@ -245,6 +245,16 @@ def bad_inputs(ck, mx8, fp8):
                  ["quantize", "-m", WORK, "-o", o2, "--quant-dtype", "fp8"])
     expect_error(ck, "quantize: IN quantized", o2, "already has a quantization_config",
                  ["quantize", "-m", fp8, "-o", o2, "--quant-dtype", "mxfp8"])
+    nan_in = os.path.join(WORK, "rand-nan")
+
+    def nan_w(t):
+        k = "model.layers.1.self_attn.q_proj.weight"
+        a = t[k][1].copy()
+        a.reshape(-1)[5] = 0x7FC0 if t[k][0] == "BF16" else np.nan
+        t[k] = (t[k][0], a)
+    write_variant(os.path.join(WORK, "rand-inner"), nan_in, nan_w)
+    expect_error(ck, "quantize: NaN weight", o2, "element [0, 5] is nan",
+                 ["quantize", "-m", nan_in, "-o", o2, "--quant-dtype", "mxfp8"])
     ck.check(not os.path.exists(o2), "a failed quantize left %s behind" % o2)
     left = [n for n in os.listdir(WORK) if ".tmp-" in n]
     ck.check(not left, "temporary directories left behind: %s" % left)
