@@ -22,13 +22,14 @@
 #define ATT_TILE 32
 #define ATT_MAXD 256
 
-/* 8 E4M3 bytes at p as f32 values e4m3(b) / 256 (exact; no NaN: 0x7f reads as 480 / 256). */
+/* 8 E4M3 bytes at p as f32 values e4m3(b) / 256 (exact; no NaN: 0x7f reads as 480 / 256). Each
+ * byte goes to the high byte of a 16-bit lane (s eeee mmm 0^8); an arithmetic shift right by one
+ * and clearing bit 14 give the half s 0 eeee mmm 0^7, i.e. 2^(e-15) (1 + m/8) = e4m3 / 256 (and
+ * m 2^-17 = e4m3 / 256 for the subnormals e = 0). */
 HY_AVX2_INLINE __m256 load_e4m3_div256(const uint8_t *p)
 {
-    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
-    const __m128i mag = _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7);
-    const __m128i sgn = _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8);
-    return _mm256_cvtph_ps(_mm_or_si128(mag, sgn));
+    const __m128i x = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)p));
+    return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(x, 1), _mm_set1_epi16((short)0xbfff)));
 }
 
 /* 8 K/V elements at element offset off: F32 / BF16 widened, or (F8 = 1) E4M3 / 256. */

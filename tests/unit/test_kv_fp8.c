@@ -191,6 +191,40 @@ static void test_zero_rows(void **state)
     hy_kv_cache_free(&kv);
 }
 
+/* Every non-NaN E4M3 byte (signs, subnormals, 448) decoded by each level's attention: one cached
+ * position with a static V scale of 1, so the output is exactly the V row's values. */
+static void test_decode_every_byte(void **state)
+{
+    (void)state;
+    enum { D = 128, NH = 2 };
+    const float one[1] = {1.0f};
+    const float *per[1] = {one};
+    float q[NH * D], o[NH * D], sc[1];
+    memset(q, 0, sizeof(q));
+    for (int half = 0; half < 2; half++) {
+        struct hy_kv_cache kv;
+        assert_int_equal(hy_kv_cache_init_ex(&kv, 1, 1, D, 1, 1, HY_DTYPE_F8_E4M3, per), 0);
+        uint8_t *vb = kv.v[0];
+        for (int i = 0; i < D; i++) {
+            int b = half * 128 + i;
+            vb[i] = (uint8_t)((b & 0x7f) == 0x7f ? b - 1 : b); /* NaN codes: never written */
+        }
+        const int32_t table[1] = {0};
+        for (int l = -1; l < n_levels; l++) {
+            const struct hy_kernel_table *t = l < 0 ? &ref : &levels[l];
+            t->attend(&kv, 0, q, NH, table, 1, sc, o);
+            for (int h = 0; h < NH; h++)
+                for (int i = 0; i < D; i++) {
+                    const float want = hy_e4m3_to_f32(vb[i]);
+                    if (!(o[h * D + i] == want)) /* (-0 accumulates to +0) */
+                        fail_msg("[%s] byte 0x%02x decoded as %g, want %g", t->name, vb[i], (double)o[h * D + i],
+                                 (double)want);
+                }
+        }
+        hy_kv_cache_free(&kv);
+    }
+}
+
 static void test_init_errors_and_names(void **state)
 {
     (void)state;
@@ -573,6 +607,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_matches_reference), cmocka_unit_test(test_zero_rows),
+        cmocka_unit_test(test_decode_every_byte),
         cmocka_unit_test(test_init_errors_and_names),   cmocka_unit_test(test_attention_levels),
         cmocka_unit_test(test_attention_vs_f32),        cmocka_unit_test(test_attention_threads),
         cmocka_unit_test(test_engine_fp8),
