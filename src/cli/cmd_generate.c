@@ -96,7 +96,7 @@ int hy_cmd_generate(int argc, char **argv)
     enum hy_compute_dtype cd;
     enum hy_dtype kv_dtype;
     hy_sampling_params_init(&sp);
-    if ((hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype")))
+    if (hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype"))
         goto fail;
     if (hy_sampling_params_from_generation_config(model_dir, &sp))
         goto fail;

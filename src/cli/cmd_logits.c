@@ -121,8 +121,8 @@ int hy_cmd_logits(int argc, char **argv)
     int32_t *ids = NULL, n = 0;
     float *logits = NULL, *mtp_logits = NULL;
     int rc = 1;
-    if ((hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype")) || hy_cli_parse_dtype(dtype, model_dir, &cd) ||
-        hy_model_load(model_dir, cd, &m))
+    if ((hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
+        hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m))
         goto fail;
     if (mtp && !m->has_mtp) {
         hy_err_set("%s: --mtp: the model has no MTP layer", model_dir);

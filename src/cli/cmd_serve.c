@@ -82,7 +82,8 @@ int hy_cmd_serve(int argc, char **argv)
                         "--block-size >= 1; --max-model-len, --max-waiting-requests >= 0\n");
         return 2;
     }
-    if ((hy_kv_dtype_parse(kvd, &c.engine.kv_cache_dtype) && hy_err_prefix("--kv-cache-dtype")) || hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
+    if ((hy_kv_dtype_parse(kvd, &c.engine.kv_cache_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
+        hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
         fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
         return 2;
     }

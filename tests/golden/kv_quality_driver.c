@@ -2,10 +2,12 @@
  * (used by tests/golden/test_kv_fp8.py; linked against build/libhyinfer.a).
  *
  * usage: kv_quality_driver MODEL_DIR TEXT_FILE CHAR_OFFSET WINDOWS WINDOW_LEN REF_KV TEST_KV [bfloat16]
- * Encodes TEXT_FILE from byte CHAR_OFFSET on (no BOS; at most 8 bytes per needed token), cuts WINDOWS consecutive windows of
- * WINDOW_LEN tokens, runs each window as one sequence in float32 (or bfloat16) compute mode twice (KV cache
- * dtype REF_KV, then TEST_KV: auto | bf16 | fp8 | fp32) and prints one JSON object:
- * {"positions", "top1_agreement", "mean_kl", "max_kl", "p99_kl", "mean_abs_dlogit", "max_abs_dlogit"}
+ * Encodes TEXT_FILE from byte CHAR_OFFSET on (no BOS; at most 8 bytes per needed token), cuts
+ * WINDOWS consecutive windows of WINDOW_LEN tokens, runs each window as one sequence in float32 (or bfloat16) compute mode twice
+ * (KV cache dtype REF_KV, then TEST_KV: auto | bf16 | fp8 | fp32) and prints one JSON object:
+ * {"positions", "top1_agreement", "mean_kl", "max_kl", "p99_kl", "mean_abs_dlogit", "max_abs_dlogit",
+ *  "tokens_encoded", "positions_margin_ge_0.5", "top1_agreement_margin_ge_0.5",
+ *  "ref_margin_at_disagreements": [the reference's top-1/top-2 logit margin at each disagreement]}
  * where KL = sum_v p_ref(v) (log p_ref(v) - log p_test(v)) in nats, per position, in double. */
 #include "base/err.h"
 #include "base/fileio.h"
@@ -81,8 +83,8 @@ int main(int argc, char **argv)
     size_t len = 0, n_ids = 0;
     int32_t *ids = NULL;
     if (hy_kv_dtype_parse(argv[6], &ref_dt) || hy_kv_dtype_parse(argv[7], &test_dt) ||
-        hy_model_load(argv[1], argc == 9 ? HY_COMPUTE_BF16 : HY_COMPUTE_F32, &m) || hy_tokenizer_load_dir(argv[1], &tok) ||
-        hy_file_read_all(argv[2], &text, &len)) {
+        hy_model_load(argv[1], argc == 9 ? HY_COMPUTE_BF16 : HY_COMPUTE_F32, &m) ||
+        hy_tokenizer_load_dir(argv[1], &tok) || hy_file_read_all(argv[2], &text, &len)) {
         fprintf(stderr, "driver: %s\n", hy_err_msg());
         return 1;
     }
