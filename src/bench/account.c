@@ -5,7 +5,7 @@
 
 static double tbytes(const struct hy_tensor *t)
 {
-    return t->data ? (double)t->rows * (double)t->cols * (double)hy_dtype_size(t->dtype) : 0.0;
+    return t->data ? (double)hy_tensor_bytes(t) : 0.0; /* quantized: elements + scales */
 }
 
 static double tparams(const struct hy_tensor *t)

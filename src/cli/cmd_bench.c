@@ -350,7 +350,7 @@ int hy_cmd_bench(int argc, char **argv)
             hy_args_usage(usage, args, na);
             return 0;
         }
-        fprintf(stderr, "hyinfer bench: expected the mode \"latency\" (or \"serve\"; throughput is not built yet)\n");
+        fprintf(stderr, "hyinfer bench: expected the mode \"latency\" (or \"serve\", \"quality\"; throughput is not built yet)\n");
         hy_args_usage(usage, args, na);
         return 2;
     }

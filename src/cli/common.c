@@ -10,7 +10,7 @@
 
 int hy_cli_parse_dtype(const char *s, const char *model_dir, enum hy_compute_dtype *out)
 {
-    if (s && (!strcmp(s, "float32") || !strcmp(s, "fp32") || !strcmp(s, "float"))) {
+    if (s && (!strcmp(s, "float32") || !strcmp(s, "fp32") || !strcmp(s, "f32") || !strcmp(s, "float"))) {
         *out = HY_COMPUTE_F32;
         return 0;
     }
@@ -19,7 +19,7 @@ int hy_cli_parse_dtype(const char *s, const char *model_dir, enum hy_compute_dty
         return 0;
     }
     if (s && strcmp(s, "auto") != 0)
-        return hy_err_set("--dtype \"%s\": expected float32, bfloat16 or auto", s);
+        return hy_err_set("--dtype \"%s\": expected float32 (f32), bfloat16 (bf16) or auto", s);
     struct hy_checkpoint ck;
     if (hy_checkpoint_open(model_dir, &ck))
         return -1;

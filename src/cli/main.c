@@ -26,7 +26,10 @@ static void usage(void)
             "                      --random-output-len 64] [--json]   load a running server\n"
             "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n"
             "  hyinfer bench latency -m MODEL_DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] [--json]\n"
-            "  hyinfer info                           kernel ISA level in use, CPU features, threads\n\n"
+            "  hyinfer bench quality -m A --ref B [--text FILE] [--positions 1000] [--dtype D --ref-dtype D] [--json]\n"
+            "                                         top-1 agreement / KL of A's next-token distributions vs B's\n"
+            "  hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
+            "  hyinfer info [-m MODEL_DIR]            kernel ISA level in use, CPU features, threads (+ model quantization)\n\n"
             "  hyinfer SUBCOMMAND --help              flags of a subcommand\n");
 }
 
@@ -50,17 +53,25 @@ int main(int argc, char **argv)
         return hy_cmd_run(argc, argv);
     if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "serve"))
         return hy_cmd_bench_serve(argc, argv);
+    if (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "quality"))
+        return hy_cmd_bench_quality(argc, argv);
     if (!strcmp(argv[1], "serve"))
         return hy_cmd_serve(argc, argv);
-    if (!strcmp(argv[1], "info"))
-        return cmd_info();
+    if (!strcmp(argv[1], "info")) {
+        int rc = cmd_info();
+        if (argc == 4 && (!strcmp(argv[2], "-m") || !strcmp(argv[2], "--model")))
+            return hy_cmd_info_model(argv[3]);
+        return rc;
+    }
+    if (!strcmp(argv[1], "quantize"))
+        return hy_cmd_quantize(argc, argv);
     if (!strcmp(argv[1], "logits"))
         return hy_cmd_logits(argc, argv);
     if (!strcmp(argv[1], "bench"))
         return hy_cmd_bench(argc, argv);
     /* One line: the usage text would add a second "hyinfer ..." line to an error report. */
     fprintf(stderr,
-            "hyinfer: unknown subcommand \"%s\" (expected generate, run, serve, logits, bench or info; see --help)\n",
+            "hyinfer: unknown subcommand \"%s\" (expected generate, run, serve, logits, bench, quantize or info; see --help)\n",
             argv[1]);
     return 2;
 }

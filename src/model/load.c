@@ -1,6 +1,8 @@
 /* load.c - binds checkpoint tensors to struct hy_model (both Hy3 spellings, spec §3). */
 #include "model/model.h"
 
+#include "model/load_quant.h"
+
 #include "base/err.h"
 #include "base/log.h"
 #include "base/timing.h"
@@ -87,6 +89,12 @@ static int bind_vec(const struct hy_model *m, const char *name, int64_t n, float
     return bind_f32(t, n, 0, out);
 }
 
+/* A linear weight by module name (without ".weight"): plain or quantized as quantization_config says. */
+static int bind_linear(struct hy_model *m, int L, const char *module, int64_t rows, int64_t cols, struct hy_tensor *out)
+{
+    return hy_qload_linear(&m->quant, &m->ck, module, rows, cols, L == m->cfg.num_hidden_layers, out);
+}
+
 static int bind_attention(struct hy_model *m, int L, struct hy_layer *ly)
 {
     const struct hy_model_config *c = &m->cfg;
@@ -96,10 +104,10 @@ static int bind_attention(struct hy_model *m, int L, struct hy_layer *ly)
 #define P(suffix) (snprintf(n, sizeof(n), "model.layers.%d.%s", L, suffix), n)
     if (bind_vec(m, P("input_layernorm.weight"), H, &ly->input_norm) ||
         bind_vec(m, P("post_attention_layernorm.weight"), H, &ly->post_norm) ||
-        bind_matrix(m, P("self_attn.q_proj.weight"), qd, H, &ly->wq) ||
-        bind_matrix(m, P("self_attn.k_proj.weight"), kvd, H, &ly->wk) ||
-        bind_matrix(m, P("self_attn.v_proj.weight"), kvd, H, &ly->wv) ||
-        bind_matrix(m, P("self_attn.o_proj.weight"), H, qd, &ly->wo))
+        bind_linear(m, L, P("self_attn.q_proj"), qd, H, &ly->wq) ||
+        bind_linear(m, L, P("self_attn.k_proj"), kvd, H, &ly->wk) ||
+        bind_linear(m, L, P("self_attn.v_proj"), kvd, H, &ly->wv) ||
+        bind_linear(m, L, P("self_attn.o_proj"), H, qd, &ly->wo))
         return -1;
     if (c->qk_norm && (bind_vec(m, P("self_attn.q_norm.weight"), c->head_dim, &ly->q_norm) ||
                        bind_vec(m, P("self_attn.k_norm.weight"), c->head_dim, &ly->k_norm)))
@@ -108,41 +116,49 @@ static int bind_attention(struct hy_model *m, int L, struct hy_layer *ly)
     return 0;
 }
 
-static int bind_mlp(const struct hy_model *m, const char *prefix, int64_t width, struct hy_expert *e)
+static int bind_mlp(struct hy_model *m, int L, const char *prefix, int64_t width, struct hy_expert *e)
 {
     const int64_t H = m->cfg.hidden_size;
     char n[NAME_LEN];
-    snprintf(n, sizeof(n), "%s.gate_proj.weight", prefix);
-    if (bind_matrix(m, n, width, H, &e->gate))
+    snprintf(n, sizeof(n), "%s.gate_proj", prefix);
+    if (bind_linear(m, L, n, width, H, &e->gate))
         return -1;
-    snprintf(n, sizeof(n), "%s.up_proj.weight", prefix);
-    if (bind_matrix(m, n, width, H, &e->up))
+    snprintf(n, sizeof(n), "%s.up_proj", prefix);
+    if (bind_linear(m, L, n, width, H, &e->up))
         return -1;
-    snprintf(n, sizeof(n), "%s.down_proj.weight", prefix);
-    return bind_matrix(m, n, H, width, &e->down);
+    snprintf(n, sizeof(n), "%s.down_proj", prefix);
+    return bind_linear(m, L, n, H, width, &e->down);
 }
 
-/* Fused experts: gate_up_proj [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up) and down_proj [E, H, I]. */
+/* Fused experts: gate_up_proj [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up) and down_proj [E, H, I],
+ * plain or quantized (load_quant.h: scales "<name>_scale"). */
 static int bind_fused_experts(struct hy_model *m, int L, struct hy_layer *ly, const struct hy_st_tensor *gu)
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t E = c->num_experts, I = c->moe_intermediate_size, H = c->hidden_size;
+    const int lenient = L == c->num_hidden_layers;
     char n[NAME_LEN];
     const struct hy_st_tensor *dn = find_fmt(m, n, "model.layers.%d.mlp.experts.down_proj", L);
     if (!dn)
         return hy_err_set("tensor \"%s\" is missing (fused experts need gate_up_proj and down_proj)", n);
-    int64_t s_gu[3] = {E, 2 * I, H}, s_dn[3] = {E, H, I};
-    if (check_float_dtype(gu) || check_shape(gu, 3, s_gu) || check_float_dtype(dn) || check_shape(dn, 3, s_dn))
-        return -1;
-    size_t egu = hy_dtype_size(gu->dtype), edn = hy_dtype_size(dn->dtype);
+    struct hy_tensor *tmp = malloc((size_t)E * sizeof(*tmp));
+    if (!tmp)
+        return hy_err_set("out of memory");
+    int rc = -1;
+    if (hy_qload_stack(&m->quant, &m->ck, gu->name, E, 2 * I, H, lenient, tmp))
+        goto out;
     for (int64_t e = 0; e < E; e++) {
-        struct hy_expert *x = &ly->experts[e];
-        const char *base = (const char *)gu->data + (size_t)(e * 2 * I * H) * egu;
-        x->gate = (struct hy_tensor){.dtype = gu->dtype, .rows = I, .cols = H, .data = base};
-        x->up = (struct hy_tensor){.dtype = gu->dtype, .rows = I, .cols = H, .data = base + (size_t)(I * H) * egu};
-        x->down = (struct hy_tensor){.dtype = dn->dtype, .rows = H, .cols = I, .data = (const char *)dn->data + (size_t)(e * H * I) * edn};
+        ly->experts[e].gate = hy_tensor_rows(&tmp[e], 0, I);
+        ly->experts[e].up = hy_tensor_rows(&tmp[e], I, I);
     }
-    return 0;
+    if (hy_qload_stack(&m->quant, &m->ck, dn->name, E, H, I, lenient, tmp))
+        goto out;
+    for (int64_t e = 0; e < E; e++)
+        ly->experts[e].down = tmp[e];
+    rc = 0;
+out:
+    free(tmp);
+    return rc;
 }
 
 static int bind_moe(struct hy_model *m, int L, struct hy_layer *ly)
@@ -177,7 +193,7 @@ static int bind_moe(struct hy_model *m, int L, struct hy_layer *ly)
         for (int e = 0; e < E; e++) {
             char prefix[NAME_LEN];
             snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp.experts.%d", L, e);
-            if (bind_mlp(m, prefix, I, &ly->experts[e]))
+            if (bind_mlp(m, L, prefix, I, &ly->experts[e]))
                 return -1;
         }
     }
@@ -188,7 +204,7 @@ static int bind_moe(struct hy_model *m, int L, struct hy_layer *ly)
         snprintf(n, sizeof(n), "%s.gate_proj.weight", prefix);
         if (!hy_checkpoint_find(&m->ck, n))
             snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp.shared_experts", L);
-        if (bind_mlp(m, prefix, W, &ly->shared))
+        if (bind_mlp(m, L, prefix, W, &ly->shared))
             return -1;
     }
     return 0;
@@ -204,7 +220,7 @@ static int bind_layer(struct hy_model *m, int L, int is_moe)
         return bind_moe(m, L, ly);
     char prefix[NAME_LEN];
     snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp", L);
-    return bind_mlp(m, prefix, m->cfg.intermediate_size, &ly->mlp);
+    return bind_mlp(m, L, prefix, m->cfg.intermediate_size, &ly->mlp);
 }
 
 static int bind_mtp(struct hy_model *m)
@@ -222,7 +238,7 @@ static int bind_mtp(struct hy_model *m)
         return -1;
 #define P(suffix) (snprintf(n, sizeof(n), "model.layers.%d.%s", L, suffix), n)
     if (bind_vec(m, P("enorm.weight"), H, &ly->enorm) || bind_vec(m, P("hnorm.weight"), H, &ly->hnorm) ||
-        bind_matrix(m, P("eh_proj.weight"), H, 2 * H, &ly->eh_proj) ||
+        bind_linear(m, L, P("eh_proj"), H, 2 * H, &ly->eh_proj) ||
         bind_vec(m, P("final_layernorm.weight"), H, &ly->final_norm))
         return -1;
 #undef P
@@ -234,7 +250,9 @@ static int bind_all(struct hy_model *m)
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t V = c->vocab_size, H = c->hidden_size;
-    if (bind_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
+    if (hy_qload_check_unquantized(&m->ck, "model.embed_tokens.weight", "embedding") ||
+        (!c->tie_word_embeddings && hy_qload_check_unquantized(&m->ck, "lm_head.weight", "lm_head")) ||
+        bind_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
         bind_vec(m, "model.norm.weight", H, &m->final_norm))
         return -1;
     if (c->tie_word_embeddings) {
@@ -268,7 +286,8 @@ int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct h
     if (!m)
         return hy_err_set("out of memory");
     m->compute = compute;
-    if (hy_model_config_load(model_dir, &m->cfg) || hy_checkpoint_open(model_dir, &m->ck))
+    if (hy_model_config_load(model_dir, &m->cfg) || hy_quant_config_load(model_dir, &m->quant) ||
+        hy_checkpoint_open(model_dir, &m->ck))
         goto fail;
     if (bind_all(m)) {
         hy_err_prefix("%s", model_dir);
@@ -313,6 +332,7 @@ void hy_model_free(struct hy_model *m)
     free(m->final_norm);
     free(m->inv_freq);
     hy_checkpoint_close(&m->ck);
+    hy_quant_config_free(&m->quant);
     free(m);
 }
 

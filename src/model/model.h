@@ -9,6 +9,7 @@
 
 #include "cache/kv_cache.h"
 #include "config/model_config.h"
+#include "config/quant_config.h"
 #include "model/safetensors.h"
 #include "model/tensor.h"
 
@@ -77,6 +78,7 @@ enum hy_compute_dtype {
 struct hy_model {
     struct hy_model_config cfg;
     struct hy_checkpoint   ck;
+    struct hy_quant_config quant;      /* config.json quantization_config; per-group tensor counts */
     enum hy_compute_dtype  compute;
     struct hy_tensor       embed;      /* [vocab, H] */
     struct hy_tensor       lm_head;    /* [vocab, H] (= embed when tied) */

@@ -1,0 +1,145 @@
+/* cmd_quantize.c - `hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid
+ *                  [--quant-target moe attn-linear mlp]`, and `hyinfer info -m DIR`'s model part. */
+#include "cli/args.h"
+#include "cli/commands.h"
+
+#include "base/err.h"
+#include "model/model.h"
+#include "quant/quantize.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *usage_text =
+    "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]";
+
+/* --quant-target takes one or more words (space- or comma-separated); they are folded into *mask and
+ * removed from argv (the rest goes to the table parser). */
+static int take_targets(int *argc, char **argv, unsigned *mask, int *seen)
+{
+    int w = 2;
+    for (int i = 2; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        if (!strcmp(a, "--quant-target"))
+            val = "";
+        else if (!strncmp(a, "--quant-target=", 15))
+            val = a + 15;
+        if (!val) {
+            argv[w++] = argv[i];
+            continue;
+        }
+        *seen = 1;
+        int n = 0;
+        for (;;) {
+            const char *word = val;
+            if (!*word) {
+                if (i + 1 >= *argc || argv[i + 1][0] == '-')
+                    break;
+                word = argv[++i];
+                val = "";
+            } else {
+                val = "";
+            }
+            char *copy = strdup(word), *save = NULL;
+            if (!copy)
+                return hy_err_set("out of memory");
+            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                unsigned bit;
+                if (hy_quant_target_parse(t, &bit)) {
+                    free(copy);
+                    return -1;
+                }
+                *mask |= bit;
+                n++;
+            }
+            free(copy);
+        }
+        if (!n)
+            return hy_err_set("--quant-target needs one or more of moe, attn-linear, mlp");
+    }
+    *argc = w;
+    return 0;
+}
+
+int hy_cmd_quantize(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *dtype = NULL, *unused_targets = NULL;
+    int help = 0, tseen = 0;
+    unsigned targets = 0;
+    const struct hy_arg args[] = {
+        {"--model", "-m", HY_ARG_STR, &in, NULL, "input model directory (BF16 / F16 / F32 safetensors)"},
+        {"--output", "-o", HY_ARG_STR, &out, NULL, "output directory (must not exist, or be empty)"},
+        {"--quant-dtype", NULL, HY_ARG_STR, &dtype, NULL,
+         "fp8 (per-tensor, Hy3-FP8 layout) | mxfp8 | mxfp4 | hybrid (routed experts mxfp4, the rest mxfp8)"},
+        {"--quant-target", NULL, HY_ARG_STR, &unused_targets, NULL,
+         "one or more of moe (routed + shared experts), attn-linear (q/k/v/o, MTP eh_proj), mlp (dense MLP); "
+         "default: all three"},
+        {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
+    };
+    const int na = (int)(sizeof(args) / sizeof(args[0]));
+    if (take_targets(&argc, argv, &targets, &tseen)) {
+        fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
+        return 2;
+    }
+    int np;
+    if (hy_args_parse(argc, argv, 2, args, na, NULL, 0, &np)) {
+        fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
+        return 2;
+    }
+    if (help) {
+        hy_args_usage(usage_text, args, na);
+        return 0;
+    }
+    struct hy_quantize_opts o = {.targets = tseen ? targets : HY_QT_ALL};
+    if (!in || !out || !dtype) {
+        fprintf(stderr, "hyinfer quantize: need -m IN_DIR, -o OUT_DIR and --quant-dtype\n");
+        hy_args_usage(usage_text, args, na);
+        return 2;
+    }
+    if (hy_quant_dtype_parse(dtype, &o.dtype)) {
+        fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
+        return 2;
+    }
+    struct hy_quantize_stats st;
+    if (hy_quantize_model(in, out, &o, &st)) {
+        fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
+        return 1;
+    }
+    printf("quantized %s -> %s (%s; targets:%s%s%s)\n", in, out, dtype, (o.targets & HY_QT_MOE) ? " moe" : "",
+           (o.targets & HY_QT_ATTN) ? " attn-linear" : "", (o.targets & HY_QT_MLP) ? " mlp" : "");
+    printf("  weight matrices: fp8 %lld, mxfp8 %lld, mxfp4 %lld; tensors copied unchanged %lld; other files %lld\n",
+           (long long)st.n_quant[HY_QF_FP8_TENSOR], (long long)st.n_quant[HY_QF_MXFP8],
+           (long long)st.n_quant[HY_QF_MXFP4], (long long)st.n_copied, (long long)st.n_files);
+    printf("  bytes: %llu in (tensor data) -> %llu out (model.safetensors), ratio %.3f\n",
+           (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
+           st.bytes_in ? (double)st.bytes_out / (double)st.bytes_in : 0.0);
+    printf("  seconds: %.2f\n", st.seconds);
+    return 0;
+}
+
+int hy_cmd_info_model(const char *model_dir)
+{
+    struct hy_model *m = NULL;
+    if (hy_model_load(model_dir, HY_COMPUTE_F32, &m)) {
+        fprintf(stderr, "hyinfer info: %s\n", hy_err_msg());
+        return 1;
+    }
+    const struct hy_quant_config *q = &m->quant;
+    printf("model: %s (%s, %d layers%s)\n", model_dir, m->cfg.model_type, m->cfg.num_hidden_layers,
+           m->has_mtp ? " + MTP" : "");
+    printf("quantization: %s", hy_quant_method_name(q->method));
+    if (q->method == HY_QM_FP8)
+        printf(" (activation_scheme %s; computed W8A16: activations stay f32/bf16)",
+               q->activation_scheme[0] ? q->activation_scheme : "?");
+    printf("\n");
+    for (int g = 0; g < q->n_groups; g++)
+        printf("  group %s: %s, %lld weight tensors%s%s\n", q->groups[g].name,
+               hy_qformat_name(q->groups[g].format), (long long)q->groups[g].n_tensors,
+               q->groups[g].act[0] ? "; input_activations (not applied): " : "", q->groups[g].act);
+    printf("  unquantized linear weights: %lld\n", (long long)q->n_plain);
+    printf("checkpoint bytes: %llu\n", (unsigned long long)m->ck.total_bytes);
+    hy_model_free(m);
+    return 0;
+}

@@ -1,0 +1,787 @@
+/* quantize.c - `hyinfer quantize` library part (quantize.h). */
+#include "quant/quantize.h"
+
+#include "base/err.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "base/timing.h"
+#include "config/model_config.h"
+#include "config/quant_config.h"
+#include "model/safetensors.h"
+#include "quant/formats.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NAME_CAP 320
+
+int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out)
+{
+    static const char *names[] = {"fp8", "mxfp8", "mxfp4", "hybrid"};
+    for (int i = 0; i < 4; i++)
+        if (s && strcmp(s, names[i]) == 0) {
+            *out = (enum hy_quant_dtype)i;
+            return 0;
+        }
+    return hy_err_set("--quant-dtype \"%s\": expected fp8, mxfp8, mxfp4 or hybrid", s ? s : "");
+}
+
+int hy_quant_target_parse(const char *s, unsigned *bit)
+{
+    if (s && strcmp(s, "moe") == 0)
+        *bit = HY_QT_MOE;
+    else if (s && strcmp(s, "attn-linear") == 0)
+        *bit = HY_QT_ATTN;
+    else if (s && strcmp(s, "mlp") == 0)
+        *bit = HY_QT_MLP;
+    else
+        return hy_err_set("--quant-target \"%s\": expected moe, attn-linear or mlp", s ? s : "");
+    return 0;
+}
+
+/* Linear categories of source tensors. */
+enum cat { CAT_NONE = 0, CAT_ATTN, CAT_MLP, CAT_ROUTED, CAT_ROUTED_FUSED_GU, CAT_ROUTED_FUSED_DN, CAT_SHARED };
+
+static int is_proj(const char *s, const char *const *names, int n, const char *suffix)
+{
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(names[i]);
+        if (strncmp(s, names[i], l) == 0 && strcmp(s + l, suffix) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Category of a tensor name; *layer and *expert filled when known. Module = name minus ".weight". */
+static enum cat classify(const char *name, int *layer)
+{
+    static const char *const attn[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+    static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
+    int L, n = 0;
+    if (sscanf(name, "model.layers.%d.%n", &L, &n) != 1 || n == 0)
+        return CAT_NONE;
+    *layer = L;
+    const char *r = name + n;
+    if (strncmp(r, "self_attn.", 10) == 0 && is_proj(r + 10, attn, 4, ".weight"))
+        return CAT_ATTN;
+    if (strcmp(r, "eh_proj.weight") == 0)
+        return CAT_ATTN;
+    if (strncmp(r, "mlp.", 4) != 0)
+        return CAT_NONE;
+    r += 4;
+    if (is_proj(r, mlp, 3, ".weight"))
+        return CAT_MLP;
+    if (strcmp(r, "experts.gate_up_proj") == 0)
+        return CAT_ROUTED_FUSED_GU;
+    if (strcmp(r, "experts.down_proj") == 0)
+        return CAT_ROUTED_FUSED_DN;
+    if (strncmp(r, "experts.", 8) == 0) {
+        int e, k = 0;
+        if (sscanf(r + 8, "%d.%n", &e, &k) == 1 && k > 0 && is_proj(r + 8 + k, mlp, 3, ".weight"))
+            return CAT_ROUTED;
+        return CAT_NONE;
+    }
+    if (strncmp(r, "shared_mlp.", 11) == 0 && is_proj(r + 11, mlp, 3, ".weight"))
+        return CAT_SHARED;
+    if (strncmp(r, "shared_experts.", 15) == 0 && is_proj(r + 15, mlp, 3, ".weight"))
+        return CAT_SHARED;
+    return CAT_NONE;
+}
+
+static int cat_targeted(enum cat c, unsigned t)
+{
+    switch (c) {
+    case CAT_ATTN:
+        return (t & HY_QT_ATTN) != 0;
+    case CAT_MLP:
+        return (t & HY_QT_MLP) != 0;
+    case CAT_ROUTED:
+    case CAT_ROUTED_FUSED_GU:
+    case CAT_ROUTED_FUSED_DN:
+    case CAT_SHARED:
+        return (t & HY_QT_MOE) != 0;
+    default:
+        return 0;
+    }
+}
+
+static int cat_routed(enum cat c) { return c == CAT_ROUTED || c == CAT_ROUTED_FUSED_GU || c == CAT_ROUTED_FUSED_DN; }
+
+static enum hy_qformat format_for(enum hy_quant_dtype d, enum cat c)
+{
+    switch (d) {
+    case HY_QD_FP8:
+        return HY_QF_FP8_TENSOR;
+    case HY_QD_MXFP8:
+        return HY_QF_MXFP8;
+    case HY_QD_MXFP4:
+        return HY_QF_MXFP4;
+    case HY_QD_HYBRID:
+        return cat_routed(c) ? HY_QF_MXFP4 : HY_QF_MXFP8;
+    }
+    return HY_QF_NONE;
+}
+
+/* One quantized matrix: rows x cols of src starting at element offset `elem0`. */
+struct qmat {
+    char                        module[NAME_CAP]; /* output module name */
+    const struct hy_st_tensor  *src;
+    int64_t                     elem0, rows, cols;
+    enum hy_qformat             f;
+    float                       scale; /* fp8 */
+};
+
+/* One header entry of the output, in file order after sorting. */
+enum role { R_COPY, R_QWEIGHT, R_QSCALE_MX, R_QSCALE_FP8 };
+struct entry {
+    char                       name[NAME_CAP];
+    const char                *dtype;
+    int                        ndim;
+    int64_t                    shape[HY_ST_MAX_DIMS];
+    uint64_t                   nbytes;
+    int                        esize; /* sort key: element size */
+    int                        seq;   /* creation order (stable sort) */
+    enum role                  role;
+    const struct hy_st_tensor *src;   /* R_COPY */
+    struct qmat               *q;     /* quantized roles */
+};
+
+struct plan {
+    struct entry *e;
+    size_t        n, cap;
+    struct qmat **q;
+    size_t        nq, capq;
+    json_t       *ignored;            /* fp8: unquantized linear modules */
+    unsigned      cats_quantized[2];  /* bitmask of cats quantized as [0] = main group, [1] = mxfp4 group */
+};
+
+static struct entry *add_entry(struct plan *p)
+{
+    if (p->n == p->cap) {
+        size_t nc = p->cap ? 2 * p->cap : 256;
+        struct entry *ne = realloc(p->e, nc * sizeof(*ne));
+        if (!ne)
+            return NULL;
+        p->e = ne;
+        p->cap = nc;
+    }
+    struct entry *e = &p->e[p->n];
+    memset(e, 0, sizeof(*e));
+    e->seq = (int)p->n++;
+    return e;
+}
+
+static struct qmat *add_q(struct plan *p)
+{
+    if (p->nq == p->capq) {
+        size_t nc = p->capq ? 2 * p->capq : 256;
+        struct qmat **nq = realloc(p->q, nc * sizeof(*nq));
+        if (!nq)
+            return NULL;
+        p->q = nq;
+        p->capq = nc;
+    }
+    struct qmat *q = calloc(1, sizeof(*q));
+    if (q)
+        p->q[p->nq++] = q;
+    return q;
+}
+
+/* Row r of q's source widened to f32; -1 (with error) on NaN/Inf. */
+static int src_row(const struct qmat *q, int64_t r, float *buf)
+{
+    const size_t es = hy_dtype_size(q->src->dtype);
+    const char *p = (const char *)q->src->data + (size_t)(q->elem0 + r * q->cols) * es;
+    hy_dtype_to_f32(q->src->dtype, p, buf, (size_t)q->cols);
+    for (int64_t k = 0; k < q->cols; k++)
+        if (!isfinite(buf[k]))
+            return hy_err_set("tensor \"%s\" (%s): element [%lld, %lld] is %g; cannot quantize non-finite weights",
+                              q->src->name, q->module, (long long)r, (long long)k, (double)buf[k]);
+    return 0;
+}
+
+/* Drops the mapped source pages wholly inside [p, p + n) from this process (they are re-read from the
+ * file if touched again): keeps the resident set small while a large checkpoint streams through. */
+static void drop_pages(const void *p, size_t n)
+{
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) & ~(pg - 1),
+                    b = ((uintptr_t)p + n) & ~(pg - 1);
+    if (b > a)
+        (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static void drop_src(const struct qmat *q)
+{
+    const size_t es = hy_dtype_size(q->src->dtype);
+    drop_pages((const char *)q->src->data + (size_t)q->elem0 * es, (size_t)(q->rows * q->cols) * es);
+}
+
+/* fp8 per-tensor scale = max|W| / 448 (f32), 1 for an all-zero matrix. */
+static int fp8_scale(struct qmat *q)
+{
+    float *buf = malloc((size_t)q->cols * sizeof(float));
+    if (!buf)
+        return hy_err_set("out of memory");
+    float amax = 0.0f;
+    for (int64_t r = 0; r < q->rows; r++) {
+        if (src_row(q, r, buf)) {
+            free(buf);
+            return -1;
+        }
+        for (int64_t k = 0; k < q->cols; k++)
+            if (fabsf(buf[k]) > amax)
+                amax = fabsf(buf[k]);
+    }
+    free(buf);
+    drop_src(q);
+    q->scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+    return 0;
+}
+
+static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char *module, int64_t elem0, int64_t rows,
+                      int64_t cols, enum hy_qformat f)
+{
+    if (f == HY_QF_MXFP4 && cols % 2)
+        return hy_err_set("tensor \"%s\": K = %lld is odd; MXFP4 packs two elements per byte", src->name,
+                          (long long)cols);
+    struct qmat *q = add_q(p);
+    struct entry *w = q ? add_entry(p) : NULL;
+    if (!w)
+        return hy_err_set("out of memory");
+    snprintf(q->module, sizeof(q->module), "%s", module);
+    q->src = src;
+    q->elem0 = elem0;
+    q->rows = rows;
+    q->cols = cols;
+    q->f = f;
+    snprintf(w->name, sizeof(w->name), "%s.weight", module);
+    w->ndim = 2;
+    w->shape[0] = rows;
+    w->shape[1] = f == HY_QF_MXFP4 ? cols / 2 : cols;
+    w->dtype = f == HY_QF_MXFP4 ? "U8" : "F8_E4M3";
+    w->nbytes = (uint64_t)(rows * w->shape[1]);
+    w->esize = 1;
+    w->role = R_QWEIGHT;
+    w->q = q;
+    struct entry *s = add_entry(p);
+    if (!s)
+        return hy_err_set("out of memory");
+    snprintf(s->name, sizeof(s->name), "%s.weight_scale", module);
+    s->q = q;
+    if (f == HY_QF_FP8_TENSOR) {
+        if (fp8_scale(q))
+            return -1;
+        s->dtype = "F32";
+        s->ndim = 1;
+        s->shape[0] = 1;
+        s->nbytes = 4;
+        s->esize = 4;
+        s->role = R_QSCALE_FP8;
+    } else {
+        s->dtype = "U8";
+        s->ndim = 2;
+        s->shape[0] = rows;
+        s->shape[1] = (cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
+        s->nbytes = (uint64_t)(rows * s->shape[1]);
+        s->esize = 1;
+        s->role = R_QSCALE_MX;
+    }
+    return 0;
+}
+
+static int plan_copy(struct plan *p, const struct hy_st_tensor *t)
+{
+    struct entry *e = add_entry(p);
+    if (!e)
+        return hy_err_set("out of memory");
+    snprintf(e->name, sizeof(e->name), "%s", t->name);
+    e->dtype = t->dtype_name;
+    e->ndim = t->ndim;
+    memcpy(e->shape, t->shape, sizeof(e->shape));
+    e->nbytes = t->nbytes;
+    e->esize = (int)hy_dtype_size(t->dtype);
+    if (e->esize <= 0)
+        e->esize = 1;
+    e->role = R_COPY;
+    e->src = t;
+    return 0;
+}
+
+static int build_plan(const struct hy_checkpoint *ck, const struct hy_model_config *cfg,
+                      const struct hy_quantize_opts *o, struct plan *p)
+{
+    const int64_t I = cfg->moe_intermediate_size, H = cfg->hidden_size;
+    for (size_t i = 0; i < ck->n_index; i++) {
+        const struct hy_st_tensor *t = ck->index[i];
+        int L = -1;
+        enum cat c = classify(t->name, &L);
+        const int fused = c == CAT_ROUTED_FUSED_GU || c == CAT_ROUTED_FUSED_DN;
+        if (c == CAT_NONE || (fused ? t->ndim != 3 : t->ndim != 2)) {
+            if (plan_copy(p, t))
+                return -1;
+            continue;
+        }
+        char module[NAME_CAP];
+        snprintf(module, sizeof(module), "%.*s", (int)(strlen(t->name) - (fused ? 0 : strlen(".weight"))), t->name);
+        if (!cat_targeted(c, o->targets)) {
+            if (!fused && json_array_append_new(p->ignored, json_string(module)))
+                return hy_err_set("out of memory");
+            if (plan_copy(p, t))
+                return -1;
+            continue;
+        }
+        if (!hy_dtype_is_kernel_float(t->dtype))
+            return hy_err_set("tensor \"%s\" has dtype %s; quantize reads BF16, F16 or F32 weights (is the input "
+                              "already quantized?)", t->name, t->dtype_name);
+        enum hy_qformat f = format_for(o->dtype, c);
+        p->cats_quantized[f == HY_QF_MXFP4 && o->dtype == HY_QD_HYBRID] |= 1u << (c == CAT_ROUTED_FUSED_GU ||
+                                                                                   c == CAT_ROUTED_FUSED_DN
+                                                                               ? CAT_ROUTED
+                                                                               : c);
+        if (!fused) {
+            if (plan_quant(p, t, module, 0, t->shape[0], t->shape[1], f))
+                return -1;
+            continue;
+        }
+        /* fused [E, 2I, H] -> per expert gate/up; [E, H, I] -> per expert down */
+        const int64_t E = t->shape[0], R = t->shape[1], C = t->shape[2];
+        if (c == CAT_ROUTED_FUSED_GU && (R != 2 * I || C != H))
+            return hy_err_set("tensor \"%s\" has shape [%lld, %lld, %lld]; expected [E, 2*%lld, %lld]", t->name,
+                              (long long)E, (long long)R, (long long)C, (long long)I, (long long)H);
+        if (c == CAT_ROUTED_FUSED_DN && (R != H || C != I))
+            return hy_err_set("tensor \"%s\" has shape [%lld, %lld, %lld]; expected [E, %lld, %lld]", t->name,
+                              (long long)E, (long long)R, (long long)C, (long long)H, (long long)I);
+        for (int64_t e = 0; e < E; e++) {
+            char m2[NAME_CAP];
+            if (c == CAT_ROUTED_FUSED_GU) {
+                snprintf(m2, sizeof(m2), "model.layers.%d.mlp.experts.%lld.gate_proj", L, (long long)e);
+                if (plan_quant(p, t, m2, e * R * C, I, C, f))
+                    return -1;
+                snprintf(m2, sizeof(m2), "model.layers.%d.mlp.experts.%lld.up_proj", L, (long long)e);
+                if (plan_quant(p, t, m2, e * R * C + I * C, I, C, f))
+                    return -1;
+            } else {
+                snprintf(m2, sizeof(m2), "model.layers.%d.mlp.experts.%lld.down_proj", L, (long long)e);
+                if (plan_quant(p, t, m2, e * R * C, R, C, f))
+                    return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const struct entry *x = a, *y = b;
+    if (x->esize != y->esize)
+        return y->esize - x->esize;
+    return x->seq - y->seq;
+}
+
+/* Quantizes q into w (weight bytes) and s (scale bytes). */
+static int quantize_mat(const struct qmat *q, uint8_t *w, uint8_t *s)
+{
+    const int64_t rb = q->f == HY_QF_MXFP4 ? q->cols / 2 : q->cols, nb = (q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
+    int bad = 0;
+    char msg[512] = "";
+#pragma omp parallel
+    {
+        float *buf = malloc((size_t)q->cols * sizeof(float));
+        if (!buf) {
+#pragma omp atomic write
+            bad = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < q->rows; r++) {
+            int b;
+#pragma omp atomic read
+            b = bad;
+            if (b || !buf)
+                continue;
+            if (src_row(q, r, buf)) {
+#pragma omp critical
+                {
+                    if (!bad)
+                        snprintf(msg, sizeof(msg), "%s", hy_err_msg());
+                    bad = 2;
+                }
+                continue;
+            }
+            if (q->f == HY_QF_FP8_TENSOR) {
+                for (int64_t k = 0; k < q->cols; k++)
+                    w[r * rb + k] = hy_f32_to_e4m3(buf[k] / q->scale);
+            } else {
+                hy_mx_quantize_row(buf, q->cols, q->f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, w + r * rb,
+                                   s + r * nb);
+            }
+        }
+        free(buf);
+    }
+    if (bad == 2)
+        return hy_err_set("%s", msg);
+    if (bad)
+        return hy_err_set("out of memory");
+    return 0;
+}
+
+static int write_all(FILE *f, const void *p, size_t n, const char *path)
+{
+    if (n && fwrite(p, 1, n, f) != n)
+        return hy_err_set("%s: write failed: %s", path, strerror(errno));
+    return 0;
+}
+
+static int write_safetensors(const char *path, struct plan *p, uint64_t *bytes_out)
+{
+    qsort(p->e, p->n, sizeof(*p->e), cmp_entry);
+    json_t *h = json_object();
+    json_t *meta = json_object();
+    if (!h || !meta)
+        return hy_err_set("out of memory");
+    json_object_set_new(meta, "format", json_string("pt"));
+    json_object_set_new(h, "__metadata__", meta);
+    uint64_t off = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        struct entry *e = &p->e[i];
+        json_t *shape = json_array(), *o = json_object(), *offs = json_array();
+        for (int d = 0; d < e->ndim; d++)
+            json_array_append_new(shape, json_integer(e->shape[d]));
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        json_array_append_new(offs, json_integer((json_int_t)(off + e->nbytes)));
+        json_object_set_new(o, "dtype", json_string(e->dtype));
+        json_object_set_new(o, "shape", shape);
+        json_object_set_new(o, "data_offsets", offs);
+        if (json_object_get(h, e->name)) {
+            json_decref(o);
+            json_decref(h);
+            return hy_err_set("output tensor \"%s\" would be written twice (input has both fused and per-expert "
+                              "spellings?)", e->name);
+        }
+        json_object_set_new(h, e->name, o);
+        off += e->nbytes;
+    }
+    char *hs = json_dumps(h, JSON_COMPACT);
+    json_decref(h);
+    if (!hs)
+        return hy_err_set("out of memory");
+    size_t hl = strlen(hs), pad = (8 - hl % 8) % 8;
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(hs);
+        return hy_err_set("%s: cannot create: %s", path, strerror(errno));
+    }
+    setvbuf(f, NULL, _IOFBF, 1 << 22);
+    uint64_t hlen = hl + pad;
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(hlen >> (8 * i));
+    int rc = write_all(f, le, 8, path) || write_all(f, hs, hl, path) || write_all(f, "        ", pad, path);
+    free(hs);
+    uint8_t *wbuf = NULL, *sbuf = NULL;
+    const struct qmat *have = NULL; /* q whose scales are in sbuf */
+    for (size_t i = 0; !rc && i < p->n; i++) {
+        struct entry *e = &p->e[i];
+        if (e->role == R_COPY) {
+            for (uint64_t o = 0; !rc && o < e->nbytes; o += (64u << 20)) { /* 64 MiB at a time */
+                const uint64_t n = e->nbytes - o < (64u << 20) ? e->nbytes - o : (64u << 20);
+                rc = write_all(f, (const char *)e->src->data + o, n, path);
+                drop_pages((const char *)e->src->data + o, n);
+            }
+        } else if (e->role == R_QSCALE_FP8) {
+            rc = write_all(f, &e->q->scale, 4, path); /* little-endian host (x86-64) */
+        } else if (e->role == R_QWEIGHT) {
+            const struct qmat *q = e->q;
+            const uint64_t ns = q->f == HY_QF_FP8_TENSOR
+                                    ? 0
+                                    : (uint64_t)(q->rows * ((q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK));
+            free(wbuf);
+            free(sbuf);
+            wbuf = malloc(e->nbytes ? e->nbytes : 1);
+            sbuf = malloc(ns ? ns : 1);
+            if (!wbuf || !sbuf) {
+                rc = hy_err_set("out of memory");
+                break;
+            }
+            rc = quantize_mat(q, wbuf, sbuf) || write_all(f, wbuf, e->nbytes, path);
+            drop_src(q);
+            have = q;
+        } else { /* R_QSCALE_MX: follows its weight (stable sort, same size class) */
+            if (have != e->q) {
+                rc = hy_err_set("internal: scale of %s written before its weight", e->q->module);
+                break;
+            }
+            rc = write_all(f, sbuf, e->nbytes, path);
+        }
+    }
+    free(wbuf);
+    free(sbuf);
+    if (fclose(f) && !rc)
+        rc = hy_err_set("%s: close failed: %s", path, strerror(errno));
+    *bytes_out = 8 + hlen + off;
+    return rc ? -1 : 0;
+}
+
+/* ---- config.json --------------------------------------------------------------------------- */
+
+static json_t *mx_args(int bits, int dynamic)
+{
+    return json_pack("{s:s, s:i, s:s, s:i, s:b, s:b}", "type", "float", "num_bits", bits, "strategy", "group",
+                     "group_size", HY_MX_BLOCK, "symmetric", 1, "dynamic", dynamic);
+}
+
+/* Regex targets of the categories in mask. */
+static json_t *targets_for(unsigned mask)
+{
+    json_t *t = json_array();
+    if (mask & (1u << CAT_ATTN)) {
+        json_array_append_new(t, json_string("re:.*\\.self_attn\\.(q|k|v|o)_proj$"));
+        json_array_append_new(t, json_string("re:.*\\.eh_proj$"));
+    }
+    if (mask & (1u << CAT_MLP))
+        json_array_append_new(t, json_string("re:.*\\.layers\\.\\d+\\.mlp\\.(gate|up|down)_proj$"));
+    if (mask & (1u << CAT_ROUTED))
+        json_array_append_new(t, json_string("re:.*\\.mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"));
+    if (mask & (1u << CAT_SHARED))
+        json_array_append_new(t, json_string("re:.*\\.mlp\\.(shared_mlp|shared_experts)\\.(gate|up|down)_proj$"));
+    return t;
+}
+
+static json_t *make_qconfig(const struct hy_quantize_opts *o, struct plan *p)
+{
+    if (o->dtype == HY_QD_FP8) {
+        json_t *ign = json_array();
+        json_array_append_new(ign, json_string("lm_head"));
+        json_array_append_new(ign, json_string("model.embed_tokens"));
+        json_array_extend(ign, p->ignored);
+        return json_pack("{s:s, s:s, s:o}", "quant_method", "fp8", "activation_scheme", "dynamic", "ignored_layers",
+                         ign);
+    }
+    json_t *groups = json_object();
+    int gi = 0;
+    for (int k = 1; k >= 0; k--) { /* the mxfp4 group (hybrid's routed experts) first */
+        unsigned mask = p->cats_quantized[k];
+        if (!mask)
+            continue;
+        const int bits = (k == 1 || o->dtype == HY_QD_MXFP4) ? 4 : 8;
+        char name[16];
+        snprintf(name, sizeof(name), "group_%d", gi++);
+        json_object_set_new(groups, name,
+                            json_pack("{s:o, s:o, s:o}", "targets", targets_for(mask), "weights", mx_args(bits, 0),
+                                      "input_activations", mx_args(8, 1)));
+    }
+    return json_pack("{s:s, s:s, s:s, s:o, s:[s]}", "quant_method", "compressed-tensors", "format", "float-quantized",
+                     "quantization_status", "compressed", "config_groups", groups, "ignore", "lm_head");
+}
+
+/* ---- files ----------------------------------------------------------------------------------- */
+
+static int copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb");
+    if (!a)
+        return hy_err_set("%s: cannot open: %s", from, strerror(errno));
+    FILE *b = fopen(to, "wb");
+    if (!b) {
+        fclose(a);
+        return hy_err_set("%s: cannot create: %s", to, strerror(errno));
+    }
+    char buf[1 << 16];
+    size_t n;
+    int rc = 0;
+    while (!rc && (n = fread(buf, 1, sizeof(buf), a)) > 0)
+        rc = write_all(b, buf, n, to);
+    if (!rc && ferror(a))
+        rc = hy_err_set("%s: read failed", from);
+    fclose(a);
+    if (fclose(b) && !rc)
+        rc = hy_err_set("%s: close failed: %s", to, strerror(errno));
+    return rc;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Removes the regular files of dir and dir itself (only what quantize wrote there). */
+static void remove_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            char *p = hy_path_join(dir, de->d_name);
+            if (p)
+                unlink(p);
+            free(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* 0 if path does not exist (*exists = 0) or is an empty directory (*exists = 1); else error. */
+static int check_out(const char *path, int *exists)
+{
+    struct stat sb;
+    *exists = 0;
+    if (stat(path, &sb) != 0)
+        return errno == ENOENT ? 0 : hy_err_set("%s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return hy_err_set("output %s exists and is not a directory", path);
+    DIR *d = opendir(path);
+    if (!d)
+        return hy_err_set("%s: %s", path, strerror(errno));
+    struct dirent *de;
+    int empty = 1;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            empty = 0;
+    closedir(d);
+    if (!empty)
+        return hy_err_set("output directory %s exists and is not empty (refusing to overwrite)", path);
+    *exists = 1;
+    return 0;
+}
+
+static int copy_other_files(const char *in, const char *tmp, int64_t *n)
+{
+    DIR *d = opendir(in);
+    if (!d)
+        return hy_err_set("%s: %s", in, strerror(errno));
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (nm[0] == '.' || !strcmp(nm, "config.json") || ends_with(nm, ".safetensors") ||
+            !strcmp(nm, "model.safetensors.index.json"))
+            continue;
+        char *src = hy_path_join(in, nm), *dst = hy_path_join(tmp, nm);
+        struct stat sb;
+        if (!src || !dst)
+            rc = hy_err_set("out of memory");
+        else if (stat(src, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            rc = copy_file(src, dst);
+            (*n)++;
+        } else {
+            hy_log_warn("quantize: %s is not a regular file; not copied", src);
+        }
+        free(src);
+        free(dst);
+    }
+    closedir(d);
+    return rc;
+}
+
+int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_quantize_opts *o,
+                      struct hy_quantize_stats *st)
+{
+    const double t0 = hy_time_now();
+    memset(st, 0, sizeof(*st));
+    if (!o->targets)
+        return hy_err_set("no --quant-target given");
+    int out_exists;
+    if (check_out(out_dir, &out_exists))
+        return -1;
+    struct hy_model_config cfg;
+    if (hy_model_config_load(in_dir, &cfg))
+        return -1;
+    char *cfg_path = hy_path_join(in_dir, "config.json");
+    json_error_t je;
+    json_t *root = cfg_path ? json_load_file(cfg_path, JSON_REJECT_DUPLICATES, &je) : NULL;
+    if (!root) {
+        int r = hy_err_set("%s: cannot read: %s", cfg_path ? cfg_path : in_dir, cfg_path ? je.text : "out of memory");
+        free(cfg_path);
+        return r;
+    }
+    struct hy_checkpoint ck;
+    memset(&ck, 0, sizeof(ck));
+    struct plan p;
+    memset(&p, 0, sizeof(p));
+    char *tmp = NULL, *path = NULL;
+    int rc = -1, made_tmp = 0;
+    if (json_object_get(root, "quantization_config")) {
+        hy_err_set("%s already has a quantization_config: quantize reads an unquantized (BF16/F16/F32) checkpoint",
+                   cfg_path);
+        goto out;
+    }
+    if (hy_checkpoint_open(in_dir, &ck))
+        goto out;
+    st->bytes_in = ck.total_bytes;
+    if (!(p.ignored = json_array())) {
+        hy_err_set("out of memory");
+        goto out;
+    }
+    if (build_plan(&ck, &cfg, o, &p))
+        goto out;
+    for (size_t i = 0; i < p.nq; i++)
+        st->n_quant[p.q[i]->f]++;
+    for (size_t i = 0; i < p.n; i++)
+        st->n_copied += p.e[i].role == R_COPY;
+    size_t tl = strlen(out_dir) + 32;
+    tmp = malloc(tl);
+    if (!tmp) {
+        hy_err_set("out of memory");
+        goto out;
+    }
+    {
+        size_t ol = strlen(out_dir);
+        while (ol > 1 && out_dir[ol - 1] == '/')
+            ol--;
+        snprintf(tmp, tl, "%.*s.tmp-%ld", (int)ol, out_dir, (long)getpid());
+    }
+    if (mkdir(tmp, 0755) != 0) {
+        hy_err_set("%s: cannot create the temporary output directory: %s", tmp, strerror(errno));
+        goto out;
+    }
+    made_tmp = 1;
+    path = hy_path_join(tmp, "model.safetensors");
+    if (!path || write_safetensors(path, &p, &st->bytes_out))
+        goto out;
+    free(path);
+    path = hy_path_join(tmp, "config.json");
+    json_t *qc = make_qconfig(o, &p);
+    if (!path || !qc || json_object_set_new(root, "quantization_config", qc) ||
+        json_dump_file(root, path, JSON_INDENT(2)) != 0) {
+        hy_err_set("%s: cannot write", path ? path : "config.json");
+        goto out;
+    }
+    if (copy_other_files(in_dir, tmp, &st->n_files))
+        goto out;
+    if (out_exists && rmdir(out_dir) != 0) {
+        hy_err_set("%s: cannot replace the empty directory: %s", out_dir, strerror(errno));
+        goto out;
+    }
+    if (rename(tmp, out_dir) != 0) {
+        hy_err_set("cannot rename %s to %s: %s", tmp, out_dir, strerror(errno));
+        goto out;
+    }
+    made_tmp = 0;
+    rc = 0;
+    st->seconds = hy_time_now() - t0;
+out:
+    if (made_tmp)
+        remove_tmp(tmp);
+    for (size_t i = 0; i < p.nq; i++)
+        free(p.q[i]);
+    free(p.q);
+    free(p.e);
+    json_decref(p.ignored);
+    json_decref(root);
+    hy_checkpoint_close(&ck);
+    free(cfg_path);
+    free(tmp);
+    free(path);
+    return rc;
+}

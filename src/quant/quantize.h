@@ -1,0 +1,55 @@
+/* quantize.h - offline weight quantization of a BF16 / F16 / F32 checkpoint (`hyinfer quantize`).
+ *
+ * Reads IN (config.json + safetensors, mmapped, one tensor at a time) and writes OUT/model.safetensors
+ * in the layouts the loader reads (model/load_quant.h; spec hy3_architecture.md §5.2, §5.4), OUT/config.json
+ * with a quantization_config added, and a copy of every other regular file of IN (tokenizer, templates...).
+ * Quantized linears (module M):
+ * - fp8:   M.weight F8_E4M3 [N, K] = RNE(w / s) saturated to +-448, M.weight_scale F32 [1],
+ *          s = max|W| / 448 in f32 (1.0 for an all-zero matrix); quantization_config
+ *          {"quant_method": "fp8", "activation_scheme": "dynamic", "ignored_layers": [...]} (Hy3-FP8 style,
+ *          no input_scale).
+ * - mxfp8: M.weight F8_E4M3 [N, K] + M.weight_scale U8 [N, ceil(K/32)] (E8M0), OCP rule (hy_mx_quantize_row).
+ * - mxfp4: M.weight U8 [N, K/2] (E2M1, element 2j in the low nibble) + M.weight_scale U8 [N, ceil(K/32)].
+ * - hybrid: routed experts mxfp4, every other targeted linear mxfp8 (Ascend mxfp_moe_w4a8_attn_w8a8).
+ * MX outputs carry a compressed-tensors quantization_config (config_groups with regex targets).
+ * Targets: HY_QT_MOE = routed experts + shared expert, HY_QT_ATTN = q/k/v/o_proj + MTP eh_proj,
+ * HY_QT_MLP = dense MLP gate/up/down. Embedding, lm_head, norms, router, expert_bias are copied as they are.
+ * Fused experts (mlp.experts.gate_up_proj / down_proj) are written per expert when quantized.
+ */
+#ifndef HY_QUANT_QUANTIZE_H
+#define HY_QUANT_QUANTIZE_H
+
+#include <stdint.h>
+
+enum hy_quant_dtype { HY_QD_FP8 = 0, HY_QD_MXFP8, HY_QD_MXFP4, HY_QD_HYBRID };
+
+enum { HY_QT_MOE = 1, HY_QT_ATTN = 2, HY_QT_MLP = 4, HY_QT_ALL = 7 };
+
+struct hy_quantize_opts {
+    enum hy_quant_dtype dtype;
+    unsigned            targets; /* HY_QT_* bits, non-zero */
+};
+
+struct hy_quantize_stats {
+    int64_t  n_quant[4];     /* weight matrices written per enum hy_qformat (index HY_QF_FP8_TENSOR ...) */
+    int64_t  n_copied;       /* tensors copied unchanged */
+    int64_t  n_files;        /* other files copied */
+    uint64_t bytes_in;       /* tensor data bytes of IN */
+    uint64_t bytes_out;      /* size of OUT/model.safetensors */
+    double   seconds;
+};
+
+/* "fp8" | "mxfp8" | "mxfp4" | "hybrid" -> *out; -1 with hy_err_msg() otherwise. */
+int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out);
+
+/* "moe" | "attn-linear" | "mlp" -> HY_QT_* bit; -1 with hy_err_msg() otherwise. */
+int hy_quant_target_parse(const char *s, unsigned *bit);
+
+/* Quantizes in_dir into out_dir (which must not exist, or be an empty directory). Everything is written
+ * to a temporary sibling directory and renamed into place at the end; on error nothing is left behind.
+ * Returns 0 and *st, or -1 with hy_err_msg() (IN not a checkpoint, IN already quantized, a targeted
+ * tensor that is not BF16/F16/F32 or holds NaN/Inf, odd K for mxfp4, OUT not empty, I/O errors). */
+int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_quantize_opts *o,
+                      struct hy_quantize_stats *st);
+
+#endif
