@@ -196,6 +196,25 @@ def test_serve():
     check(got == want, "serve --kv-cache-dtype fp8: completion %r equals generate's %r" % (got[:40], want[:40]))
 
 
+def test_bench_quality():
+    """bench quality --kv-cache-dtype / --ref-kv-cache-dtype apply to their side."""
+    base = [BIN, "bench", "quality", "-m", MODEL, "--ref", MODEL, "--dtype", "float32", "--positions", "200",
+            "--context", "100", "--json"]
+    env = dict(os.environ, HY_SHARED=SHARED)
+    r = run(base + ["--kv-cache-dtype", "fp8"], env=env)
+    ok = r.returncode == 0
+    d = json.loads(r.stdout) if ok else {}
+    check(ok and d["model"]["kv_cache_dtype"] == "fp8_e4m3" and d["ref"]["kv_cache_dtype"] == "fp32"
+          and d["positions"] == 200 and d["mean_kl"] > 0 and d["top1_agreement"] >= 0.85,
+          "bench quality --kv-cache-dtype fp8: %s" % ({k: d.get(k) for k in ("top1_agreement", "mean_kl")}
+                                                        if ok else r.stderr.strip()))
+    r = run(base + ["--kv-cache-dtype", "fp8", "--ref-kv-cache-dtype", "fp8"], env=env)
+    d = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(d.get("mean_kl") == 0 and d.get("top1_agreement") == 1, "bench quality: fp8 on both sides: KL 0")
+    r = run(base + ["--ref-kv-cache-dtype", "e5m2"], env=env)
+    check(r.returncode == 2 and "--ref-kv-cache-dtype" in r.stderr, "bench quality: bad --ref-kv-cache-dtype refused")
+
+
 def test_greedy():
     prompts = ["ROMEO: O, what", "First Citizen:", "KING HENRY: Now, lords,", "To be, or not to be"]
     n_same = 0
@@ -332,7 +351,7 @@ def main():
         return 77
     os.makedirs(WORK, exist_ok=True)
     driver = build_driver()
-    for f in (test_flags, test_serve, test_greedy, lambda: test_quality(driver), lambda: test_static_v(driver)):
+    for f in (test_flags, test_serve, test_bench_quality, test_greedy, lambda: test_quality(driver), lambda: test_static_v(driver)):
         t0 = time.time()
         f()
         print("  (%.1f s)" % (time.time() - t0))
