@@ -232,7 +232,7 @@ struct side {
 /* The KV cache of one side: the place where per-side cache options (dtype) apply. */
 static int side_kv_init(const struct side *sd, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks)
 {
-    return hy_model_kv_cache_init(sd->m, kv, block_size, n_blocks);
+    return hy_model_kv_cache_init_dtype(sd->m, kv, block_size, n_blocks, sd->q->kv_dtype);
 }
 
 int hy_quality_run(const struct hy_quality_model *qa, const struct hy_quality_model *qb, const int32_t *text,

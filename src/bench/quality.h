@@ -83,6 +83,7 @@ int64_t hy_quality_tokens_needed(int32_t positions, int32_t bos);
  * (e.g. its KV cache dtype) is a field here, used where hy_quality_run sets up that model. */
 struct hy_quality_model {
     struct hy_model *m;
+    enum hy_dtype    kv_dtype; /* its KV cache (hy_model_kv_dtype; HY_DTYPE_UNKNOWN = auto) */
 };
 
 /* Runs A and B over the first hy_quality_tokens_needed(positions, bos) ids of text[n_text] in

@@ -2,48 +2,133 @@
 
 #include "base/err.h"
 #include "kernels/kernel_table.h"
+#include "quant/formats.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+size_t hy_kv_cache_token_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, enum hy_dtype dtype,
+                               int32_t n_static_v_layers)
+{
+    const size_t heads = (size_t)n_layers * (size_t)n_kv_heads;
+    size_t b = 2 * heads * (size_t)head_dim * hy_dtype_size(dtype);
+    if (dtype == HY_DTYPE_F8_E4M3) {
+        const int32_t dyn_v = n_static_v_layers < n_layers ? n_layers - n_static_v_layers : 0;
+        b += heads * sizeof(float) + (size_t)dyn_v * (size_t)n_kv_heads * sizeof(float);
+    }
+    return b;
+}
+
 size_t hy_kv_cache_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
                          int32_t n_blocks, enum hy_dtype dtype)
 {
-    return 2 * (size_t)n_layers * (size_t)n_blocks * (size_t)block_size * (size_t)n_kv_heads *
-           (size_t)head_dim * hy_dtype_size(dtype);
+    return hy_kv_cache_token_bytes(n_layers, n_kv_heads, head_dim, dtype, 0) * (size_t)n_blocks *
+           (size_t)block_size;
+}
+
+int hy_kv_dtype_parse(const char *s, enum hy_dtype *out)
+{
+    if (!s || !strcmp(s, "auto"))
+        *out = HY_DTYPE_UNKNOWN;
+    else if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16"))
+        *out = HY_DTYPE_BF16;
+    else if (!strcmp(s, "fp8") || !strcmp(s, "fp8_e4m3"))
+        *out = HY_DTYPE_F8_E4M3;
+    else if (!strcmp(s, "fp32") || !strcmp(s, "float32"))
+        *out = HY_DTYPE_F32;
+    else
+        return hy_err_set("\"%s\": not a supported KV cache dtype (expected auto, bf16, bfloat16, fp8, fp8_e4m3, "
+                          "fp32 or float32)", s);
+    return 0;
+}
+
+const char *hy_kv_dtype_name(enum hy_dtype dt)
+{
+    switch (dt) {
+    case HY_DTYPE_F32:
+        return "fp32";
+    case HY_DTYPE_BF16:
+        return "bf16";
+    case HY_DTYPE_F8_E4M3:
+        return "fp8_e4m3";
+    default:
+        return "auto";
+    }
 }
 
 int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
                      int32_t block_size, int32_t n_blocks, enum hy_dtype dtype)
 {
+    return hy_kv_cache_init_ex(kv, n_layers, n_kv_heads, head_dim, block_size, n_blocks, dtype, NULL);
+}
+
+int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
+                        int32_t block_size, int32_t n_blocks, enum hy_dtype dtype, const float *const *v_static)
+{
     memset(kv, 0, sizeof(*kv));
     if (n_layers <= 0 || n_kv_heads <= 0 || head_dim <= 0 || block_size <= 0 || n_blocks <= 0 ||
-        (dtype != HY_DTYPE_F32 && dtype != HY_DTYPE_BF16))
+        (dtype != HY_DTYPE_F32 && dtype != HY_DTYPE_BF16 && dtype != HY_DTYPE_F8_E4M3))
         return hy_err_set("kv cache: invalid geometry (layers %d, kv heads %d, head_dim %d, block_size %d, "
-                          "blocks %d)", n_layers, n_kv_heads, head_dim, block_size, n_blocks);
+                          "blocks %d, dtype %s)", n_layers, n_kv_heads, head_dim, block_size, n_blocks,
+                          hy_dtype_name(dtype));
+    const int fp8 = dtype == HY_DTYPE_F8_E4M3;
+    int32_t n_static = 0;
+    for (int32_t l = 0; fp8 && v_static && l < n_layers; l++) {
+        if (!v_static[l])
+            continue;
+        n_static++;
+        for (int32_t g = 0; g < n_kv_heads; g++)
+            if (!(v_static[l][g] > 0.0f) || !isfinite(v_static[l][g]))
+                return hy_err_set("kv cache: layer %d kv head %d: static V scale %g must be finite and > 0", l, g,
+                                  (double)v_static[l][g]);
+    }
     kv->n_layers = n_layers;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
     kv->dtype = dtype;
-    size_t per = hy_kv_cache_bytes(1, n_kv_heads, head_dim, block_size, n_blocks, dtype) / 2;
+    const size_t slots = (size_t)n_blocks * (size_t)block_size;
+    const size_t per = slots * (size_t)n_kv_heads * (size_t)head_dim * hy_dtype_size(dtype);
+    const size_t per_scale = slots * (size_t)n_kv_heads * sizeof(float);
     kv->k = calloc((size_t)n_layers, sizeof(void *));
     kv->v = calloc((size_t)n_layers, sizeof(void *));
     if (!kv->k || !kv->v)
         goto oom;
+    if (fp8) {
+        kv->k_scale = calloc((size_t)n_layers, sizeof(float *));
+        kv->v_scale = calloc((size_t)n_layers, sizeof(float *));
+        kv->v_static = calloc((size_t)n_layers, sizeof(float *));
+        if (!kv->k_scale || !kv->v_scale || !kv->v_static)
+            goto oom;
+    }
     for (int32_t l = 0; l < n_layers; l++) {
         kv->k[l] = calloc(1, per);
         kv->v[l] = calloc(1, per);
         if (!kv->k[l] || !kv->v[l])
             goto oom;
+        if (!fp8)
+            continue;
+        kv->k_scale[l] = calloc(1, per_scale);
+        if (!kv->k_scale[l])
+            goto oom;
+        if (v_static && v_static[l]) {
+            kv->v_static[l] = malloc((size_t)n_kv_heads * sizeof(float));
+            if (!kv->v_static[l])
+                goto oom;
+            memcpy(kv->v_static[l], v_static[l], (size_t)n_kv_heads * sizeof(float));
+        } else {
+            kv->v_scale[l] = calloc(1, per_scale);
+            if (!kv->v_scale[l])
+                goto oom;
+        }
     }
     return 0;
 oom:
     hy_kv_cache_free(kv);
     return hy_err_set("kv cache: out of memory allocating %zu bytes",
-                      hy_kv_cache_bytes(n_layers, n_kv_heads, head_dim, block_size, n_blocks, dtype));
+                      hy_kv_cache_token_bytes(n_layers, n_kv_heads, head_dim, dtype, n_static) * slots);
 }
 
 void hy_kv_cache_free(struct hy_kv_cache *kv)
@@ -53,9 +138,18 @@ void hy_kv_cache_free(struct hy_kv_cache *kv)
             free(kv->k[l]);
         if (kv->v)
             free(kv->v[l]);
+        if (kv->k_scale)
+            free(kv->k_scale[l]);
+        if (kv->v_scale)
+            free(kv->v_scale[l]);
+        if (kv->v_static)
+            free(kv->v_static[l]);
     }
     free(kv->k);
     free(kv->v);
+    free(kv->k_scale);
+    free(kv->v_scale);
+    free(kv->v_static);
     memset(kv, 0, sizeof(*kv));
 }
 
@@ -70,21 +164,68 @@ static void store_row(void *base, enum hy_dtype dt, int64_t off, const float *sr
     }
 }
 
-void hy_kv_cache_write(struct hy_kv_cache *kv, int32_t layer, int64_t slot, const float *k, const float *v)
+/* One head's row x[n] -> E4M3 bytes q[n]. static_scale > 0: that scale (saturating); else the
+ * dynamic amax / 448, returned. A zero scale stores zeros (dequantizes to 0, never NaN). */
+static float quant_head(const float *x, int64_t n, float static_scale, uint8_t *q)
 {
-    int64_t row = (int64_t)kv->n_kv_heads * kv->head_dim;
-    store_row(kv->k[layer], kv->dtype, slot * row, k, row);
-    store_row(kv->v[layer], kv->dtype, slot * row, v, row);
+    float s = static_scale;
+    if (!(s > 0.0f)) {
+        float amax = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            const float a = fabsf(x[i]);
+            if (a > amax) /* NaN never wins */
+                amax = a;
+        }
+        s = amax / 448.0f;
+    }
+    if (s == 0.0f) {
+        memset(q, 0, (size_t)n);
+        return 0.0f;
+    }
+    for (int64_t i = 0; i < n; i++)
+        q[i] = hy_f32_to_e4m3(x[i] / s);
+    return s;
 }
 
-/* Reads head_dim elements at element offset off as f32 (a pointer into the cache for f32). */
-static const float *load_row(const void *base, enum hy_dtype dt, int64_t off, int64_t n, float *buf)
+void hy_kv_cache_write(struct hy_kv_cache *kv, int32_t layer, int64_t slot, const float *k, const float *v)
 {
-    if (dt == HY_DTYPE_F32)
+    const int64_t D = kv->head_dim, row = (int64_t)kv->n_kv_heads * D;
+    if (kv->dtype != HY_DTYPE_F8_E4M3) {
+        store_row(kv->k[layer], kv->dtype, slot * row, k, row);
+        store_row(kv->v[layer], kv->dtype, slot * row, v, row);
+        return;
+    }
+    uint8_t *kq = (uint8_t *)kv->k[layer] + slot * row, *vq = (uint8_t *)kv->v[layer] + slot * row;
+    const float *vs = kv->v_static[layer];
+    for (int32_t g = 0; g < kv->n_kv_heads; g++) {
+        const int64_t si = slot * kv->n_kv_heads + g;
+        kv->k_scale[layer][si] = quant_head(k + g * D, D, 0.0f, kq + g * D);
+        if (vs)
+            quant_head(v + g * D, D, vs[g], vq + g * D);
+        else
+            kv->v_scale[layer][si] = quant_head(v + g * D, D, 0.0f, vq + g * D);
+    }
+}
+
+/* Head g's row of `slot` (K: which = 0, V: 1) as f32: a pointer into the cache for f32, else
+ * widened / dequantized into buf[head_dim]. */
+static const float *load_row(const struct hy_kv_cache *kv, int which, int32_t layer, int64_t slot, int32_t g,
+                             float *buf)
+{
+    const int64_t D = kv->head_dim, off = (slot * kv->n_kv_heads + g) * D;
+    const void *base = which ? kv->v[layer] : kv->k[layer];
+    if (kv->dtype == HY_DTYPE_F32)
         return (const float *)base + off;
-    const uint16_t *s = (const uint16_t *)base + off;
-    for (int64_t i = 0; i < n; i++)
-        buf[i] = hy_bf16_to_f32(s[i]);
+    if (kv->dtype == HY_DTYPE_BF16) {
+        const uint16_t *s = (const uint16_t *)base + off;
+        for (int64_t i = 0; i < D; i++)
+            buf[i] = hy_bf16_to_f32(s[i]);
+        return buf;
+    }
+    const uint8_t *s = (const uint8_t *)base + off;
+    const float sc = which ? hy_kv_cache_v_scale(kv, layer, slot, g) : hy_kv_cache_k_scale(kv, layer, slot, g);
+    for (int64_t i = 0; i < D; i++)
+        buf[i] = hy_e4m3_to_f32(s[i]) * sc;
     return buf;
 }
 
@@ -92,7 +233,7 @@ static const float *load_row(const void *base, enum hy_dtype dt, int64_t off, in
 void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
                    const int32_t *block_table, int32_t n_ctx, float *scores, float *out)
 {
-    const int64_t D = kv->head_dim, row = (int64_t)kv->n_kv_heads * D;
+    const int64_t D = kv->head_dim;
     const int32_t group = n_heads / kv->n_kv_heads, bs = kv->block_size;
     const float scale = 1.0f / sqrtf((float)D);
     float rowbuf[512];
@@ -104,7 +245,7 @@ void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, 
         float mx = -INFINITY;
         for (int32_t j = 0; j < n_ctx; j++) {
             int64_t slot = (int64_t)block_table[j / bs] * bs + j % bs;
-            const float *kr = load_row(kv->k[layer], kv->dtype, slot * row + g * D, D, tmp);
+            const float *kr = load_row(kv, 0, layer, slot, g, tmp);
             scores[j] = hy_ref_dot_f32(qh, kr, D) * scale;
             if (scores[j] > mx)
                 mx = scores[j];
@@ -118,7 +259,7 @@ void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, 
         memset(oh, 0, (size_t)D * sizeof(float));
         for (int32_t j = 0; j < n_ctx; j++) {
             int64_t slot = (int64_t)block_table[j / bs] * bs + j % bs;
-            const float *vr = load_row(kv->v[layer], kv->dtype, slot * row + g * D, D, tmp);
+            const float *vr = load_row(kv, 1, layer, slot, g, tmp);
             const float p = scores[j] * inv;
             for (int64_t d = 0; d < D; d++)
                 oh[d] += p * vr[d];

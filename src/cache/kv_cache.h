@@ -1,11 +1,23 @@
 /* kv_cache.h - paged KV cache storage: per layer, n_blocks blocks of block_size token slots.
  *
  * Layout per layer: K and V arrays of [n_blocks * block_size, n_kv_heads, head_dim] elements
- * (f32 in float32 compute mode, bf16 in bfloat16 mode). A token's slot is
- * block_id * block_size + offset; sequences address their tokens through a block table
- * (block_table[pos / block_size]) and writes go through a slot_mapping (one slot per batch token).
- * The cache holds post-QK-norm, post-RoPE K and raw V (spec §2). It knows nothing about which
- * request owns which block; that bookkeeping belongs to the caller / scheduler.
+ * (f32, bf16 or FP8 E4M3FN; f32 in float32 compute mode and bf16 in bfloat16 mode unless
+ * --kv-cache-dtype says otherwise). A token's slot is block_id * block_size + offset; sequences
+ * address their tokens through a block table (block_table[pos / block_size]) and writes go through
+ * a slot_mapping (one slot per batch token). The cache holds post-QK-norm, post-RoPE K and raw V
+ * (spec §2). It knows nothing about which request owns which block; that bookkeeping belongs to
+ * the caller / scheduler.
+ *
+ * FP8 (HY_DTYPE_F8_E4M3, spec §5.3 "C8"): element = e4m3(x / s), value = e4m3_to_f32(byte) * s.
+ *  - K: dynamic scale per (token, kv_head): s = amax(|k[head_dim]|) / 448, kept in f32 next to the
+ *    cache in k_scale[layer][slot * n_kv_heads + head].
+ *  - V: a static per-kv-head scale (checkpoint `self_attn.v_cache.scale`) for layers given one at
+ *    init (v_static[layer][head]; elements saturate to +-448), else dynamic per (token, kv_head)
+ *    like K, in v_scale[layer][slot * n_kv_heads + head].
+ *  A row whose amax is 0 (or whose amax / 448 underflows to 0) gets scale 0 and zero bytes, so it
+ *  dequantizes to exact zeros, never NaN/inf. Scales are pure functions of the token's own row, so
+ *  fp32-mode batch/chunk invariance holds with FP8 too. The attention kernels read the bytes and
+ *  scales directly (no dequantized copy of the cache).
  */
 #ifndef HY_CACHE_KV_CACHE_H
 #define HY_CACHE_KV_CACHE_H
@@ -21,28 +33,67 @@ struct hy_kv_cache {
     int32_t       head_dim;
     int32_t       block_size;   /* tokens per block */
     int32_t       n_blocks;
-    enum hy_dtype dtype;        /* HY_DTYPE_F32 or HY_DTYPE_BF16 */
+    enum hy_dtype dtype;        /* HY_DTYPE_F32, HY_DTYPE_BF16 or HY_DTYPE_F8_E4M3 */
     void        **k;            /* [n_layers] -> [n_blocks*block_size, n_kv_heads, head_dim] */
     void        **v;
+    /* FP8 only (all NULL otherwise); every pointer owned by the cache. */
+    float       **k_scale;      /* [n_layers] -> [n_blocks*block_size, n_kv_heads] f32 multipliers */
+    float       **v_scale;      /* [n_layers] -> same, dynamic V; NULL entry where v_static is set */
+    float       **v_static;     /* [n_layers] -> NULL or [n_kv_heads] static V multipliers (> 0) */
 };
 
-/* Allocates a zeroed cache. Returns 0, or -1 with hy_err_msg() (bad sizes, out of memory with the
- * byte count). Free with hy_kv_cache_free. */
+/* Allocates a zeroed cache of dtype F32, BF16 or F8_E4M3 (FP8 with dynamic V scales in every
+ * layer). Returns 0, or -1 with hy_err_msg() (bad sizes or dtype, out of memory with the byte
+ * count). Free with hy_kv_cache_free. */
 int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
                      int32_t block_size, int32_t n_blocks, enum hy_dtype dtype);
+
+/* The same; for F8_E4M3, v_static (may be NULL) is [n_layers] -> NULL (dynamic V in that layer)
+ * or [n_kv_heads] static V scales, copied; each must be finite and > 0, else -1 naming the layer
+ * and head. Ignored for F32 / BF16. */
+int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
+                        int32_t block_size, int32_t n_blocks, enum hy_dtype dtype, const float *const *v_static);
 void hy_kv_cache_free(struct hy_kv_cache *kv);
 
-/* Bytes the cache needs for these sizes (for budgeting). */
+/* Bytes one token slot takes over all n_layers: K + V elements, plus for F8_E4M3 the f32 K scales
+ * and the f32 dynamic V scales of the (n_layers - n_static_v_layers) layers without a static one. */
+size_t hy_kv_cache_token_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, enum hy_dtype dtype,
+                               int32_t n_static_v_layers);
+
+/* Bytes the cache needs for these sizes (for budgeting): n_blocks * block_size token slots
+ * (hy_kv_cache_token_bytes with every V scale dynamic for FP8). */
 size_t hy_kv_cache_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
                          int32_t n_blocks, enum hy_dtype dtype);
 
-/* Stores k[n_kv_heads*head_dim] and v[...] (f32) of one token into `slot` of `layer`. */
+/* --kv-cache-dtype / model_config.kv_cache_dtype values (vLLM's names): NULL or "auto" ->
+ * HY_DTYPE_UNKNOWN (the compute dtype: f32 in float32 mode, bf16 in bfloat16 mode); "bf16" |
+ * "bfloat16" -> BF16; "fp8" | "fp8_e4m3" -> F8_E4M3; "fp32" | "float32" -> F32. Anything else
+ * (e.g. vLLM's "fp8_e5m2") returns -1 with hy_err_msg() naming the value and the choices. */
+int hy_kv_dtype_parse(const char *s, enum hy_dtype *out);
+
+/* "fp32", "bf16", "fp8_e4m3", or "auto" for HY_DTYPE_UNKNOWN. */
+const char *hy_kv_dtype_name(enum hy_dtype dt);
+
+/* Stores k[n_kv_heads*head_dim] and v[...] (f32) of one token into `slot` of `layer` (FP8:
+ * quantized per head with the scales described at the top). */
 void hy_kv_cache_write(struct hy_kv_cache *kv, int32_t layer, int64_t slot, const float *k, const float *v);
+
+/* FP8 scale multipliers of (layer, slot, kv head g): K and V. Only for F8_E4M3 caches. */
+static inline float hy_kv_cache_k_scale(const struct hy_kv_cache *kv, int32_t layer, int64_t slot, int32_t g)
+{
+    return kv->k_scale[layer][slot * kv->n_kv_heads + g];
+}
+
+static inline float hy_kv_cache_v_scale(const struct hy_kv_cache *kv, int32_t layer, int64_t slot, int32_t g)
+{
+    return kv->v_static[layer] ? kv->v_static[layer][g] : kv->v_scale[layer][slot * kv->n_kv_heads + g];
+}
 
 /* Causal attention of one query token over its sequence's first n_ctx cached tokens:
  * q[n_heads, head_dim] (f32), out[n_heads, head_dim]; query head h reads KV head h / (n_heads /
  * n_kv_heads) (GQA, spec §2.4); scale = head_dim^-0.5; softmax in fp32; tokens addressed through
- * block_table. scores[n_ctx] is scratch. Fixed summation order over positions 0..n_ctx-1. */
+ * block_table. scores[n_ctx] is scratch. Fixed summation order over positions 0..n_ctx-1.
+ * FP8 caches are dequantized inside the kernel (byte value times the row's scale). */
 void hy_kv_cache_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
                         const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
 

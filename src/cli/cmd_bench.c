@@ -114,11 +114,12 @@ static int kv_elem_bytes(const struct hy_kv_cache *kv)
 }
 
 /* One sequence of `len` random tokens through a fresh KV cache, logits of the last row only. */
-static int run_prefill(struct hy_model *m, int32_t len, uint64_t seed, struct prefill_result *r)
+static int run_prefill(struct hy_model *m, enum hy_dtype kv_dtype, int32_t len, uint64_t seed,
+                       struct prefill_result *r)
 {
     const int32_t bs = 16, nb = (len + bs - 1) / bs, V = m->cfg.vocab_size;
     struct hy_kv_cache kv;
-    if (hy_model_kv_cache_init(m, &kv, bs, nb))
+    if (hy_model_kv_cache_init_dtype(m, &kv, bs, nb, kv_dtype))
         return -1;
     int rc = -1;
     int32_t *ids = malloc((size_t)len * sizeof(int32_t)), *pos = malloc((size_t)len * sizeof(int32_t));
@@ -183,13 +184,13 @@ static void bytes_add(struct hy_bench_bytes *d, const struct hy_bench_bytes *s)
 
 /* `batch` sequences: a prefill of `ctx0` random tokens each (one batch, untimed), one untimed warm-up
  * decode step, then `steps` timed decode steps of one token per sequence, all sequences together. */
-static int run_decode(struct hy_model *m, int32_t batch, int32_t ctx0, int32_t steps, uint64_t seed,
-                      struct decode_result *r)
+static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch, int32_t ctx0, int32_t steps,
+                      uint64_t seed, struct decode_result *r)
 {
     const int32_t bs = 16, V = m->cfg.vocab_size, total = ctx0 + steps + 1, bps = (total + bs - 1) / bs;
     const int32_t cap = batch * ctx0 > batch ? batch * ctx0 : batch;
     struct hy_kv_cache kv;
-    if (hy_model_kv_cache_init(m, &kv, bs, batch * bps))
+    if (hy_model_kv_cache_init_dtype(m, &kv, bs, batch * bps, kv_dtype))
         return -1;
     int rc = -1;
     int32_t *ids = malloc((size_t)cap * sizeof(int32_t)), *pos = malloc((size_t)cap * sizeof(int32_t));
@@ -317,7 +318,7 @@ static double ratio(double a, double b)
 int hy_cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16",
-               *bw_s = "2G", *json_out = NULL;
+               *bw_s = "2G", *json_out = NULL, *kvd = NULL;
     int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80,
         proj_dense = 1, skip_model = 0;
     float flop_s = 0.25f;
@@ -332,6 +333,7 @@ int hy_cmd_bench(int argc, char **argv)
         {"--flop-seconds", NULL, HY_ARG_FLOAT, &flop_s, NULL, "minimum seconds per peak-FLOP run (0.25)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "bfloat16 (default) | float32 compute mode"},
+        {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 | fp32"},
         {"--seed", NULL, HY_ARG_INT, &seed, NULL, "random token ids seed (default 1)"},
         {"--project-layers", NULL, HY_ARG_INT, &proj_layers, NULL, "layers of the full model projected (80)"},
         {"--project-dense", NULL, HY_ARG_INT, &proj_dense, NULL, "dense layers of the full model (1)"},
@@ -376,7 +378,8 @@ int hy_cmd_bench(int argc, char **argv)
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
         return 2;
     }
-    if (hy_cli_set_threads(&threads)) {
+    enum hy_dtype kv_dtype;
+    if (hy_cli_set_threads(&threads) || (hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype"))) {
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
         return 2;
     }
@@ -433,13 +436,13 @@ int hy_cmd_bench(int argc, char **argv)
                 (double)m->ck.total_bytes / 1e9, m->load_seconds, hy_time_now() - t0);
     }
     for (int i = 0; i < n_plens; i++) {
-        if (run_prefill(m, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
+        if (run_prefill(m, kv_dtype, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
             goto fail;
         fprintf(stderr, "bench: prefill %d tokens: %.3f s, %.2f tokens/s, %.1f GFLOP/s\n", plens[i], pre[i].secs,
                 plens[i] / pre[i].secs, pre[i].flops.total / pre[i].secs / 1e9);
     }
     for (int i = 0; i < n_batches; i++) {
-        if (run_decode(m, batches[i], ctx0, steps, (uint64_t)seed + 100 + (uint64_t)i, &dec[i]))
+        if (run_decode(m, kv_dtype, batches[i], ctx0, steps, (uint64_t)seed + 100 + (uint64_t)i, &dec[i]))
             goto fail;
         fprintf(stderr, "bench: decode batch %d: %.4f s/step, %.2f tokens/s, %.3f GB weights/step\n", batches[i],
                 dec[i].step_s, dec[i].tokens_per_s, dec[i].bytes.weights / 1e9);
@@ -501,10 +504,12 @@ int hy_cmd_bench(int argc, char **argv)
         json_object_set_new(o, "peak_unit", json_string(peak_unit));
         json_object_set_new(o, "peak_by_unit", pg);
         if (m) {
-            json_object_set_new(o, "model", json_pack("{s:s, s:s, s:f, s:i, s:i, s:i}", "dir", model_dir, "dtype",
+            json_object_set_new(o, "model", json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:s}", "dir", model_dir, "dtype",
                                                       cd == HY_COMPUTE_BF16 ? "bfloat16" : "float32", "weight_bytes",
                                                       (double)m->ck.total_bytes, "layers", m->cfg.num_hidden_layers,
-                                                      "moe_layers", n_moe, "experts", m->cfg.num_experts));
+                                                      "moe_layers", n_moe, "experts", m->cfg.num_experts,
+                                                      "kv_cache_dtype",
+                                                      hy_kv_dtype_name(hy_model_kv_dtype(m, kv_dtype))));
         }
         json_t *ptps = json_object(), *pdet = json_object();
         for (int i = 0; i < n_plens; i++) {

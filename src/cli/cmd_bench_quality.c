@@ -27,25 +27,28 @@
 /* Everything that decides how one side runs: [0] = model A (under test), [1] = reference B.
  * A new engine option for a side is a field here, a flag line in the table of hy_cmd_bench_quality
  * pointing at so[0] (or so[1]), and its use: in load_side when it acts at load time, else a field
- * of struct hy_quality_model (bench/quality.h) filled where qm[] is built. Example, --kv-cache-dtype
- * (FP8 KV cache work): field `const char *kv_cache_dtype`, flag line
- *   {"--kv-cache-dtype", NULL, HY_ARG_STR, &so[0].kv_cache_dtype, NULL, "A's KV cache dtype"},
- * parsed in load_side into struct side, copied to hy_quality_model.kv_dtype, and side_kv_init in
- * quality.c calls hy_model_kv_cache_init_dtype with it. */
+ * of struct hy_quality_model (bench/quality.h) filled where qm[] is built. Example: --kv-cache-dtype
+ * (so[0].kv_cache_dtype) is parsed in load_side into struct side, copied to
+ * hy_quality_model.kv_dtype, and side_kv_init in quality.c calls hy_model_kv_cache_init_dtype
+ * with it. */
 struct side_opts {
-    const char *dir;     /* -m / --ref */
-    const char *dtype;   /* --dtype / --ref-dtype: float32 | bfloat16 | auto */
+    const char *dir;            /* -m / --ref */
+    const char *dtype;          /* --dtype / --ref-dtype: float32 | bfloat16 | auto */
+    const char *kv_cache_dtype; /* --kv-cache-dtype / --ref-kv-cache-dtype: auto | bf16 | fp8 | fp32 */
 };
 
 struct side {
     struct hy_model      *m;
     struct hy_tokenizer  *tok;
     enum hy_compute_dtype cd;
+    enum hy_dtype         kv_dtype; /* HY_DTYPE_UNKNOWN = auto */
 };
 
 /* Loads the model and the tokenizer of tok_dir (NULL: none). */
 static int load_side(const struct side_opts *o, const char *what, const char *tok_dir, struct side *s)
 {
+    if (hy_kv_dtype_parse(o->kv_cache_dtype, &s->kv_dtype))
+        return hy_err_prefix("%s", what[0] == 'r' ? "--ref-kv-cache-dtype" : "--kv-cache-dtype");
     if (hy_cli_parse_dtype(o->dtype, o->dir, &s->cd) || hy_model_load(o->dir, s->cd, &s->m) ||
         (tok_dir && hy_tokenizer_load_dir(tok_dir, &s->tok)))
         return hy_err_prefix("%s %s", what, o->dir);
@@ -111,6 +114,9 @@ int hy_cmd_bench_quality(int argc, char **argv)
         {"--ref", NULL, HY_ARG_STR, &so[1].dir, NULL, "reference model B (directory)"},
         {"--dtype", NULL, HY_ARG_STR, &so[0].dtype, NULL, "A's compute mode: float32 | bfloat16 | auto (default)"},
         {"--ref-dtype", NULL, HY_ARG_STR, &so[1].dtype, NULL, "B's compute mode (default: the same as --dtype)"},
+        {"--kv-cache-dtype", NULL, HY_ARG_STR, &so[0].kv_cache_dtype, NULL,
+         "A's KV cache: auto (default: its compute dtype) | bf16 | fp8 | fp32"},
+        {"--ref-kv-cache-dtype", NULL, HY_ARG_STR, &so[1].kv_cache_dtype, NULL, "B's KV cache (default auto)"},
         {"--text", NULL, HY_ARG_STR, &text_path, NULL,
          "UTF-8 text file (default: $HY_SHARED/" DEFAULT_CORPUS ", from --text-start 0.9)"},
         {"--text-start", NULL, HY_ARG_STR, &text_start, NULL,
@@ -127,7 +133,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
     const char *usage = "hyinfer bench quality -m A --ref B [--text FILE] [--tokenizer DIR] [--positions 1000] "
-                        "[--context N] [--dtype auto|bfloat16|float32] [--ref-dtype ...] [--threads N] [--json]";
+                        "[--context N] [--dtype auto|bfloat16|float32] [--ref-dtype ...] [--kv-cache-dtype fp8] "
+                        "[--threads N] [--json]";
     int np;
     if (hy_args_parse(argc, argv, 3, args, na, NULL, 0, &np)) {
         fprintf(stderr, "hyinfer bench quality: %s\n", hy_err_msg());
@@ -233,7 +240,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
 
     struct hy_quality_stats st;
     const double t0 = hy_time_now();
-    const struct hy_quality_model qm[2] = {{.m = sd[0].m}, {.m = sd[1].m}};
+    const struct hy_quality_model qm[2] = {{.m = sd[0].m, .kv_dtype = sd[0].kv_dtype},
+                                           {.m = sd[1].m, .kv_dtype = sd[1].kv_dtype}};
     if (hy_quality_run(&qm[0], &qm[1], ids[0], (int64_t)n_ids[0], bos, positions, context, rows_per_step, &st)) {
         rc = 1;
         goto fail;
@@ -256,10 +264,12 @@ int hy_cmd_bench_quality(int argc, char **argv)
         json_object_set_new(o, "nll", json_real(su.nll_a));
         json_object_set_new(o, "ref_nll", json_real(su.nll_b));
         json_object_set_new(o, "kl_direction", json_string("KL(P_ref || P_model), nats"));
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < 2; k++) {
+            const char *kvn = hy_kv_dtype_name(hy_model_kv_dtype(sd[k].m, sd[k].kv_dtype));
             json_object_set_new(o, k ? "ref" : "model",
-                                json_pack("{s:s, s:s, s:i}", "dir", so[k].dir, "dtype", dtype_name(sd[k].cd),
-                                          "vocab_size", sd[k].m->cfg.vocab_size));
+                                json_pack("{s:s, s:s, s:s, s:i}", "dir", so[k].dir, "dtype", dtype_name(sd[k].cd),
+                                          "kv_cache_dtype", kvn, "vocab_size", sd[k].m->cfg.vocab_size));
+        }
         json_object_set_new(o, "text",
                             json_pack("{s:s, s:f, s:I, s:I, s:I, s:I}", "source", text_path, "start_fraction", frac,
                                       "start_char", (json_int_t)start_char, "chars",
@@ -285,8 +295,9 @@ int hy_cmd_bench_quality(int argc, char **argv)
         free(txt);
     } else {
         printf("hyinfer bench quality\n");
-        printf("  model       %s  (%s)\n", so[0].dir, dtype_name(sd[0].cd));
-        printf("  reference   %s  (%s)\n", so[1].dir, dtype_name(sd[1].cd));
+        for (int k = 0; k < 2; k++)
+            printf("  %-11s %s  (%s, KV cache %s)\n", k ? "reference" : "model", so[k].dir, dtype_name(sd[k].cd),
+                   hy_kv_dtype_name(hy_model_kv_dtype(sd[k].m, sd[k].kv_dtype)));
         printf("  text        %s from character %lld (%lld characters, %zu tokens)\n", text_path,
                (long long)start_char, (long long)(n_chars - start_char), n_ids[0]);
         printf("  positions   %lld in %lld window(s) of <= %d tokens, fresh KV cache each%s\n",

@@ -37,7 +37,7 @@ static void on_token(void *ud, size_t req, int32_t id)
 
 int hy_cmd_generate(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *effort = NULL;
+    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *effort = NULL, *kvd = NULL;
     int max_tokens = 128, threads = 0, print_ids = 0, echo = 0, chat = 0, help = 0, ignore_eos = 0;
     struct hy_sampling_params sp, cli;
     hy_sampling_params_init(&cli);
@@ -59,6 +59,7 @@ int hy_cmd_generate(int argc, char **argv)
         {"--chat", NULL, HY_ARG_FLAG, &chat, NULL, "render the prompt as a user turn via the chat template"},
         {"--reasoning-effort", NULL, HY_ARG_STR, &effort, NULL, "no_think | low | high (with --chat)"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
+        {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 (fp8_e4m3) | fp32"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--print-ids", NULL, HY_ARG_FLAG, &print_ids, NULL, "print the generated ids as one JSON array line"},
         {"--echo", NULL, HY_ARG_FLAG, &echo, NULL, "print the (decoded) prompt before the completion"},
@@ -93,7 +94,10 @@ int hy_cmd_generate(int argc, char **argv)
     struct gen_ctx g = {0};
     int rc = 1;
     enum hy_compute_dtype cd;
+    enum hy_dtype kv_dtype;
     hy_sampling_params_init(&sp);
+    if (hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype"))
+        goto fail;
     if (hy_sampling_params_from_generation_config(model_dir, &sp))
         goto fail;
     if (seen_t) sp.temperature = cli.temperature;
@@ -147,7 +151,7 @@ int hy_cmd_generate(int argc, char **argv)
     req.prompt_ids = ids;
     req.n_prompt = n;
     req.params = sp;
-    struct hy_gen_opts opts = {1, (int32_t)n, 16, 0, on_token, NULL, &g};
+    struct hy_gen_opts opts = {1, (int32_t)n, 16, 0, on_token, NULL, &g, kv_dtype};
     struct hy_gen_stats st;
     if (hy_generate(m, &req, 1, &opts, &st))
         goto fail;

@@ -24,13 +24,13 @@ static void print_rows(const char *key, const float *rows, int32_t n, int32_t V)
 
 /* Runs the prompt in one batch, then (with mtp) the MTP rows p = 0..n-2: token s[p+1], main
  * final-normed hidden h_p, position p, in the MTP layer's own KV cache (DESIGN §5). */
-static int compute(struct hy_model *m, const int32_t *ids, int32_t n, int all, int mtp, float **logits,
-                   float **mtp_logits)
+static int compute(struct hy_model *m, const int32_t *ids, int32_t n, int all, int mtp, enum hy_dtype kv_dtype,
+                   float **logits, float **mtp_logits)
 {
     const int32_t V = m->cfg.vocab_size, H = m->cfg.hidden_size, bs = 16;
     int32_t nb = (n + bs - 1) / bs;
     struct hy_kv_cache kv;
-    if (hy_model_kv_cache_init(m, &kv, bs, nb))
+    if (hy_model_kv_cache_init_dtype(m, &kv, bs, nb, kv_dtype))
         return -1;
     int rc = -1;
     int32_t *pos = malloc((size_t)n * sizeof(int32_t)), *seq = calloc((size_t)n, sizeof(int32_t));
@@ -78,7 +78,7 @@ out:
 
 int hy_cmd_logits(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL;
+    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *kvd = NULL;
     int all = 0, mtp = 0, json = 0, threads = 0, help = 0, chat = 0;
     const struct hy_arg args[] = {
         {"--model", "-m", HY_ARG_STR, &model_dir, NULL, "model directory (Hugging Face layout)"},
@@ -88,13 +88,14 @@ int hy_cmd_logits(int argc, char **argv)
         {"--all-positions", NULL, HY_ARG_FLAG, &all, NULL, "logits of every position, not just the last"},
         {"--mtp", NULL, HY_ARG_FLAG, &mtp, NULL, "also the MTP head's logits for rows p = 0..n-2"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
+        {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 (fp8_e4m3) | fp32"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--json", NULL, HY_ARG_FLAG, &json, NULL, "print JSON (the only output format)"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
     const char *usage = "hyinfer logits -m DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] "
-                        "[--dtype float32] --json";
+                        "[--dtype float32] [--kv-cache-dtype fp8] --json";
     int np;
     if (hy_args_parse(argc, argv, 2, args, na, NULL, 0, &np)) {
         fprintf(stderr, "hyinfer logits: %s\n", hy_err_msg());
@@ -114,12 +115,14 @@ int hy_cmd_logits(int argc, char **argv)
         return 2;
     }
     enum hy_compute_dtype cd;
+    enum hy_dtype kv_dtype;
     struct hy_model *m = NULL;
     struct hy_tokenizer *tok = NULL;
     int32_t *ids = NULL, n = 0;
     float *logits = NULL, *mtp_logits = NULL;
     int rc = 1;
-    if (hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m))
+    if ((hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
+        hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m))
         goto fail;
     if (mtp && !m->has_mtp) {
         hy_err_set("%s: --mtp: the model has no MTP layer", model_dir);
@@ -143,7 +146,7 @@ int hy_cmd_logits(int argc, char **argv)
                    m->cfg.max_position_embeddings);
         goto fail;
     }
-    if (compute(m, ids, n, all, mtp, &logits, &mtp_logits))
+    if (compute(m, ids, n, all, mtp, kv_dtype, &logits, &mtp_logits))
         goto fail;
     printf("{\"prompt_ids\": [");
     for (int32_t i = 0; i < n; i++)

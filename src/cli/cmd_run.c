@@ -141,12 +141,14 @@ static int write_output(const char *path, const struct hy_dataset *ds, struct hy
 
 int hy_cmd_run(int argc, char **argv)
 {
-    const char *yaml = NULL;
+    const char *yaml = NULL, *kvd_flag = NULL;
     int threads = 0, help = 0, np = 0;
     const char *pos[1];
     const struct hy_arg args[] = {
         {"--yaml", NULL, HY_ARG_STR, &yaml, NULL, "run config (cann-recipes-infer YAML schema)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
+        {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd_flag, NULL,
+         "auto | bf16 | fp8 (fp8_e4m3) | fp32; overrides model_config.kv_cache_dtype"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
@@ -175,6 +177,11 @@ int hy_cmd_run(int argc, char **argv)
     if (hy_run_config_load(yaml, &cfg))
         goto fail;
     enum hy_compute_dtype cd = cfg.dtype && !strcmp(cfg.dtype, "float32") ? HY_COMPUTE_F32 : HY_COMPUTE_BF16;
+    enum hy_dtype kv_dtype;
+    if (kvd_flag ? (hy_kv_dtype_parse(kvd_flag, &kv_dtype) && hy_err_prefix("--kv-cache-dtype"))
+                 : (hy_kv_dtype_parse(cfg.kv_cache_dtype, &kv_dtype) &&
+                    hy_err_prefix("%s: model_config.kv_cache_dtype", cfg.config_path)))
+        goto fail;
     if (cfg.next_n > 0)
         fprintf(stderr, "hyinfer: warning: model_config.next_n=%d: MTP speculative decoding is not implemented yet; "
                         "running without it\n", cfg.next_n);
@@ -212,7 +219,7 @@ int hy_cmd_run(int argc, char **argv)
     }
     int32_t budget = cfg.max_prefill_tokens > 0 ? cfg.max_prefill_tokens
                      : cfg.input_truncated_len > 0 ? cfg.input_truncated_len * cfg.batch_size : 2048;
-    struct hy_gen_opts opts = {cfg.batch_size, budget, cfg.block_size, 0, NULL, on_finish, &ctx};
+    struct hy_gen_opts opts = {cfg.batch_size, budget, cfg.block_size, 0, NULL, on_finish, &ctx, kv_dtype};
     struct hy_gen_stats st;
     ctx.n_reqs = ds.n;
     progress(&ctx, "generate");

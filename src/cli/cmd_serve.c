@@ -24,7 +24,7 @@ int hy_cmd_serve(int argc, char **argv)
     struct hy_server_config c;
     memset(&c, 0, sizeof(c));
     hy_engine_config_init(&c.engine);
-    const char *host = "127.0.0.1", *name = NULL, *api_key = NULL, *dtype = NULL, *model_flag = NULL;
+    const char *host = "127.0.0.1", *name = NULL, *api_key = NULL, *dtype = NULL, *model_flag = NULL, *kvd = NULL;
     int port = 8000, max_num_seqs = c.engine.max_num_seqs, max_model_len = 0;
     int max_batched = c.engine.max_num_batched_tokens, block_size = c.engine.block_size;
     int prefix_on = 0, prefix_off = 0, max_waiting = c.engine.max_waiting_requests, threads = 0, help = 0;
@@ -45,6 +45,8 @@ int hy_cmd_serve(int argc, char **argv)
         {"--no-enable-prefix-caching", NULL, HY_ARG_FLAG, &prefix_off, NULL, "turn prefix caching off"},
         {"--kv-cache-memory-bytes", NULL, HY_ARG_U64, &kv_bytes, NULL,
          "KV cache budget in bytes (default: 50% of available memory)"},
+        {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL,
+         "auto (compute dtype) | bf16 | fp8 (fp8_e4m3: about half the bytes of bf16 per token) | fp32"},
         {"--max-waiting-requests", NULL, HY_ARG_INT, &max_waiting, NULL,
          "waiting requests before new ones get HTTP 503 (default 1024)"},
         {"--max-body-bytes", NULL, HY_ARG_U64, &max_body, NULL, "request body limit (default 4 MiB)"},
@@ -80,7 +82,8 @@ int hy_cmd_serve(int argc, char **argv)
                         "--block-size >= 1; --max-model-len, --max-waiting-requests >= 0\n");
         return 2;
     }
-    if (hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
+    if ((hy_kv_dtype_parse(kvd, &c.engine.kv_cache_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
+        hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
         fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
         return 2;
     }

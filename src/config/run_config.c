@@ -49,6 +49,8 @@ struct key_spec {
 };
 
 static const char *const dtype_choices[] = {"bfloat16", "float32", NULL};
+/* model_config.kv_cache_dtype (hyinfer extension; vLLM's --kv-cache-dtype names, see hy_kv_dtype_parse) */
+static const char *const kv_dtype_choices[] = {"auto", "bf16", "bfloat16", "fp8", "fp8_e4m3", "fp32", "float32", NULL};
 static const char *const dataset_choices[] = {"default", "LongBench", "InfiniteBench", NULL};
 
 #define I32MAX 2147483647.0
@@ -66,6 +68,7 @@ static const struct key_spec specs[] = {
     {"model_config", "model_name", V_STR, 0, F(model_name), 0, 0, 0, NULL},
     {"model_config", "model_path", V_STR, 0, F(model_path), 0, 0, 0, NULL},
     {"model_config", "dtype", V_ENUM, 0, F(dtype), 0, 0, 0, dtype_choices},
+    {"model_config", "kv_cache_dtype", V_ENUM, 0, F(kv_cache_dtype), 0, 0, 0, kv_dtype_choices},
     {"model_config", "with_ckpt", V_BOOL, 0, F(with_ckpt), 0, 0, 0, NULL},
     {"model_config", "next_n", V_INT, 0, F(next_n), 0, 16, 0, NULL},
     {"model_config", "output_path", V_STR, 0, F(output_path), 0, 0, 0, NULL},
@@ -523,6 +526,7 @@ int hy_run_config_init(struct hy_run_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->model_name = strdup("hy3");
     cfg->dtype = strdup("bfloat16");
+    cfg->kv_cache_dtype = strdup("auto");
     cfg->dataset = strdup("default");
     cfg->with_ckpt = 1;
     cfg->world_size = cfg->attn_tp_size = cfg->moe_tp_size = cfg->embed_tp_size = 1;
@@ -537,7 +541,7 @@ int hy_run_config_init(struct hy_run_config *cfg)
     cfg->seed = -1;
     cfg->min_p = -1.0f;
     cfg->repetition_penalty = -1.0f;
-    if (!cfg->model_name || !cfg->dtype || !cfg->dataset) {
+    if (!cfg->model_name || !cfg->dtype || !cfg->kv_cache_dtype || !cfg->dataset) {
         hy_run_config_free(cfg);
         return hy_err_set("run config: out of memory");
     }
@@ -551,6 +555,7 @@ void hy_run_config_free(struct hy_run_config *cfg)
     free(cfg->model_name);
     free(cfg->model_path);
     free(cfg->dtype);
+    free(cfg->kv_cache_dtype);
     free(cfg->output_path);
     free(cfg->dataset);
     free(cfg->dataset_path);

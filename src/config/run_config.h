@@ -5,6 +5,8 @@
  *
  * Layout (every section and key optional except model_config.model_path):
  *   model_config:     model_name, model_path, dtype, with_ckpt, next_n, output_path,
+ *                     kv_cache_dtype (hyinfer extension: auto | bf16 | bfloat16 | fp8 | fp8_e4m3 |
+ *                     fp32 | float32, as `--kv-cache-dtype`; auto = the compute dtype),
  *                     [Ascend-only] platform_version, exe_mode, enable_profiler,
  *                     enable_cache_compile, enable_static_kernel, force_eplb, enable_weight_nz,
  *                     custom_params: {enable_online_split_weight, enable_multi_streams, enable_sp}
@@ -37,6 +39,7 @@ struct hy_run_config {
     char   *model_path;          /* required; relative paths resolve against the YAML's directory
                                     first, then the current directory */
     char   *dtype;               /* "bfloat16" (default) | "float32" */
+    char   *kv_cache_dtype;      /* "auto" (default) | "bf16" | "fp8" | ... (hy_kv_dtype_parse names) */
     int     with_ckpt;           /* default 1; 0 = random weights: rejected ("not supported") */
     int     next_n;              /* MTP speculative tokens, default 0; 0..16 */
     char   *output_path;         /* optional: write completions as JSON here (NULL = none) */

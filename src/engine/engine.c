@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include "base/err.h"
+#include "base/log.h"
 #include "cache/block_pool.h"
 #include "engine/logprobs.h"
 #include "engine/runner.h"
@@ -38,6 +39,7 @@ void hy_engine_config_init(struct hy_engine_config *c)
     c->enable_prefix_caching = 1;
     c->kv_cache_memory_bytes = 0;
     c->max_waiting_requests = 1024;
+    c->kv_cache_dtype = HY_DTYPE_UNKNOWN;
 }
 
 static int32_t cdiv(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
@@ -70,6 +72,10 @@ static int check_config(const struct hy_engine_config *c)
         return hy_err_set("engine: max_model_len=%d: must be >= 1", c->max_model_len);
     if (c->max_waiting_requests < 0)
         return hy_err_set("engine: max_waiting_requests=%d: must be >= 0", c->max_waiting_requests);
+    if (c->kv_cache_dtype != HY_DTYPE_UNKNOWN && c->kv_cache_dtype != HY_DTYPE_F32 &&
+        c->kv_cache_dtype != HY_DTYPE_BF16 && c->kv_cache_dtype != HY_DTYPE_F8_E4M3)
+        return hy_err_set("engine: kv_cache_dtype %s: not a KV cache dtype (auto, bf16, fp8, fp32)",
+                          hy_dtype_name(c->kv_cache_dtype));
     return 0;
 }
 
@@ -77,11 +83,8 @@ static int check_config(const struct hy_engine_config *c)
  * does not fit. */
 static int32_t size_blocks(const struct hy_model *m, const struct hy_engine_config *c)
 {
-    const struct hy_model_config *mc = &m->cfg;
     const int32_t bs = c->block_size;
-    size_t per_block = hy_kv_cache_bytes(
-        mc->num_hidden_layers + (mc->num_nextn_predict_layers > 0), mc->num_key_value_heads,
-        mc->head_dim, bs, 1, m->compute == HY_COMPUTE_F32 ? HY_DTYPE_F32 : HY_DTYPE_BF16);
+    size_t per_block = hy_model_kv_token_bytes(m, c->kv_cache_dtype) * (size_t)bs;
     const int32_t need = cdiv(c->max_model_len, bs);
     size_t budget = c->kv_cache_memory_bytes;
     size_t n = 0;
@@ -130,7 +133,7 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
     struct hy_sched_config sc = {c->max_num_seqs, c->max_num_batched_tokens,
                                  c->enable_prefix_caching, c->max_waiting_requests};
     if (hy_block_pool_init(&e->pool, n_blocks, c->block_size) ||
-        hy_model_kv_cache_init(m, &e->kv, c->block_size, n_blocks) ||
+        hy_model_kv_cache_init_dtype(m, &e->kv, c->block_size, n_blocks, c->kv_cache_dtype) ||
         hy_scheduler_init(&e->sched, &sc, &e->pool,
                           cdiv((int64_t)c->max_model_len + 1, c->block_size)) ||
         hy_runner_init(&e->runner, c->max_num_batched_tokens, c->max_num_seqs, c->block_size,
@@ -146,6 +149,17 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
         goto fail;
     }
     e->next_id = 1;
+    {
+        const enum hy_dtype kd = hy_model_kv_dtype(m, c->kv_cache_dtype);
+        const size_t tb = hy_model_kv_token_bytes(m, c->kv_cache_dtype);
+        char vnote[96] = "";
+        if (kd == HY_DTYPE_F8_E4M3)
+            snprintf(vnote, sizeof(vnote), "; K scales dynamic, V scales static in %d of %d layers",
+                     m->n_v_cache_scales, e->kv.n_layers);
+        hy_log_info("kv cache: %s, %d blocks of %d tokens (%lld token slots), %zu bytes per token, %.1f MiB%s",
+                    hy_kv_dtype_name(kd), n_blocks, c->block_size, (long long)n_blocks * c->block_size, tb,
+                    (double)tb * (double)n_blocks * (double)c->block_size / 1048576.0, vnote);
+    }
     return e;
 fail:
     hy_engine_free(e);

@@ -29,6 +29,8 @@ struct hy_engine_config {
     size_t  kv_cache_memory_bytes;   /* KV budget; 0 = 50% of MemAvailable, capped at what max_num_seqs
                                         sequences of max_model_len tokens need */
     int32_t max_waiting_requests;    /* add_request beyond this returns HY_ENGINE_QUEUE_FULL (default 1024) */
+    enum hy_dtype kv_cache_dtype;    /* HY_DTYPE_UNKNOWN (default) = auto: the compute dtype; BF16, F32,
+                                        or F8_E4M3 (FP8 KV cache, kv_cache.h); the budget counts its bytes */
 };
 
 /* Defaults as documented above. */
@@ -80,7 +82,8 @@ struct hy_engine_stats {
 enum { HY_ENGINE_OK = 0, HY_ENGINE_ERROR = -1, HY_ENGINE_QUEUE_FULL = -2 };
 
 /* Creates an engine over a loaded model (not owned). Sizes the KV cache from
- * kv_cache_memory_bytes; fails with a clear message when max_model_len cannot fit one sequence.
+ * kv_cache_memory_bytes and the bytes per token of kv_cache_dtype (logged at info level: dtype,
+ * blocks, bytes per token); fails with a clear message when max_model_len cannot fit one sequence.
  * Returns NULL with hy_err_msg() on error. */
 struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_config *cfg);
 void hy_engine_free(struct hy_engine *e);

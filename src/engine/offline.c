@@ -69,6 +69,7 @@ int hy_generate(struct hy_model *m, struct hy_gen_request *reqs, size_t n_reqs, 
     ec.block_size = opts->block_size > 0 ? opts->block_size : 16;
     ec.max_model_len = longest;
     ec.kv_cache_memory_bytes = 0; /* enough for max_num_seqs sequences of max_model_len (capped by RAM) */
+    ec.kv_cache_dtype = opts->kv_cache_dtype;
     ec.max_waiting_requests = (int32_t)(n_reqs < INT32_MAX - 1 ? n_reqs + 1 : INT32_MAX);
     struct hy_engine *e = hy_engine_create(m, &ec);
     if (!e)

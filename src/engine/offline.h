@@ -38,6 +38,8 @@ struct hy_gen_opts {
     void  (*on_token)(void *ud, size_t request_index, int32_t token_id);
     void  (*on_finish)(void *ud, size_t request_index);
     void   *ud;
+    enum hy_dtype kv_cache_dtype; /* HY_DTYPE_UNKNOWN (0, also when left out of an initializer) = auto;
+                                     BF16, F32 or F8_E4M3 (engine.h) */
 };
 
 struct hy_gen_stats {

@@ -5,7 +5,12 @@
  * processed in tiles of ATT_TILE in increasing order with an online softmax: running max m, running
  * denominator l and an fp32 output accumulator o, rescaled by exp(m_old - m_new) per tile. Scores
  * use the same 8-lane FMA dot as hy_avx2_dot_f32. The order of every sum is fixed by n_ctx alone;
- * threads split KV heads only (when not already inside a parallel region the caller opened). */
+ * threads split KV heads only (when not already inside a parallel region the caller opened).
+ *
+ * FP8 E4M3 caches (kv_cache.h) are dequantized in registers: 8 bytes become 8 halves whose bit
+ * pattern is sign | byte << 7 (an exact f16 of value e4m3 / 256, subnormals included), widened by
+ * F16C; the row's scale times 256 is applied once per score (K) or folded into the softmax weight
+ * (V), so no dequantized row is ever stored. */
 #if defined(__x86_64__)
 
 #include "kernels/avx2_common.h"
@@ -17,21 +22,39 @@
 #define ATT_TILE 32
 #define ATT_MAXD 256
 
-/* Attention of NH (constant) query heads q[NH][D] sharing KV head g; out[NH][D]. */
-HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int32_t layer, int32_t g,
-                                 const float *q, const int32_t *block_table, int32_t n_ctx, float *out)
+/* 8 E4M3 bytes at p as f32 values e4m3(b) / 256 (exact; no NaN: 0x7f reads as 480 / 256). Each
+ * byte goes to the high byte of a 16-bit lane (s eeee mmm 0^8); an arithmetic shift right by one
+ * and clearing bit 14 give the half s 0 eeee mmm 0^7, i.e. 2^(e-15) (1 + m/8) = e4m3 / 256 (and
+ * m 2^-17 = e4m3 / 256 for the subnormals e = 0). */
+HY_AVX2_INLINE __m256 load_e4m3_div256(const uint8_t *p)
+{
+    const __m128i x = _mm_unpacklo_epi8(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)p));
+    return _mm256_cvtph_ps(_mm_and_si128(_mm_srai_epi16(x, 1), _mm_set1_epi16((short)0xbfff)));
+}
+
+/* 8 K/V elements at element offset off: F32 / BF16 widened, or (F8 = 1) E4M3 / 256. */
+HY_AVX2_INLINE __m256 load_kv(const int F8, enum hy_dtype dt, const void *base, int64_t off)
+{
+    return F8 ? load_e4m3_div256((const uint8_t *)base + off) : hy_avx2_load(dt, base, off);
+}
+
+/* Attention of NH (constant) query heads q[NH][D] sharing KV head g; out[NH][D]. F8 (constant):
+ * the cache is FP8 E4M3. */
+HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_cache *kv, int32_t layer,
+                                 int32_t g, const float *q, const int32_t *block_table, int32_t n_ctx, float *out)
 {
     const int64_t D = kv->head_dim, row = (int64_t)kv->n_kv_heads * D;
     const int32_t bs = kv->block_size;
     const enum hy_dtype dt = kv->dtype;
     const float scale = 1.0f / sqrtf((float)D);
     const void *kb = kv->k[layer], *vb = kv->v[layer];
-    const int64_t es = dt == HY_DTYPE_F32 ? 4 : 2;
+    const int64_t es = (int64_t)hy_dtype_size(dt);
     float m[8], l[8];
     float o[8][ATT_MAXD] __attribute__((aligned(32)));
     float p[8][ATT_TILE] __attribute__((aligned(32)));  /* scores / weights [head][position] */
     float pt[ATT_TILE][8] __attribute__((aligned(32))); /* the same, [position][head], for NH = 8 */
     int64_t off[ATT_TILE];
+    float ks[ATT_TILE], vs[ATT_TILE]; /* F8: per-position score multiplier and V multiplier */
 #pragma GCC unroll 8
     for (int h = 0; h < NH; h++) {
         m[h] = -INFINITY;
@@ -42,7 +65,12 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
         const int jn = n_ctx - j0 < ATT_TILE ? n_ctx - j0 : ATT_TILE;
         for (int jj = 0; jj < jn; jj++) {
             const int32_t j = j0 + jj;
-            off[jj] = ((int64_t)block_table[j / bs] * bs + j % bs) * row + (int64_t)g * D;
+            const int64_t slot = (int64_t)block_table[j / bs] * bs + j % bs;
+            off[jj] = slot * row + (int64_t)g * D;
+            if (F8) {
+                ks[jj] = hy_kv_cache_k_scale(kv, layer, slot, g) * 256.0f * scale;
+                vs[jj] = hy_kv_cache_v_scale(kv, layer, slot, g) * 256.0f;
+            }
         }
         /* K and V rows are scattered (one head's slice of each slot): request their cache lines
          * ahead so the loads below do not wait on memory one row at a time (this tile's V and, for
@@ -65,7 +93,7 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
             for (int h = 0; h < NH; h++)
                 acc[h] = _mm256_setzero_ps();
             for (int64_t d = 0; d < D; d += 8) {
-                const __m256 kv8 = hy_avx2_load(dt, kb, off[jj] + d);
+                const __m256 kv8 = load_kv(F8, dt, kb, off[jj] + d);
 #pragma GCC unroll 8
                 for (int h = 0; h < NH; h++)
                     acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * D + d), kv8, acc[h]);
@@ -76,12 +104,12 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
                 const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
                 const __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
                                                 _mm256_permute2f128_ps(u0, u1, 0x31));
-                _mm256_store_ps(pt[jj], _mm256_mul_ps(sv, _mm256_set1_ps(scale)));
+                _mm256_store_ps(pt[jj], _mm256_mul_ps(sv, _mm256_set1_ps(F8 ? ks[jj] : scale)));
                 continue;
             }
 #pragma GCC unroll 8
             for (int h = 0; h < NH; h++)
-                p[h][jj] = hy_avx2_hsum(acc[h]) * scale;
+                p[h][jj] = hy_avx2_hsum(acc[h]) * (F8 ? ks[jj] : scale);
         }
         /* online softmax update per head */
         float corr[8];
@@ -118,6 +146,17 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
             }
             l[h] = l[h] * corr[h] + hy_avx2_hsum(sum);
         }
+        if (F8) { /* fold each position's V scale into its weights (l above keeps the plain sum) */
+            for (int jj = 0; jj < jn; jj++) {
+                if (NH == 8) {
+                    _mm256_store_ps(pt[jj], _mm256_mul_ps(_mm256_load_ps(pt[jj]), _mm256_set1_ps(vs[jj])));
+                } else {
+#pragma GCC unroll 8
+                    for (int h = 0; h < NH; h++)
+                        p[h][jj] *= vs[jj];
+                }
+            }
+        }
         /* o_h = o_h * corr_h + sum_j p[h][j] v_j, 8 output lanes at a time kept in registers */
         for (int64_t d = 0; d < D; d += 8) {
             __m256 acc[8];
@@ -125,7 +164,7 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
             for (int h = 0; h < NH; h++)
                 acc[h] = _mm256_mul_ps(_mm256_load_ps(&o[h][d]), _mm256_set1_ps(corr[h]));
             for (int jj = 0; jj < jn; jj++) {
-                const __m256 v8 = hy_avx2_load(dt, vb, off[jj] + d);
+                const __m256 v8 = load_kv(F8, dt, vb, off[jj] + d);
 #pragma GCC unroll 8
                 for (int h = 0; h < NH; h++)
                     acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(NH == 8 ? pt[jj][h] : p[h][jj]), v8, acc[h]);
@@ -143,9 +182,9 @@ HY_AVX2_INLINE void attend_heads(const int NH, const struct hy_kv_cache *kv, int
     }
 }
 
-static HY_AVX2 void attend_kv_head(const struct hy_kv_cache *kv, int32_t layer, int32_t g, const float *q,
-                                   int32_t h0, int32_t nh, const int32_t *block_table, int32_t n_ctx,
-                                   float *out)
+HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_cache *kv, int32_t layer, int32_t g,
+                                     const float *q, int32_t h0, int32_t nh, const int32_t *block_table,
+                                     int32_t n_ctx, float *out)
 {
     const int64_t D = kv->head_dim;
     for (int32_t h = h0; h < h0 + nh;) {
@@ -153,19 +192,29 @@ static HY_AVX2 void attend_kv_head(const struct hy_kv_cache *kv, int32_t layer, 
         const float *qh = q + h * D;
         float *oh = out + h * D;
         if (left >= 8) {
-            attend_heads(8, kv, layer, g, qh, block_table, n_ctx, oh);
+            attend_heads(8, F8, kv, layer, g, qh, block_table, n_ctx, oh);
             h += 8;
         } else if (left >= 4) {
-            attend_heads(4, kv, layer, g, qh, block_table, n_ctx, oh);
+            attend_heads(4, F8, kv, layer, g, qh, block_table, n_ctx, oh);
             h += 4;
         } else if (left >= 2) {
-            attend_heads(2, kv, layer, g, qh, block_table, n_ctx, oh);
+            attend_heads(2, F8, kv, layer, g, qh, block_table, n_ctx, oh);
             h += 2;
         } else {
-            attend_heads(1, kv, layer, g, qh, block_table, n_ctx, oh);
+            attend_heads(1, F8, kv, layer, g, qh, block_table, n_ctx, oh);
             h += 1;
         }
     }
+}
+
+static HY_AVX2 void attend_kv_head(const struct hy_kv_cache *kv, int32_t layer, int32_t g, const float *q,
+                                   int32_t h0, int32_t nh, const int32_t *block_table, int32_t n_ctx,
+                                   float *out)
+{
+    if (kv->dtype == HY_DTYPE_F8_E4M3)
+        attend_kv_head_t(1, kv, layer, g, q, h0, nh, block_table, n_ctx, out);
+    else
+        attend_kv_head_t(0, kv, layer, g, q, h0, nh, block_table, n_ctx, out);
 }
 
 void HY_AVX2 hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,

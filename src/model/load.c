@@ -293,6 +293,8 @@ int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct h
         hy_err_prefix("%s", model_dir);
         goto fail;
     }
+    if (hy_model_load_kv_scales(m, model_dir))
+        goto fail;
     m->load_seconds = hy_time_now() - t0;
     *out = m;
     return 0;
@@ -325,6 +327,7 @@ void hy_model_free(struct hy_model *m)
             free_layer(&m->layers[L]);
     }
     free(m->layers);
+    hy_model_free_kv_scales(m);
     free(m->prof.expert_hits);
     free(m->final_norm);
     free(m->inv_freq);

@@ -88,6 +88,9 @@ struct hy_model {
     float                 *inv_freq;   /* [head_dim/2] RoPE inverse frequencies */
     double                 load_seconds;
     struct hy_model_prof   prof;       /* stage timers, off unless hy_model_prof_enable(m, 1) */
+    float                **v_cache_scale;    /* [main + MTP layers] -> NULL or [n_kv_heads]: static FP8 V
+                                                cache scales from the checkpoint (kv_scales.c) */
+    int32_t                n_v_cache_scales; /* layers that have one */
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every
@@ -111,6 +114,25 @@ void hy_model_prof_reset(struct hy_model *m);
 /* Creates a KV cache for the model: main layers + MTP layer, dtype from the compute mode. */
 int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size,
                            int32_t n_blocks);
+
+/* KV cache dtype actually used for a --kv-cache-dtype choice: HY_DTYPE_UNKNOWN (auto) -> F32 in
+ * float32 compute mode, BF16 in bfloat16 mode; F32 / BF16 / F8_E4M3 as given. */
+enum hy_dtype hy_model_kv_dtype(const struct hy_model *m, enum hy_dtype kv_dtype);
+
+/* Bytes one token takes in that cache over all layers (main + MTP), FP8 scales included. */
+size_t hy_model_kv_token_bytes(const struct hy_model *m, enum hy_dtype kv_dtype);
+
+/* Like hy_model_kv_cache_init with an explicit dtype (HY_DTYPE_UNKNOWN = auto); an FP8 cache takes
+ * the checkpoint's static V scales (m->v_cache_scale) for the layers that have them. */
+int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size,
+                                 int32_t n_blocks, enum hy_dtype kv_dtype);
+
+/* Reads model.layers.L.self_attn.v_cache.scale (F32 [n_kv_heads] or [1]; BF16/F16 accepted) for
+ * every cache layer from the checkpoint or, failing that, <model_dir>/kv_cache_scales.safetensors,
+ * into m->v_cache_scale. Called by hy_model_load. Returns 0, or -1 with hy_err_msg() (wrong element
+ * count, non-float dtype, a scale that is not finite and > 0, unreadable side file). */
+int hy_model_load_kv_scales(struct hy_model *m, const char *model_dir);
+void hy_model_free_kv_scales(struct hy_model *m);
 
 /* One forward step over a flat batch of tokens from one or more sequences.
  * Token t has id token_ids[t], position positions[t], KV slot slot_mapping[t] (written before

@@ -112,6 +112,7 @@ static void test_defaults(void **state)
     assert_string_equal(cfg.model_path, "/models/x");
     assert_string_equal(cfg.model_name, "hy3");
     assert_string_equal(cfg.dtype, "bfloat16");
+    assert_string_equal(cfg.kv_cache_dtype, "auto");
     assert_string_equal(cfg.dataset, "default");
     assert_null(cfg.dataset_path);
     assert_null(cfg.output_path);
@@ -142,6 +143,7 @@ static void test_full_config(void **state)
         "  model_name: 'hy3-tiny'\n"
         "  model_path: /m\n"
         "  dtype: float32\n"
+        "  kv_cache_dtype: fp8\n"
         "  with_ckpt: true\n"
         "  next_n: 3\n"
         "  output_path: out/results.json\n"
@@ -173,6 +175,7 @@ static void test_full_config(void **state)
     assert_string_equal(cfg.model_name, "hy3-tiny");
     assert_string_equal(cfg.model_path, "/m");
     assert_string_equal(cfg.dtype, "float32");
+    assert_string_equal(cfg.kv_cache_dtype, "fp8");
     assert_int_equal(cfg.next_n, 3);
     assert_string_equal(cfg.output_path, "out/results.json");
     assert_string_equal(cfg.dataset, "InfiniteBench");
@@ -265,6 +268,8 @@ static void test_type_errors(void **state)
                  "data_config.input_truncated_len", "\"-400\"", NULL);
     expect_error(MODEL "  dtype: float16\n", "cfg.yaml:3:", "model_config.dtype",
                  "bfloat16, float32", "\"float16\"", NULL);
+    expect_error(MODEL "  kv_cache_dtype: fp8_e5m2\n", "cfg.yaml:3:", "model_config.kv_cache_dtype",
+                 "auto, bf16, bfloat16, fp8, fp8_e4m3, fp32, float32", "\"fp8_e5m2\"", NULL);
     expect_error(MODEL "  next_n: 1.5\n", "model_config.next_n", "\"1.5\"", NULL);
     expect_error(MODEL "  next_n: 99\n", "model_config.next_n", "[0, 16]", NULL);
     expect_error(MODEL "data_config:\n  dataset: \"MMLU\"\n", "cfg.yaml:4:", "data_config.dataset",

@@ -1,0 +1,136 @@
+/* kv_scales.c - the model's KV cache dtype choice and the checkpoint's static FP8 V scales
+ * (spec §5.2 / §5.3: `model.layers.L.self_attn.v_cache.scale`, F32 [n_kv_heads] or [1], in the
+ * checkpoint itself or in a side file kv_cache_scales.safetensors in the model directory). */
+#include "model/model.h"
+
+#include "base/err.h"
+#include "base/fileio.h"
+#include "base/log.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KV_SCALES_FILE "kv_cache_scales.safetensors"
+
+static int32_t cache_layers(const struct hy_model *m)
+{
+    return m->cfg.num_hidden_layers + (m->cfg.num_nextn_predict_layers > 0);
+}
+
+static const struct hy_st_tensor *find_in_file(const struct hy_st_file *f, const char *name)
+{
+    for (size_t i = 0; f && i < f->n_tensors; i++)
+        if (!strcmp(f->tensors[i].name, name))
+            return &f->tensors[i];
+    return NULL;
+}
+
+/* One scale tensor -> out[nkv] (a single value is broadcast to every head). */
+static int read_scale(const struct hy_st_tensor *t, const char *where, int32_t nkv, float *out)
+{
+    int64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++)
+        numel *= t->shape[i];
+    if (t->dtype != HY_DTYPE_F32 && t->dtype != HY_DTYPE_BF16 && t->dtype != HY_DTYPE_F16)
+        return hy_err_set("%s: tensor \"%s\": dtype %s is not a float type (expected F32)", where, t->name,
+                          t->dtype_name);
+    if (numel != 1 && numel != nkv)
+        return hy_err_set("%s: tensor \"%s\" has %lld elements; expected 1 (per tensor) or %d (per kv head)",
+                          where, t->name, (long long)numel, nkv);
+    float tmp[1];
+    float *dst = numel == 1 ? tmp : out;
+    if (hy_dtype_to_f32(t->dtype, t->data, dst, (size_t)numel))
+        return hy_err_set("%s: tensor \"%s\": cannot read dtype %s", where, t->name, t->dtype_name);
+    if (numel == 1)
+        for (int32_t g = 0; g < nkv; g++)
+            out[g] = tmp[0];
+    for (int32_t g = 0; g < nkv; g++)
+        if (!(out[g] > 0.0f) || !isfinite(out[g]))
+            return hy_err_set("%s: tensor \"%s\": scale %g (head %d) must be finite and > 0", where, t->name,
+                              (double)out[g], numel == 1 ? 0 : g);
+    return 0;
+}
+
+int hy_model_load_kv_scales(struct hy_model *m, const char *model_dir)
+{
+    const int32_t nl = cache_layers(m), nkv = m->cfg.num_key_value_heads;
+    struct hy_st_file side;
+    int have_side = 0, rc = -1;
+    memset(&side, 0, sizeof(side));
+    char *side_path = hy_path_join(model_dir, KV_SCALES_FILE);
+    if (!side_path)
+        return hy_err_set("out of memory");
+    if (hy_file_exists(side_path)) {
+        if (hy_st_open(side_path, &side))
+            goto out;
+        have_side = 1;
+    }
+    m->v_cache_scale = calloc((size_t)nl, sizeof(float *));
+    if (!m->v_cache_scale) {
+        hy_err_set("out of memory");
+        goto out;
+    }
+    m->n_v_cache_scales = 0;
+    for (int32_t L = 0; L < nl; L++) {
+        char name[128];
+        snprintf(name, sizeof(name), "model.layers.%d.self_attn.v_cache.scale", L);
+        const struct hy_st_tensor *t = hy_checkpoint_find(&m->ck, name);
+        const char *where = model_dir;
+        if (!t && have_side) {
+            t = find_in_file(&side, name);
+            where = side_path;
+        }
+        if (!t)
+            continue;
+        m->v_cache_scale[L] = malloc((size_t)nkv * sizeof(float));
+        if (!m->v_cache_scale[L]) {
+            hy_err_set("out of memory");
+            goto out;
+        }
+        if (read_scale(t, where, nkv, m->v_cache_scale[L]))
+            goto out;
+        m->n_v_cache_scales++;
+    }
+    if (m->n_v_cache_scales)
+        hy_log_debug("%s: static FP8 V cache scales for %d of %d layers", model_dir, m->n_v_cache_scales, nl);
+    rc = 0;
+out:
+    if (have_side)
+        hy_st_file_free(&side);
+    free(side_path);
+    return rc;
+}
+
+void hy_model_free_kv_scales(struct hy_model *m)
+{
+    if (m->v_cache_scale)
+        for (int32_t L = 0; L < cache_layers(m); L++)
+            free(m->v_cache_scale[L]);
+    free(m->v_cache_scale);
+    m->v_cache_scale = NULL;
+    m->n_v_cache_scales = 0;
+}
+
+enum hy_dtype hy_model_kv_dtype(const struct hy_model *m, enum hy_dtype want)
+{
+    if (want == HY_DTYPE_F32 || want == HY_DTYPE_BF16 || want == HY_DTYPE_F8_E4M3)
+        return want;
+    return m->compute == HY_COMPUTE_F32 ? HY_DTYPE_F32 : HY_DTYPE_BF16;
+}
+
+size_t hy_model_kv_token_bytes(const struct hy_model *m, enum hy_dtype kv_dtype)
+{
+    const enum hy_dtype dt = hy_model_kv_dtype(m, kv_dtype);
+    return hy_kv_cache_token_bytes(cache_layers(m), m->cfg.num_key_value_heads, m->cfg.head_dim, dt,
+                                   dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
+}
+
+int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size,
+                                 int32_t n_blocks, enum hy_dtype kv_dtype)
+{
+    const struct hy_model_config *c = &m->cfg;
+    return hy_kv_cache_init_ex(kv, cache_layers(m), c->num_key_value_heads, c->head_dim, block_size, n_blocks,
+                               hy_model_kv_dtype(m, kv_dtype), (const float *const *)m->v_cache_scale);
+}

@@ -1,0 +1,85 @@
+/* kv_attn_bench.c - micro-benchmark of decode attention (one query token, all heads of one layer)
+ * over a paged KV cache in fp32 / bf16 / FP8 E4M3, per ISA level (not a test).
+ * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/kv_attn_bench.c build/libhyinfer.a \
+ *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1) -lm -o build/kv_attn_bench
+ * Run:   nice build/kv_attn_bench [reps] [threads]
+ * Geometry: Hy3's (64 query heads, 8 KV heads, head_dim 128, blocks of 16 tokens in a shuffled
+ * table). The dtypes are measured interleaved, rep by rep, and the best-of-reps wall time is
+ * printed with the KV bytes read per call and the resulting GB/s. */
+#include "kernels/kernel_table.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    const int reps = argc > 1 ? atoi(argv[1]) : 5, threads = argc > 2 ? atoi(argv[2]) : 1;
+    omp_set_num_threads(threads);
+    const int32_t nkv = 8, nh = 64, D = 128, bs = 16;
+    static const int32_t ctxs[] = {512, 4096, 16384};
+    static const enum hy_dtype dts[] = {HY_DTYPE_F32, HY_DTYPE_BF16, HY_DTYPE_F8_E4M3};
+    struct hy_kernel_table tabs[2];
+    int nt = 0;
+    if (hy_kernels_table_for(HY_ISA_REF, &tabs[nt]) == 0)
+        nt++;
+    if (hy_kernels_table_for(HY_ISA_AVX2, &tabs[nt]) == 0)
+        nt++;
+    printf("decode attention, %d query / %d kv heads x %d, %d thread(s), best of %d\n", nh, nkv, D, threads, reps);
+    for (size_t ci = 0; ci < sizeof(ctxs) / sizeof(ctxs[0]); ci++) {
+        const int32_t n_ctx = ctxs[ci], nb = n_ctx / bs;
+        struct hy_kv_cache kv[3];
+        int32_t *table = malloc((size_t)nb * sizeof(int32_t));
+        for (int32_t i = 0; i < nb; i++)
+            table[i] = (int32_t)(((int64_t)i * 7919) % nb); /* a permutation when nb is not a multiple of 7919 */
+        float *k = malloc((size_t)nkv * D * 4), *v = malloc((size_t)nkv * D * 4);
+        float *q = malloc((size_t)nh * D * 4), *o = malloc((size_t)nh * D * 4), *sc = malloc((size_t)n_ctx * 4);
+        for (int32_t i = 0; i < nh * D; i++)
+            q[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+        for (int d = 0; d < 3; d++) {
+            if (hy_kv_cache_init(&kv[d], 1, nkv, D, bs, nb, dts[d])) {
+                fprintf(stderr, "init failed\n");
+                return 1;
+            }
+            for (int32_t s = 0; s < n_ctx; s++) {
+                for (int32_t i = 0; i < nkv * D; i++) {
+                    k[i] = (float)(((s + 3) * (i + 1) * 2654435761u) % 2001u) / 1000.0f - 1.0f;
+                    v[i] = (float)(((s + 5) * (i + 7) * 2246822519u) % 2001u) / 1000.0f - 1.0f;
+                }
+                hy_kv_cache_write(&kv[d], 0, s, k, v);
+            }
+        }
+        for (int t = 0; t < nt; t++) {
+            double best[3] = {1e30, 1e30, 1e30};
+            for (int r = 0; r < reps; r++)
+                for (int d = 0; d < 3; d++) {
+                    const double t0 = now();
+                    tabs[t].attend(&kv[d], 0, q, nh, table, n_ctx, sc, o);
+                    const double dt = now() - t0;
+                    best[d] = dt < best[d] ? dt : best[d];
+                }
+            for (int d = 0; d < 3; d++) {
+                const double bytes = (double)hy_kv_cache_token_bytes(1, nkv, D, dts[d], 0) * n_ctx;
+                printf("n_ctx %6d %-5s %-9s %9.3f ms  %7.2f MB  %6.2f GB/s\n", n_ctx, tabs[t].name,
+                       hy_kv_dtype_name(dts[d]), best[d] * 1e3, bytes / 1e6, bytes / best[d] / 1e9);
+            }
+        }
+        for (int d = 0; d < 3; d++)
+            hy_kv_cache_free(&kv[d]);
+        free(table);
+        free(k);
+        free(v);
+        free(q);
+        free(o);
+        free(sc);
+    }
+    return 0;
+}
