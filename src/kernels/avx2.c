@@ -14,6 +14,7 @@
 #include "kernels/avx2_common.h"
 #include "kernels/avx2_quant.h"
 #include "kernels/kernel_table.h"
+#include "kernels/w4a8.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -203,6 +204,10 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     const int quant = W->qscheme != HY_QS_NONE || !hy_dtype_is_kernel_float(W->dtype);
     if (quant && !hy_avx2q_supported(W)) { /* not a format with AVX2 kernels */
         hy_ref_matmul(y, x, T, W);
+        return;
+    }
+    if (quant && hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) { /* opt-in W4A8 */
+        hy_avx2_matmul_w4a8(y, x, T, W);
         return;
     }
     if (quant && T <= 2) { /* decode: quantized blocks widened in registers (avx2_quant.c) */

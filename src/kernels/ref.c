@@ -1,6 +1,7 @@
 /* ref.c - scalar reference kernels: the oracle the SIMD variants are tested against, and the
  * HYINFER_ISA=ref level. */
 #include "kernels/kernel_table.h"
+#include "kernels/w4a8.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,6 +38,10 @@ static const float *weight_row(const struct hy_tensor *W, int64_t n, float *buf)
 
 void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
+    if (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) { /* opt-in W4A8 (w4a8.h) */
+        hy_ref_matmul_w4a8(y, x, T, W);
+        return;
+    }
     const int64_t N = W->rows, K = W->cols;
     const int par = (double)N * (double)K * (double)T > 65536.0;
 #pragma omp parallel if (par)

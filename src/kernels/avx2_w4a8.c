@@ -1,0 +1,270 @@
+/* avx2_w4a8.c - AVX2 W4A8 matmul: MXFP4 weights x MXINT8 activations (rules in w4a8.h), bitwise
+ * equal to hy_ref_matmul_w4a8.
+ *
+ * Activations: each token row is quantized once per call (caller's thread, or OpenMP over tokens
+ * for long prompts) into thread-local scratch: natural-order int8 q (used by the scalar tail), the
+ * block exponents X, and for every full group of 8 blocks a nibble-matched copy: per pair of blocks
+ * (2p, 2p+1) 64 bytes = [even elements of 2p | even of 2p+1] then [odd of 2p | odd of 2p+1].
+ * Weights, per 32 bytes (2 blocks): low / high nibbles by a mask and a 16-bit shift give the even /
+ * odd elements in that same order; one pshufb LUT gives c = 2*e2m1 (int8, -12..12); pabsb |c| and
+ * psignb(q, c) make pmaddubsw (u8 x s8 -> s16 pairs, |sum| <= 3048: no saturation) exact; the two
+ * halves' s16 add (<= 6096) and pmaddwd with ones give 4 int32 lanes per block. Per group of 8
+ * blocks (256 weights) three phaddd and one vpermd give the 8 block sums s_b in natural order, then
+ * one cvtdq2ps and one FMA with the 8 factors f_b (2^(X+sw-128) built from exponent bits as two
+ * normal powers of two multiplied: exactly ldexpf's rounding) into the 8-lane accumulator whose
+ * lane j takes blocks b = j mod 8. Blocks past the last full group (and a partial last block) are
+ * summed in scalar integer code and enter through the same lane FMA, zero-padded (s = 0, f = 0).
+ * Decode (any T): OpenMP over groups of 4 rows, dynamic chunks of 16 groups as avx2_quant.c;
+ * inside, token pairs x 4 rows register tiles, so for T <= 2 the weights stream once and for
+ * T >= 3 each 4-row tile is re-read from L1/L2 per token pair. */
+#if defined(__x86_64__)
+
+#include "kernels/w4a8.h"
+
+#include "kernels/avx2_common.h"
+#include "kernels/kernel_table.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HYW_PF_ROWS
+#define HYW_PF_ROWS 4 /* prefetch each row's bytes this many rows ahead (as avx2_quant.c) */
+#endif
+
+static const int8_t e2m1_x2_lut[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* Per-call activation layout (per token t, strides below). */
+struct act {
+    const int8_t *qn;  /* natural order, ldn bytes per token */
+    const int8_t *qp;  /* nibble-matched full groups, ldp bytes per token */
+    const int32_t *X;  /* block exponents, ldx entries per token (padded with 0) */
+    int64_t ldn, ldp, ldx;
+    int64_t K, nb, G;  /* blocks, full groups of 8 blocks */
+};
+
+/* Thread-local scratch, grown on demand (never shrunk; one per calling thread). */
+static _Thread_local void *scratch;
+static _Thread_local size_t scratch_cap;
+
+static void *scratch_get(size_t n)
+{
+    if (n <= scratch_cap)
+        return scratch;
+    free(scratch);
+    n = (n + 4095) & ~(size_t)4095;
+    scratch = aligned_alloc(64, n);
+    scratch_cap = scratch ? n : 0;
+    return scratch;
+}
+
+/* One token row x[K] -> qn (natural, K bytes + zero pad to ldn), X (nb entries + zero pad), qp. */
+static HY_AVX2 void quantize_token(const float *x, int64_t K, int64_t nb, int64_t G, int8_t *qn, int64_t ldn,
+                                   int32_t *X, int64_t ldx, int8_t *qp)
+{
+    const int64_t nfull = K / 32;
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i lo127 = _mm256_set1_epi32(-127), hi127 = _mm256_set1_epi32(127);
+    for (int64_t b = 0; b < nfull; b++) {
+        const float *xb = x + 32 * b;
+        __m256 v[4];
+        __m256i m = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            v[c] = _mm256_loadu_ps(xb + 8 * c);
+            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[c]), absm));
+        }
+        __m128i m4 = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+        m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0x4E));
+        m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0xB1));
+        const uint32_t ab = (uint32_t)_mm_cvtsi128_si32(m4);
+        int xe = 0;
+        if (ab != 0 && ab < 0x7f800000u) {
+            float a;
+            memcpy(&a, &ab, 4);
+            int e;
+            const float mm = frexpf(a, &e);
+            xe = mm <= 127.0f / 128.0f ? e - 7 : e - 6;
+        }
+        if (ab == 0 || ab >= 0x7f800000u || xe < -127 || xe > 126) { /* zero, non-finite, tiny: scalar */
+            hy_mxint8_quantize_row(xb, 32, qn + 32 * b, X + b);
+            continue;
+        }
+        X[b] = xe;
+        const __m256 inv = _mm256_castsi256_ps(_mm256_set1_epi32((127 - xe) << 23)); /* 2^-X, exact */
+        __m256i qi[4];
+        for (int c = 0; c < 4; c++) /* x * 2^-X is exact (or far below 0.5); cvtps2dq rounds half-even */
+            qi[c] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[c], inv)), lo127), hi127);
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+        _mm256_storeu_si256((__m256i *)(qn + 32 * b), _mm256_permutevar8x32_epi32(p, perm));
+    }
+    if (nfull < nb) /* partial last block */
+        hy_mxint8_quantize_row(x + 32 * nfull, K - 32 * nfull, qn + 32 * nfull, X + nfull);
+    memset(qn + K, 0, (size_t)(ldn - K));
+    for (int64_t b = nb; b < ldx; b++)
+        X[b] = 0;
+    /* nibble-matched copy of the full groups */
+    const __m256i sel = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12,
+                                         14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t p = 0; p < 4 * G; p++) {
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(qn + 64 * p));
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(qn + 64 * p + 32));
+        const __m256i p0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b0, sel), 0xD8);
+        const __m256i p1 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b1, sel), 0xD8);
+        _mm256_store_si256((__m256i *)(qp + 64 * p), _mm256_permute2x128_si256(p0, p1, 0x20));
+        _mm256_store_si256((__m256i *)(qp + 64 * p + 32), _mm256_permute2x128_si256(p0, p1, 0x31));
+    }
+}
+
+/* f_b for 8 lanes: E = X + sw - 128 clamped to [-160, 128]; 2^max(E,-126) * 2^(E - max(E,-126)) (one
+ * rounding, as ldexpf); NaN where nanm. */
+HY_AVX2_INLINE __m256 factors(__m256i X, __m256i sw, __m256i nanm)
+{
+    __m256i E = _mm256_sub_epi32(_mm256_add_epi32(X, sw), _mm256_set1_epi32(128));
+    E = _mm256_min_epi32(_mm256_max_epi32(E, _mm256_set1_epi32(-160)), _mm256_set1_epi32(128));
+    const __m256i a = _mm256_max_epi32(E, _mm256_set1_epi32(-126)), d = _mm256_sub_epi32(E, a);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 fa = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, bias), 23));
+    const __m256 fd = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(d, bias), 23));
+    return _mm256_blendv_ps(_mm256_mul_ps(fa, fd), _mm256_set1_ps(NAN), _mm256_castsi256_ps(nanm));
+}
+
+/* y[i*ldy + j] = token i (< MR <= 2) . row n0 + j (< NR <= 4). */
+HY_AVX2_INLINE void tile(const int MR, const int NR, const struct hy_tensor *W, const struct act *A, int64_t t0,
+                         int64_t n0, float *y, int64_t ldy)
+{
+    const int64_t K = A->K, nb = A->nb, G = A->G, rb = K / 2, pf = HYW_PF_ROWS * rb;
+    const uint8_t *rp[4], *sp[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++) {
+        rp[j] = (const uint8_t *)W->data + (n0 + j) * rb;
+        sp[j] = W->mx_scales + (n0 + j) * nb;
+    }
+    const int8_t *qp[2];
+    const int32_t *Xp[2];
+#pragma GCC unroll 2
+    for (int i = 0; i < MR; i++) {
+        qp[i] = A->qp + (t0 + i) * A->ldp;
+        Xp[i] = A->X + (t0 + i) * A->ldx;
+    }
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)e2m1_x2_lut));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), xnan = _mm256_set1_epi32(HY_W4A8_XNAN);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), s255 = _mm256_set1_epi32(255);
+    __m256 acc[2][4];
+#pragma GCC unroll 2
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            acc[i][j] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++) {
+        __m256i Xv[2], Xn[2];
+#pragma GCC unroll 2
+        for (int i = 0; i < MR; i++) {
+            Xv[i] = _mm256_loadu_si256((const __m256i *)(Xp[i] + 8 * g));
+            Xn[i] = _mm256_cmpeq_epi32(Xv[i], xnan);
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *wr = rp[j] + 128 * g;
+            _mm_prefetch((const char *)wr + pf, _MM_HINT_T0);
+            _mm_prefetch((const char *)wr + pf + 64, _MM_HINT_T0);
+            __m256i d[2][4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(wr + 32 * p));
+                const __m256i cl = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
+                const __m256i ch = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                const __m256i al = _mm256_abs_epi8(cl), ah = _mm256_abs_epi8(ch);
+#pragma GCC unroll 2
+                for (int i = 0; i < MR; i++) {
+                    const int8_t *q = qp[i] + 256 * g + 64 * p;
+                    const __m256i ql = _mm256_load_si256((const __m256i *)q);
+                    const __m256i qh = _mm256_load_si256((const __m256i *)(q + 32));
+                    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(al, _mm256_sign_epi8(ql, cl)),
+                                                         _mm256_maddubs_epi16(ah, _mm256_sign_epi8(qh, ch)));
+                    d[i][p] = _mm256_madd_epi16(s16, ones);
+                }
+            }
+            const __m256i sw = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sp[j] + 8 * g)));
+            const __m256i swn = _mm256_cmpeq_epi32(sw, s255);
+#pragma GCC unroll 2
+            for (int i = 0; i < MR; i++) {
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(d[i][0], d[i][1]),
+                                                    _mm256_hadd_epi32(d[i][2], d[i][3]));
+                const __m256 s = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(h, perm));
+                acc[i][j] = _mm256_fmadd_ps(s, factors(Xv[i], sw, _mm256_or_si256(swn, Xn[i])), acc[i][j]);
+            }
+        }
+    }
+    if (8 * G < nb) { /* the last nb % 8 blocks: scalar integer sums, same lanes */
+#pragma GCC unroll 2
+        for (int i = 0; i < MR; i++) {
+            const int8_t *qn = A->qn + (t0 + i) * A->ldn;
+            const int32_t *X = Xp[i];
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; j++) {
+                float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int64_t b = 8 * G; b < nb; b++) {
+                    int32_t sb = 0;
+                    for (int64_t k = 32 * b; k < K && k < 32 * b + 32; k++)
+                        sb += (int32_t)qn[k] * e2m1_x2_lut[(rp[j][k / 2] >> ((k & 1) * 4)) & 15];
+                    s[b - 8 * G] = (float)sb;
+                    f[b - 8 * G] = hy_w4a8_factor(X[b], sp[j][b]);
+                }
+                acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(s), _mm256_loadu_ps(f), acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            y[i * ldy + j] = hy_avx2_hsum(acc[i][j]);
+}
+
+#define W_CASE(MR, NR)                                                                             \
+    case (MR) * 8 + (NR): tile(MR, NR, W, A, t0, n0, y, ldy); break;
+
+static HY_AVX2 void tile_fn(int mr, int nr, const struct hy_tensor *W, const struct act *A, int64_t t0, int64_t n0,
+                            float *y, int64_t ldy)
+{
+    switch (mr * 8 + nr) {
+        W_CASE(1, 1) W_CASE(1, 2) W_CASE(1, 3) W_CASE(1, 4)
+        W_CASE(2, 1) W_CASE(2, 2) W_CASE(2, 3) W_CASE(2, 4)
+    default: break;
+    }
+}
+
+void HY_AVX2 hy_avx2_matmul_w4a8(float *y, const float *x, int64_t T, const struct hy_tensor *W)
+{
+    const int64_t N = W->rows, K = W->cols, nb = (K + 31) / 32, G = (K / 32) / 8;
+    struct act A = {.K = K, .nb = nb, .G = G};
+    A.ldn = ((K + 63) & ~(int64_t)63);
+    A.ldp = G * 256;
+    A.ldx = (nb + 15) & ~(int64_t)15;
+    const size_t need = (size_t)T * ((size_t)A.ldn + (size_t)A.ldp + (size_t)A.ldx * 4);
+    char *s = scratch_get(need);
+    if (!s) { /* out of memory: the scalar oracle computes the same numbers */
+        hy_ref_matmul_w4a8(y, x, T, W);
+        return;
+    }
+    int8_t *qn = (int8_t *)s, *qp = qn + T * A.ldn;
+    int32_t *X = (int32_t *)(qp + T * A.ldp);
+    A.qn = qn;
+    A.qp = qp;
+    A.X = X;
+#pragma omp parallel for schedule(static) if (T >= 8)
+    for (int64_t t = 0; t < T; t++)
+        quantize_token(x + t * K, K, nb, G, qn + t * A.ldn, A.ldn, X + t * A.ldx, A.ldx, qp + t * A.ldp);
+    const int64_t groups = (N + 3) / 4;
+    const int par = (double)N * (double)K * (double)T > 65536.0;
+    (void)par;
+#pragma omp parallel for schedule(dynamic, 16) if (par)
+    for (int64_t gi = 0; gi < groups; gi++) {
+        const int64_t n0 = gi * 4;
+        const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
+        for (int64_t t = 0; t < T; t += 2)
+            tile_fn((int)(T - t < 2 ? T - t : 2), nr, W, &A, t, n0, y + t * N + n0, N);
+    }
+}
+
+#endif /* __x86_64__ */
