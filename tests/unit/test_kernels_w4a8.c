@@ -76,8 +76,29 @@ static void spec_quantize(const float *x, int64_t K, int8_t *q, int32_t *X)
     }
 }
 
+static struct hy_tensor make_w(int64_t N, int64_t K, int extreme);
+static void free_w(struct hy_tensor *W);
+static void assert_same(const float *a, const float *b, int64_t n, const char *what);
+
+/* The AVX2 quantizer (internal to avx2_w4a8.c) seen through the matmul: x[K] zero-padded to 256
+ * (8 full blocks: the vector path) against ref on 8 random rows; any q or X difference shows. */
+static void check_quant_avx2(const float *x, int64_t K)
+{
+    if (!have_avx2)
+        return;
+    static struct hy_tensor W;
+    if (!W.data)
+        W = make_w(8, 256, 0);
+    float xx[256] = {0}, ya[8], yr[8];
+    memcpy(xx, x, (size_t)K * 4);
+    hy_avx2_matmul_w4a8(ya, xx, 1, &W);
+    hy_ref_matmul_w4a8(yr, xx, 1, &W);
+    assert_same(ya, yr, 8, "avx2 quantizer");
+}
+
 static void check_quant(const float *x, int64_t K)
 {
+    check_quant_avx2(x, K);
     const int64_t nb = (K + 31) / 32;
     int8_t q[256], qs[256];
     int32_t X[8], Xs[8];
