@@ -15,6 +15,7 @@
  * KB_THREADS=1 or 2 runs only that thread count of the quant section. */
 #include "bench/probe.h"
 #include "kernels/kernel_table.h"
+#include "kernels/w4a8.h"
 
 #include <math.h>
 #include <omp.h>
@@ -74,8 +75,23 @@ static double run(const struct hy_kernel_table *k, struct hy_tensor *W, int nW, 
 
 /* ---- quantized formats ---- */
 
-enum { F_BF16 = 0, F_FP8, F_MXFP8, F_MXFP4, F_COUNT };
-static const char *const fname[F_COUNT] = {"bf16", "fp8", "mxfp8", "mxfp4"};
+enum { F_BF16 = 0, F_FP8, F_MXFP8, F_MXFP4, F_W4A8, F_COUNT };
+static const char *const fname[F_COUNT] = {"bf16", "fp8", "mxfp8", "mxfp4", "w4a8"};
+
+/* The matmul of format f: w4a8 = the MXFP4 bytes through the opt-in MXINT8-activation kernel
+ * (kernels/w4a8.h, called directly whatever HYINFER_MXFP4_ACT says). */
+static void run_mm(const struct hy_kernel_table *k, int f, float *y, const float *x, int64_t T,
+                   const struct hy_tensor *W)
+{
+    if (f != F_W4A8)
+        k->matmul(y, x, T, W);
+#if defined(__x86_64__)
+    else if (k->isa != HY_ISA_REF)
+        hy_avx2_matmul_w4a8(y, x, T, W);
+#endif
+    else
+        hy_ref_matmul_w4a8(y, x, T, W);
+}
 
 #define POOL ((size_t)160 << 20)
 
@@ -95,9 +111,11 @@ static float rnd_tri(uint64_t *st) /* triangular on (-0.05, 0.05) */
 static void make_pools(void)
 {
     for (int f = 0; f < F_COUNT; f++)
-        pool_data[f] = f == F_MXFP8 ? pool_data[F_FP8] : malloc(POOL);
+        pool_data[f] = f == F_MXFP8 ? pool_data[F_FP8] : f == F_W4A8 ? NULL : malloc(POOL);
     pool_scales[F_MXFP8] = malloc(POOL / 32);
     pool_scales[F_MXFP4] = malloc(POOL / 32);
+    pool_data[F_W4A8] = pool_data[F_MXFP4]; /* the same MXFP4 bytes */
+    pool_scales[F_W4A8] = pool_scales[F_MXFP4];
     const size_t rows8 = POOL / 4096; /* E4M3 rows of 4096 bytes; BF16: 2048 values per row slot */
 #pragma omp parallel
     {
@@ -177,7 +195,7 @@ static void quant_section(int reps)
             const int64_t N = shapes[s][0], K = shapes[s][1];
             for (int f = 0; f < F_COUNT; f++) { /* warm-up */
                 struct hy_tensor W = next_tensor(f, N, K);
-                k.matmul(y, x, 1, &W);
+                run_mm(&k, f, y, x, 1, &W);
             }
             double bytes[F_COUNT];
             for (int r = 0; r < reps; r++)
@@ -185,7 +203,7 @@ static void quant_section(int reps)
                     struct hy_tensor W = next_tensor(f, N, K);
                     bytes[f] = (double)hy_tensor_bytes(&W);
                     double t0 = now(), c0 = cpu_now();
-                    k.matmul(y, x, 1, &W);
+                    run_mm(&k, f, y, x, 1, &W);
                     tm[f * reps + r] = now() - t0;
                     tc[f * reps + r] = cpu_now() - c0;
                 }
@@ -208,7 +226,7 @@ static void quant_section(int reps)
             for (int f = 0; f < F_COUNT; f++) {
                 struct hy_tensor W = next_tensor(f, 4096, 4096);
                 double t0 = now();
-                k.matmul(y, x, 128, &W);
+                run_mm(&k, f, y, x, 128, &W);
                 tm[f * reps + r] = now() - t0;
             }
         for (int f = 0; f < F_COUNT; f++) {
