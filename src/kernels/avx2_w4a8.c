@@ -6,14 +6,16 @@
  * block exponents X, and for every full group of 8 blocks a nibble-matched copy: per pair of blocks
  * (2p, 2p+1) 64 bytes = [even elements of 2p | even of 2p+1] then [odd of 2p | odd of 2p+1].
  * Weights, per 32 bytes (2 blocks): low / high nibbles by a mask and a 16-bit shift give the even /
- * odd elements in that same order; one pshufb LUT gives c = 2*e2m1 (int8, -12..12); pabsb |c| and
- * psignb(q, c) make pmaddubsw (u8 x s8 -> s16 pairs, |sum| <= 3048: no saturation) exact; the two
- * halves' s16 add (<= 6096) and pmaddwd with ones give 4 int32 lanes per block. Per group of 8
- * blocks (256 weights) three phaddd and one vpermd give the 8 block sums s_b in natural order, then
- * one cvtdq2ps and one FMA with the 8 factors f_b (2^(X+sw-128) built from exponent bits as two
- * normal powers of two multiplied: exactly ldexpf's rounding) into the 8-lane accumulator whose
- * lane j takes blocks b = j mod 8. Blocks past the last full group (and a partial last block) are
- * summed in scalar integer code and enter through the same lane FMA, zero-padded (s = 0, f = 0).
+ * odd elements in that same order; one pshufb LUT gives c + 12 (c = 2*e2m1 in -12..12, so 0..24,
+ * unsigned), pmaddubsw with q (u8 x s8 -> s16 pairs, |sum| <= 6096; the two halves' sum <= 12192:
+ * no saturation) and pmaddwd with ones give 4 int32 lanes per block of sum (c+12) q. Per group of
+ * 8 blocks (256 weights) three phaddd and one vpermd give the 8 block sums in natural order, minus
+ * 12 * sum_b q (per token, from the scratch) = s_b exactly; one cvtdq2ps and one FMA with the 8
+ * factors f_b = 2^(X_b - 1) (f32 per token, from the scratch; NaN for non-finite blocks) times
+ * 2^(sw_b - 127) (E8M0 byte << 23; bytes 0 and 255 patched when a tile has them): one product of
+ * exact powers of two, so one rounding, exactly ldexpf's. The accumulator's lane j takes blocks
+ * b = j mod 8. Blocks past the last full group (and a partial last block) are summed in scalar
+ * integer code and enter through the same lane FMA, zero-padded (s = 0, f = 0).
  * Decode (any T): OpenMP over groups of 4 rows, dynamic chunks of 16 groups as avx2_quant.c;
  * inside, token pairs x 4 rows register tiles, so for T <= 2 the weights stream once and for
  * T >= 3 each 4-row tile is re-read from L1/L2 per token pair. */
@@ -33,12 +35,15 @@
 #endif
 
 static const int8_t e2m1_x2_lut[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+static const uint8_t e2m1_x2p12_lut[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
 
 /* Per-call activation layout (per token t, strides below). */
 struct act {
     const int8_t *qn;  /* natural order, ldn bytes per token */
     const int8_t *qp;  /* nibble-matched full groups, ldp bytes per token */
     const int32_t *X;  /* block exponents, ldx entries per token (padded with 0) */
+    const float *fx;   /* 2^(X_b - 1) (NaN: non-finite block), ldx per token */
+    const int32_t *q12; /* 12 * sum of the block's q, ldx per token */
     int64_t ldn, ldp, ldx;
     int64_t K, nb, G;  /* blocks, full groups of 8 blocks */
 };
@@ -60,7 +65,7 @@ static void *scratch_get(size_t n)
 
 /* One token row x[K] -> qn (natural, K bytes + zero pad to ldn), X (nb entries + zero pad), qp. */
 static HY_AVX2 void quantize_token(const float *x, int64_t K, int64_t nb, int64_t G, int8_t *qn, int64_t ldn,
-                                   int32_t *X, int64_t ldx, int8_t *qp)
+                                   int32_t *X, int64_t ldx, int8_t *qp, float *fx, int32_t *q12)
 {
     const int64_t nfull = K / 32;
     const __m256i absm = _mm256_set1_epi32(0x7fffffff), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -102,6 +107,13 @@ static HY_AVX2 void quantize_token(const float *x, int64_t K, int64_t nb, int64_
     memset(qn + K, 0, (size_t)(ldn - K));
     for (int64_t b = nb; b < ldx; b++)
         X[b] = 0;
+    for (int64_t b = 0; b < ldx; b++) {
+        int32_t sq = 0;
+        for (int64_t k = 32 * b; b < nb && k < 32 * b + 32; k++)
+            sq += qn[k];
+        q12[b] = 12 * sq;
+        fx[b] = b >= nb ? 0.0f : X[b] == HY_W4A8_XNAN ? NAN : ldexpf(1.0f, X[b] - 1); /* X >= -148: exact */
+    }
     /* nibble-matched copy of the full groups */
     const __m256i sel = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12,
                                          14, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -115,22 +127,41 @@ static HY_AVX2 void quantize_token(const float *x, int64_t K, int64_t nb, int64_
     }
 }
 
-/* f_b for 8 lanes: E = X + sw - 128 clamped to [-160, 128]; 2^max(E,-126) * 2^(E - max(E,-126)) (one
- * rounding, as ldexpf); NaN where nanm. */
-HY_AVX2_INLINE __m256 factors(__m256i X, __m256i sw, __m256i nanm)
+/* 2^(sw - 127) for 8 E8M0 bytes (as int32 lanes): bits sw << 23, with FIX also byte 0 (2^-127, an
+ * f32 subnormal) and 255 (NaN). */
+HY_AVX2_INLINE __m256 e8m0_f32(const int FIX, __m256i sw)
 {
-    __m256i E = _mm256_sub_epi32(_mm256_add_epi32(X, sw), _mm256_set1_epi32(128));
-    E = _mm256_min_epi32(_mm256_max_epi32(E, _mm256_set1_epi32(-160)), _mm256_set1_epi32(128));
-    const __m256i a = _mm256_max_epi32(E, _mm256_set1_epi32(-126)), d = _mm256_sub_epi32(E, a);
-    const __m256i bias = _mm256_set1_epi32(127);
-    const __m256 fa = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, bias), 23));
-    const __m256 fd = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(d, bias), 23));
-    return _mm256_blendv_ps(_mm256_mul_ps(fa, fd), _mm256_set1_ps(NAN), _mm256_castsi256_ps(nanm));
+    __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(sw, 23));
+    if (FIX) {
+        f = _mm256_blendv_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)),
+                             _mm256_castsi256_ps(_mm256_cmpeq_epi32(sw, _mm256_setzero_si256())));
+        f = _mm256_blendv_ps(f, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(sw, _mm256_set1_epi32(255))));
+    }
+    return f;
+}
+
+/* 1 if one of nr rows from n0 has an E8M0 byte 0 or 255 in its first 8 * G blocks. */
+static HY_AVX2 int rows_need_fix(const struct hy_tensor *W, int64_t nb, int64_t G, int64_t n0, int nr)
+{
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256i bad = _mm256_setzero_si256();
+    int r = 0;
+    for (int j = 0; j < nr; j++) {
+        const uint8_t *sp = W->mx_scales + (n0 + j) * nb;
+        int64_t i = 0;
+        for (; i + 32 <= 8 * G; i += 32) { /* s + 1 (mod 256) <= 1 */
+            const __m256i v = _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)(sp + i)), one);
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(_mm256_min_epu8(v, one), v));
+        }
+        for (; i < 8 * G; i++)
+            r |= sp[i] == 0 || sp[i] == 255;
+    }
+    return r || !_mm256_testz_si256(bad, bad);
 }
 
 /* y[i*ldy + j] = token i (< MR <= 2) . row n0 + j (< NR <= 4). */
-HY_AVX2_INLINE void tile(const int MR, const int NR, const struct hy_tensor *W, const struct act *A, int64_t t0,
-                         int64_t n0, float *y, int64_t ldy)
+HY_AVX2_INLINE void tile(const int FIX, const int MR, const int NR, const struct hy_tensor *W, const struct act *A,
+                         int64_t t0, int64_t n0, float *y, int64_t ldy)
 {
     const int64_t K = A->K, nb = A->nb, G = A->G, rb = K / 2, pf = HYW_PF_ROWS * rb;
     const uint8_t *rp[4], *sp[4];
@@ -140,15 +171,18 @@ HY_AVX2_INLINE void tile(const int MR, const int NR, const struct hy_tensor *W, 
         sp[j] = W->mx_scales + (n0 + j) * nb;
     }
     const int8_t *qp[2];
-    const int32_t *Xp[2];
+    const int32_t *Xp[2], *Qp[2];
+    const float *Fp[2];
 #pragma GCC unroll 2
     for (int i = 0; i < MR; i++) {
         qp[i] = A->qp + (t0 + i) * A->ldp;
         Xp[i] = A->X + (t0 + i) * A->ldx;
+        Qp[i] = A->q12 + (t0 + i) * A->ldx;
+        Fp[i] = A->fx + (t0 + i) * A->ldx;
     }
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)e2m1_x2_lut));
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), xnan = _mm256_set1_epi32(HY_W4A8_XNAN);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), s255 = _mm256_set1_epi32(255);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)e2m1_x2p12_lut));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     __m256 acc[2][4];
 #pragma GCC unroll 2
     for (int i = 0; i < MR; i++)
@@ -156,12 +190,6 @@ HY_AVX2_INLINE void tile(const int MR, const int NR, const struct hy_tensor *W, 
         for (int j = 0; j < NR; j++)
             acc[i][j] = _mm256_setzero_ps();
     for (int64_t g = 0; g < G; g++) {
-        __m256i Xv[2], Xn[2];
-#pragma GCC unroll 2
-        for (int i = 0; i < MR; i++) {
-            Xv[i] = _mm256_loadu_si256((const __m256i *)(Xp[i] + 8 * g));
-            Xn[i] = _mm256_cmpeq_epi32(Xv[i], xnan);
-        }
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++) {
             const uint8_t *wr = rp[j] + 128 * g;
@@ -173,25 +201,24 @@ HY_AVX2_INLINE void tile(const int MR, const int NR, const struct hy_tensor *W, 
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(wr + 32 * p));
                 const __m256i cl = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
                 const __m256i ch = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-                const __m256i al = _mm256_abs_epi8(cl), ah = _mm256_abs_epi8(ch);
 #pragma GCC unroll 2
                 for (int i = 0; i < MR; i++) {
                     const int8_t *q = qp[i] + 256 * g + 64 * p;
-                    const __m256i ql = _mm256_load_si256((const __m256i *)q);
-                    const __m256i qh = _mm256_load_si256((const __m256i *)(q + 32));
-                    const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(al, _mm256_sign_epi8(ql, cl)),
-                                                         _mm256_maddubs_epi16(ah, _mm256_sign_epi8(qh, ch)));
+                    const __m256i s16 =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(cl, _mm256_load_si256((const __m256i *)q)),
+                                         _mm256_maddubs_epi16(ch, _mm256_load_si256((const __m256i *)(q + 32))));
                     d[i][p] = _mm256_madd_epi16(s16, ones);
                 }
             }
-            const __m256i sw = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sp[j] + 8 * g)));
-            const __m256i swn = _mm256_cmpeq_epi32(sw, s255);
+            const __m256 fw = e8m0_f32(FIX, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sp[j] + 8 * g))));
 #pragma GCC unroll 2
             for (int i = 0; i < MR; i++) {
                 const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(d[i][0], d[i][1]),
                                                     _mm256_hadd_epi32(d[i][2], d[i][3]));
-                const __m256 s = _mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(h, perm));
-                acc[i][j] = _mm256_fmadd_ps(s, factors(Xv[i], sw, _mm256_or_si256(swn, Xn[i])), acc[i][j]);
+                const __m256i sb = _mm256_sub_epi32(_mm256_permutevar8x32_epi32(h, perm),
+                                                    _mm256_loadu_si256((const __m256i *)(Qp[i] + 8 * g)));
+                const __m256 f = _mm256_mul_ps(_mm256_loadu_ps(Fp[i] + 8 * g), fw);
+                acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb), f, acc[i][j]);
             }
         }
     }
@@ -222,10 +249,15 @@ HY_AVX2_INLINE void tile(const int MR, const int NR, const struct hy_tensor *W, 
 }
 
 #define W_CASE(MR, NR)                                                                             \
-    case (MR) * 8 + (NR): tile(MR, NR, W, A, t0, n0, y, ldy); break;
+    case (MR) * 8 + (NR):                                                                          \
+        if (fix)                                                                                   \
+            tile(1, MR, NR, W, A, t0, n0, y, ldy);                                                 \
+        else                                                                                       \
+            tile(0, MR, NR, W, A, t0, n0, y, ldy);                                                 \
+        break;
 
-static HY_AVX2 void tile_fn(int mr, int nr, const struct hy_tensor *W, const struct act *A, int64_t t0, int64_t n0,
-                            float *y, int64_t ldy)
+static HY_AVX2 void tile_fn(int fix, int mr, int nr, const struct hy_tensor *W, const struct act *A, int64_t t0,
+                            int64_t n0, float *y, int64_t ldy)
 {
     switch (mr * 8 + nr) {
         W_CASE(1, 1) W_CASE(1, 2) W_CASE(1, 3) W_CASE(1, 4)
@@ -241,7 +273,7 @@ void HY_AVX2 hy_avx2_matmul_w4a8(float *y, const float *x, int64_t T, const stru
     A.ldn = ((K + 63) & ~(int64_t)63);
     A.ldp = G * 256;
     A.ldx = (nb + 15) & ~(int64_t)15;
-    const size_t need = (size_t)T * ((size_t)A.ldn + (size_t)A.ldp + (size_t)A.ldx * 4);
+    const size_t need = (size_t)T * ((size_t)A.ldn + (size_t)A.ldp + (size_t)A.ldx * 12);
     char *s = scratch_get(need);
     if (!s) { /* out of memory: the scalar oracle computes the same numbers */
         hy_ref_matmul_w4a8(y, x, T, W);
@@ -249,12 +281,17 @@ void HY_AVX2 hy_avx2_matmul_w4a8(float *y, const float *x, int64_t T, const stru
     }
     int8_t *qn = (int8_t *)s, *qp = qn + T * A.ldn;
     int32_t *X = (int32_t *)(qp + T * A.ldp);
+    float *fx = (float *)(X + T * A.ldx);
+    int32_t *q12 = (int32_t *)(fx + T * A.ldx);
     A.qn = qn;
     A.qp = qp;
     A.X = X;
+    A.fx = fx;
+    A.q12 = q12;
 #pragma omp parallel for schedule(static) if (T >= 8)
     for (int64_t t = 0; t < T; t++)
-        quantize_token(x + t * K, K, nb, G, qn + t * A.ldn, A.ldn, X + t * A.ldx, A.ldx, qp + t * A.ldp);
+        quantize_token(x + t * K, K, nb, G, qn + t * A.ldn, A.ldn, X + t * A.ldx, A.ldx, qp + t * A.ldp,
+                       fx + t * A.ldx, q12 + t * A.ldx);
     const int64_t groups = (N + 3) / 4;
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
@@ -262,8 +299,9 @@ void HY_AVX2 hy_avx2_matmul_w4a8(float *y, const float *x, int64_t T, const stru
     for (int64_t gi = 0; gi < groups; gi++) {
         const int64_t n0 = gi * 4;
         const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
+        const int fix = rows_need_fix(W, nb, G, n0, nr);
         for (int64_t t = 0; t < T; t += 2)
-            tile_fn((int)(T - t < 2 ? T - t : 2), nr, W, &A, t, n0, y + t * N + n0, N);
+            tile_fn(fix, (int)(T - t < 2 ? T - t : 2), nr, W, &A, t, n0, y + t * N + n0, N);
     }
 }
 

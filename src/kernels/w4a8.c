@@ -51,13 +51,14 @@ void hy_mxint8_quantize_row(const float *x, int64_t K, int8_t *q, int32_t *X)
                 a = v;
         }
         if (!finite || a == 0.0f) {
-            X[b] = finite ? -150 : HY_W4A8_XNAN;
+            X[b] = finite ? -148 : HY_W4A8_XNAN;
             memset(q + k0, 0, (size_t)n);
             continue;
         }
         int e;
         const float m = frexpf(a, &e);
-        const int xb = m <= 127.0f / 128.0f ? e - 7 : e - 6;
+        int xb = m <= 127.0f / 128.0f ? e - 7 : e - 6;
+        xb = xb < -148 ? -148 : xb;
         X[b] = xb;
         const double inv = ldexp(1.0, -xb); /* x * 2^-X is exact in double */
         for (int64_t i = 0; i < n; i++) {

@@ -8,9 +8,11 @@
  * Activation rule (OCP MX v1.0 MXINT8 elements, power-of-two block scale), per block b of 32
  * elements k in [32b, min(32b+32, K)):
  * - a = max |x_k|. If some x_k is NaN or +-inf the block is "non-finite": X_b = HY_W4A8_XNAN,
- *   q_k = 0. If a == 0: X_b = -150, q_k = 0.
- * - otherwise X_b = the smallest integer with a / 2^X_b <= 127. With a = m * 2^e (frexp,
- *   m in [0.5, 1)): X_b = e - 7 if m <= 127/128, else e - 6. X_b lies in [-155, 122].
+ *   q_k = 0. If a == 0: X_b = -148, q_k = 0.
+ * - otherwise X_b = max(-148, the smallest integer X with a / 2^X <= 127). With a = m * 2^e
+ *   (frexp, m in [0.5, 1)) that smallest X is e - 7 if m <= 127/128, else e - 6. X_b lies in
+ *   [-148, 122] (the floor only matters for blocks of f32 subnormals, a < 2^-141; it keeps
+ *   2^(X_b - 1) a representable f32, which the AVX2 kernel uses).
  * - q_k = round_half_even(x_k / 2^X_b) (exact division; |q_k| <= 127 by construction, then
  *   clamped to [-127, 127] anyway).
  * Weight element w = e2m1(code) * 2^(sw - 127); 2*e2m1 is an integer in -12..12 (c below).

@@ -1,8 +1,8 @@
 /* test_kernels_w4a8.c - the opt-in W4A8 matmul (MXFP4 weights x MXINT8 activations, w4a8.h).
  *
  * - Quantizer: hy_mxint8_quantize_row against an independent spec implementation written here
- *   (X found by searching upward for the first X with amax <= 127 * 2^X, rounding by floor and an
- *   explicit half-even tie rule) on random blocks of magnitudes 2^-140 .. 2^120, exact ties,
+ *   (X found by searching upward for the first X with amax <= 127 * 2^X, floored at -148, rounding
+ *   by floor and an explicit half-even tie rule) on random blocks of magnitudes 2^-140 .. 2^120, exact ties,
  *   amax exactly 127 * 2^X and just above, zeros, subnormals, FLT_MAX, NaN and inf, partial blocks.
  * - AVX2 vs ref: bitwise equal outputs (NaN compared as NaN) on ragged shapes (N odd, K multiple of
  *   32 with and without full groups of 8 blocks, K % 32 != 0, K < 32), T in {1, 2, 3, 17}, 1 and 2
@@ -58,7 +58,7 @@ static void spec_quantize(const float *x, int64_t K, int8_t *q, int32_t *X)
                 a = fabs((double)x[k0 + i]);
         }
         if (bad || a == 0) {
-            X[b] = bad ? HY_W4A8_XNAN : -150;
+            X[b] = bad ? HY_W4A8_XNAN : -148;
             for (int64_t i = 0; i < n; i++)
                 q[k0 + i] = 0;
             continue;
@@ -66,6 +66,8 @@ static void spec_quantize(const float *x, int64_t K, int8_t *q, int32_t *X)
         int xe = -300;
         while (!(a <= 127.0 * ldexp(1.0, xe)))
             xe++;
+        if (xe < -148)
+            xe = -148;
         X[b] = xe;
         for (int64_t i = 0; i < n; i++) {
             const double r = (double)x[k0 + i] / ldexp(1.0, xe), f = floor(r);
@@ -166,7 +168,9 @@ static void test_quantizer(void **state)
     assert_true(isnan(hy_w4a8_factor(0, 255)));
     assert_true(hy_w4a8_factor(122, 254) == INFINITY);
     assert_true(hy_w4a8_factor(-155, 0) == 0.0f);
-    assert_true(hy_w4a8_factor(-150 + 128 + 0, 0) == ldexpf(1.0f, -150));
+    assert_true(hy_w4a8_factor(-148, 6) == 0.0f);         /* 2^-270 */
+    assert_true(hy_w4a8_factor(-148, 127) == 0x1p-149f);  /* smallest subnormal */
+    assert_true(hy_w4a8_factor(-148, 126) == 0.0f);       /* 2^-150: tie to even */
 }
 
 /* ---- weights and activations ---- */
