@@ -145,7 +145,6 @@ static HY_AVX2 int rows_need_fix(const struct hy_tensor *W, int64_t nb, int64_t 
 {
     const __m256i one = _mm256_set1_epi8(1);
     __m256i bad = _mm256_setzero_si256();
-    int r = 0;
     for (int j = 0; j < nr; j++) {
         const uint8_t *sp = W->mx_scales + (n0 + j) * nb;
         int64_t i = 0;
@@ -153,10 +152,13 @@ static HY_AVX2 int rows_need_fix(const struct hy_tensor *W, int64_t nb, int64_t 
             const __m256i v = _mm256_add_epi8(_mm256_loadu_si256((const __m256i *)(sp + i)), one);
             bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(_mm256_min_epu8(v, one), v));
         }
-        for (; i < 8 * G; i++)
-            r |= sp[i] == 0 || sp[i] == 255;
+        for (; i < 8 * G; i += 8) { /* 8 G is a multiple of 8 */
+            const __m256i v = _mm256_add_epi8(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(sp + i))), one);
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(
+                _mm256_min_epu8(v, one), _mm256_blend_epi32(v, _mm256_set1_epi8(2), 0xFC)));
+        }
     }
-    return r || !_mm256_testz_si256(bad, bad);
+    return !_mm256_testz_si256(bad, bad);
 }
 
 /* y[i*ldy + j] = token i (< MR <= 2) . row n0 + j (< NR <= 4). */
