@@ -17,7 +17,9 @@
 
 /* y[T, N] = x[T, K] · W^T, W [N, K] (F32/F16/BF16, or FP8 / MXFP8 / MXFP4 whose elements enter as
  * their exact dequantized values, model/tensor.h), fp32 accumulation in a fixed order (8 interleaved
- * partial sums over k, summed pairwise at the end). x and y must not alias. */
+ * partial sums over k, summed pairwise at the end). x and y must not alias. Opt-in exception:
+ * HYINFER_MXFP4_ACT=mxint8 routes MXFP4 weights to the W4A8 path (MXINT8 activations, integer block
+ * dots; rules and order in kernels/w4a8.h), still batch- and thread-invariant, ref == avx2 bitwise. */
 void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 
 /* Dot product of a[n] and b[n] in the fixed order hy_matmul uses. */
