@@ -274,6 +274,8 @@ int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct h
         hy_err_prefix("%s", model_dir);
         goto fail;
     }
+    if (hy_model_place(m, hy_load_format_default()))
+        goto fail;
     m->load_seconds = hy_time_now() - t0;
     *out = m;
     return 0;
@@ -310,6 +312,7 @@ void hy_model_free(struct hy_model *m)
     free(m->final_norm);
     free(m->inv_freq);
     hy_checkpoint_close(&m->ck);
+    hy_model_place_release(m);
     free(m);
 }
 

@@ -9,6 +9,7 @@
 
 #include "cache/kv_cache.h"
 #include "config/model_config.h"
+#include "model/place.h"
 #include "model/safetensors.h"
 #include "model/tensor.h"
 
@@ -85,6 +86,9 @@ struct hy_model {
     int                    has_mtp;    /* MTP layer weights present and loaded */
     float                 *inv_freq;   /* [head_dim/2] RoPE inverse frequencies */
     double                 load_seconds;
+    void                  *arena;      /* HY_LOAD_COPY: the weight arena (mmap'd, owned), else NULL */
+    size_t                 arena_size; /* bytes mapped at arena */
+    struct hy_placement    place;      /* what hy_model_place did (place.h) */
     struct hy_model_prof   prof;       /* stage timers, off unless hy_model_prof_enable(m, 1) */
 };
 
