@@ -267,6 +267,27 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     free(xp);
 }
 
+/* Outputs [n0, n1) on the calling thread: the decode path's register tiles (4 weight rows streamed
+ * once, up to 3 tokens per pass; same chains as hy_avx2_matmul). Quantized weights go through
+ * hy_avx2_matmul on the row view, so its qscheme dispatch stays the one place that picks them. */
+void HY_AVX2 hy_avx2_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
+                                 int64_t n0, int64_t n1)
+{
+    if (W->qscheme != HY_QS_NONE) {
+        hy_matmul_rows_by_view(hy_avx2_matmul, y, ldy, x, T, W, n0, n1);
+        return;
+    }
+    const int64_t K = W->cols;
+    const size_t es = W->dtype == HY_DTYPE_F32 ? 4 : 2;
+    const tile_fn fn = W->dtype == HY_DTYPE_F32 ? tile_f32 : W->dtype == HY_DTYPE_BF16 ? tile_bf16 : tile_f16;
+    for (int64_t n = n0; n < n1; n += 4) {
+        const int nr = (int)(n1 - n < 4 ? n1 - n : 4);
+        const char *w = (const char *)W->data + (size_t)(n * K) * es;
+        for (int64_t t = 0; t < T; t += 3)
+            fn((int)(T - t < 3 ? T - t : 3), nr, x + t * K, K, w, K, K, y + t * ldy + (n - n0), ldy);
+    }
+}
+
 void HY_AVX2 hy_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps)
 {
     const int64_t d8 = d & ~(int64_t)7;
