@@ -71,18 +71,19 @@ static void scratch_free(struct scratch *s)
     free(s->g_pos);
 }
 
-static int grouped_on(int64_t T)
+static int grouped_on(const struct hy_model *m, int64_t T)
 {
     static int env = -1;
     if (env < 0) {
         const char *e = getenv("HYINFER_MOE_GROUPED");
         env = e && e[0] == '0' ? 0 : 1;
     }
-    return env && T <= FUSED_MAX_T;
+    return env && !m->moe_per_expert && T <= FUSED_MAX_T;
 }
 
-static int scratch_init(struct scratch *s, const struct hy_model_config *c, int64_t T)
+static int scratch_init(struct scratch *s, const struct hy_model *m, int64_t T)
 {
+    const struct hy_model_config *c = &m->cfg;
     memset(s, 0, sizeof(*s));
     s->T = T;
     const int64_t H = c->hidden_size, qd = (int64_t)c->num_attention_heads * c->head_dim,
@@ -109,7 +110,7 @@ static int scratch_init(struct scratch *s, const struct hy_model_config *c, int6
     s->rows = malloc((size_t)T * sizeof(int32_t));
     s->roww = malloc((size_t)T * f);
     int g_fail = 0;
-    if (c->num_experts > 0 && c->num_experts_per_tok <= 64 && grouped_on(T)) {
+    if (c->num_experts > 0 && c->num_experts_per_tok <= 64 && grouped_on(m, T)) {
         const int64_t R = T * K, I = c->moe_intermediate_size;
         s->g_x = malloc((size_t)(R * H) * f);
         s->g_a = malloc((size_t)(R * I) * f);
@@ -459,7 +460,7 @@ routed_done:
     prof_stop(prof, HY_STAGE_ROUTED, t0);
     if (ly->shared.gate.data) {
         t0 = prof_start(prof);
-        (grouped_on(T) ? mlp_forward_grouped : mlp_forward)(m, &ly->shared, x, T, s->ff_a, s->ff_b, s->tmp);
+        (grouped_on(m, T) ? mlp_forward_grouped : mlp_forward)(m, &ly->shared, x, T, s->ff_a, s->ff_b, s->tmp);
         for (int64_t i = 0; i < T * H; i++)
             s->y[i] += s->tmp[i];
         maybe_round(m, s->y, T * H);
@@ -533,7 +534,7 @@ static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int 
         moe_forward(m, ly, s->a, T, s);
     } else {
         t0 = prof_start(prof);
-        (grouped_on(T) ? mlp_forward_grouped : mlp_forward)(m, &ly->mlp, s->a, T, s->ff_a, s->ff_b, s->y);
+        (grouped_on(m, T) ? mlp_forward_grouped : mlp_forward)(m, &ly->mlp, s->a, T, s->ff_a, s->ff_b, s->y);
         prof_stop(prof, HY_STAGE_DENSE_MLP, t0);
     }
     for (int64_t i = 0; i < T * H; i++)
@@ -596,7 +597,7 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
         memcpy(before, prof->sec, sizeof(before));
     const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
     struct scratch s;
-    if (scratch_init(&s, &m->cfg, T))
+    if (scratch_init(&s, m, T))
         return -1;
     float *x = malloc((size_t)(T * H) * sizeof(float));
     if (!x) {
@@ -629,7 +630,7 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     const struct hy_layer *ly = &m->layers[L];
     const int64_t T = b->n_tokens, H = c->hidden_size;
     struct scratch s;
-    if (scratch_init(&s, c, T))
+    if (scratch_init(&s, m, T))
         return -1;
     float *x = malloc((size_t)(T * H) * sizeof(float));
     if (!x) {

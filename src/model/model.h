@@ -89,6 +89,9 @@ struct hy_model {
     void                  *arena;      /* HY_LOAD_COPY: the weight arena (mmap'd, owned), else NULL */
     size_t                 arena_size; /* bytes mapped at arena */
     struct hy_placement    place;      /* what hy_model_place did (place.h) */
+    int                    moe_per_expert; /* 1: always the per-expert MoE/MLP path (A/B, tests); 0 (default):
+                                              the grouped pass for T <= 32 unless HYINFER_MOE_GROUPED=0.
+                                              Both give bitwise the same results. */
     struct hy_model_prof   prof;       /* stage timers, off unless hy_model_prof_enable(m, 1) */
 };
 
