@@ -478,9 +478,22 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
                   nkv = c->num_key_value_heads;
     hy_rmsnorm(s->a, x, ly->input_norm, T, H, c->rms_norm_eps);
     maybe_round(m, s->a, T * H);
-    hy_matmul(s->q, s->a, T, &ly->wq);
-    hy_matmul(s->k, s->a, T, &ly->wk);
-    hy_matmul(s->v, s->a, T, &ly->wv);
+    if (grouped_on(m, T)) { /* q, k, v in one parallel region: row bands of all three, one barrier */
+        const struct hy_tensor *Ws[3] = {&ly->wq, &ly->wk, &ly->wv};
+        float *ys[3] = {s->q, s->k, s->v};
+        const int64_t nb0 = bands(ly->wq.rows, BAND_GU), nb1 = bands(ly->wk.rows, BAND_GU),
+                      n_tasks = nb0 + nb1 + bands(ly->wv.rows, BAND_GU);
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t task = 0; task < n_tasks; task++) {
+            const int i = task < nb0 ? 0 : task < nb0 + nb1 ? 1 : 2;
+            const int64_t r0 = (task - (i == 0 ? 0 : i == 1 ? nb0 : nb0 + nb1)) * BAND_GU, N = Ws[i]->rows;
+            hy_matmul_rows(ys[i] + r0, N, s->a, T, Ws[i], r0, r0 + BAND_GU < N ? r0 + BAND_GU : N);
+        }
+    } else {
+        hy_matmul(s->q, s->a, T, &ly->wq);
+        hy_matmul(s->k, s->a, T, &ly->wk);
+        hy_matmul(s->v, s->a, T, &ly->wv);
+    }
     maybe_round(m, s->q, T * nh * D);
     maybe_round(m, s->k, T * nkv * D);
     maybe_round(m, s->v, T * nkv * D);
