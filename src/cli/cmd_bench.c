@@ -443,9 +443,12 @@ int hy_cmd_bench(int argc, char **argv)
         fprintf(stderr, "bench: loaded %s (%.2f GB of weights, load %.1f s, prefault %.1f s)\n", model_dir,
                 (double)m->ck.total_bytes / 1e9, m->load_seconds, hy_time_now() - t0);
         rss_loaded = hy_proc_rss_bytes();
-        fprintf(stderr, "bench: load format %s (%.2f GB copied in %.2f s), VmRSS %.2f GB, AnonHugePages %.2f GB\n",
+        fprintf(stderr,
+                "bench: load format %s (%.2f GB copied in %.2f s), VmRSS %.2f GB, AnonHugePages %.2f GB, "
+                "FilePmdMapped %.2f GB\n",
                 hy_load_format_name(m->place.format), (double)m->place.bytes / 1e9, m->place.seconds,
-                (double)rss_loaded / 1e9, (double)hy_proc_anon_huge_bytes() / 1e9);
+                (double)rss_loaded / 1e9, (double)hy_proc_anon_huge_bytes() / 1e9,
+                (double)hy_proc_file_pmd_bytes() / 1e9);
     }
     for (int i = 0; i < n_plens; i++) {
         if (run_prefill(m, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
@@ -526,6 +529,8 @@ int hy_cmd_bench(int argc, char **argv)
                                                      "load_seconds", m->load_seconds, "vm_rss_bytes",
                                                      (json_int_t)rss_loaded, "anon_huge_bytes",
                                                      (json_int_t)hy_proc_anon_huge_bytes()));
+            json_object_set_new(json_object_get(o, "load"), "file_pmd_mapped_bytes",
+                                json_integer((json_int_t)hy_proc_file_pmd_bytes()));
         }
         json_t *ptps = json_object(), *pdet = json_object();
         for (int i = 0; i < n_plens; i++) {

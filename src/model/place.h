@@ -58,4 +58,8 @@ int64_t hy_proc_rss_bytes(void);
 /* AnonHugePages of this process in bytes from /proc/self/smaps_rollup, -1 when unavailable. */
 int64_t hy_proc_anon_huge_bytes(void);
 
+/* FilePmdMapped of this process (file pages mapped as 2 MiB pages: page-cache large folios), bytes
+ * from /proc/self/smaps_rollup, -1 when unavailable. */
+int64_t hy_proc_file_pmd_bytes(void);
+
 #endif
