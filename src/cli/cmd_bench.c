@@ -333,7 +333,7 @@ int hy_cmd_bench(int argc, char **argv)
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "bfloat16 (default) | float32 compute mode"},
         {"--load-format", NULL, HY_ARG_STR, &load_fmt, NULL,
-         "mmap | copy: weights in the file mapping or copied to a huge-page arena (default: HYINFER_LOAD_FORMAT, else mmap)"},
+         "mmap | copy: weights in the file mapping or copied to a huge-page arena (default: HYINFER_LOAD_FORMAT, else copy)"},
         {"--seed", NULL, HY_ARG_INT, &seed, NULL, "random token ids seed (default 1)"},
         {"--project-layers", NULL, HY_ARG_INT, &proj_layers, NULL, "layers of the full model projected (80)"},
         {"--project-dense", NULL, HY_ARG_INT, &proj_dense, NULL, "dense layers of the full model (1)"},

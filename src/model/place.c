@@ -15,12 +15,15 @@
 #define HUGE_SZ ((size_t)2 << 20)
 #define COPY_CHUNK ((size_t)16 << 20) /* bytes per copy task (threads take chunks dynamically) */
 
-/* Built-in default, chosen by measurement on the 2-core EPYC (Linux 6.18, ext4, THP madvise): the
- * kernel already maps about 60% of an mmapped checkpoint with 2 MiB pages (page-cache large folios,
- * FilePmdMapped), and interleaved GEMV A/B runs over the same 1.8 GB of weights showed no
- * measurable difference between the mapping, a THP arena and a 4 KiB arena (paired time ratio
- * 0.92-0.99, spread larger than that), while copying 6.65 GB costs 9-26 s of load time. */
-#define DEFAULT_FORMAT HY_LOAD_MMAP
+/* Built-in default, chosen by measurement on the 2-core EPYC (Linux 6.18, ext4, THP madvise). With
+ * mmap the kernel maps the part of the checkpoint that sits in 2 MiB page-cache folios with 2 MiB
+ * pages (FilePmdMapped: 4.1 GB of 6.65 at first, 1.56 GB later in the same session, as memory
+ * pressure split folios) and the rest with 4 KiB pages; the copy gets all of it in huge pages
+ * (AnonHugePages 6.65 GB). `bench latency` pairs, copy vs mmap, batch-1 decode step time: 8 of 8
+ * rounds faster, ratios 0.56-0.93 (median about 0.8); batch 16: 4 of 5. Cost: 6.6-7.7 s to copy 6.65
+ * GB on a quiet machine (15-26 s under load). Decode speed wins: copy is the default; mmap stays
+ * one flag away, and copy falls back to mmap when MemAvailable cannot hold the weights. */
+#define DEFAULT_FORMAT HY_LOAD_COPY
 
 static int g_default_set;
 static enum hy_load_format g_default;
@@ -322,6 +325,12 @@ int hy_model_place(struct hy_model *m, enum hy_load_format f)
 {
     if (m->arena)
         return 0;
+    const int64_t avail = proc_field_kb("/proc/meminfo", "MemAvailable");
+    if (f == HY_LOAD_COPY && avail > 0 && (double)m->ck.total_bytes > 0.9 * (double)avail) {
+        hy_log_warn("load: %.2f GB of weights do not fit in 90%% of MemAvailable (%.2f GB): weights stay mmapped",
+                    (double)m->ck.total_bytes / 1e9, (double)avail / 1e9);
+        f = HY_LOAD_MMAP;
+    }
     const double t0 = hy_time_now();
     struct hy_placement p = {.format = f, .rss_before = hy_proc_rss_bytes(), .anon_huge = -1, .rss_after = -1};
     m->place = p;
