@@ -334,9 +334,9 @@ int hy_model_place(struct hy_model *m, enum hy_load_format f)
     const double t0 = hy_time_now();
     struct hy_placement p = {.format = f, .rss_before = hy_proc_rss_bytes(), .anon_huge = -1, .rss_after = -1};
     m->place = p;
-    if (f == HY_LOAD_COPY && copy_into_arena(m)) {
+    if (f == HY_LOAD_COPY && copy_into_arena(m)) { /* nothing was moved: the mapping still serves */
+        hy_log_warn("%s: weights stay mmapped", hy_err_msg());
         m->place.format = HY_LOAD_MMAP;
-        return -1;
     }
     m->place.seconds = hy_time_now() - t0;
     m->place.rss_after = hy_proc_rss_bytes();

@@ -48,7 +48,9 @@ void hy_load_format_set_default(enum hy_load_format f);
  * arena (owned by the model, freed by hy_model_free), repoints every hy_tensor, repoints the
  * checkpoint's tensor index where a tensor's bytes were copied and sets the others' data to NULL,
  * and unmaps the checkpoint files (ck.files[i].map becomes empty). Once copied, further calls do
- * nothing. Returns 0, or -1 with hy_err_msg() (out of memory: the model is left as it was). */
+ * nothing. When the arena cannot be allocated (or the checkpoint exceeds 90% of MemAvailable) the
+ * weights stay mmapped with a warning and place.format says mmap. Returns 0 (kept returning int
+ * so that a future placement that can fail halfway has a way to say so). */
 int hy_model_place(struct hy_model *m, enum hy_load_format f);
 
 /* Unmaps the arena (hy_model_free calls it); safe when there is none. */
