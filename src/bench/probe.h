@@ -22,8 +22,8 @@ struct hy_cpu_units {
  * has AMX. Never fails: units it cannot confirm are 0. */
 void hy_bench_cpu_detect(struct hy_cpu_units *u);
 
-/* Read-only memory bandwidth: all OpenMP threads sum disjoint parts of a `bytes` buffer (touched
- * once beforehand); best of `reps` passes. *gbs = bytes / best seconds / 1e9, *best_s the best pass.
+/* Read-only memory bandwidth: all OpenMP threads sum disjoint parts of a `bytes` buffer (2 MiB
+ * aligned, advised MADV_HUGEPAGE like the weight arena, touched once beforehand); best of `reps` passes. *gbs = bytes / best seconds / 1e9, *best_s the best pass.
  * bytes is rounded down to a multiple of 4 KiB (at least 1 MiB). Returns 0, or -1 with hy_err_msg()
  * when the buffer cannot be allocated. */
 int hy_bench_mem_bw(size_t bytes, int reps, double *gbs, double *best_s);

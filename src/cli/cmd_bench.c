@@ -318,7 +318,7 @@ static double ratio(double a, double b)
 int hy_cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16",
-               *bw_s = "2G", *json_out = NULL, *kvd = NULL;
+               *bw_s = "2G", *json_out = NULL, *kvd = NULL, *load_fmt = NULL;
     int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80,
         proj_dense = 1, skip_model = 0;
     float flop_s = 0.25f;
@@ -334,6 +334,8 @@ int hy_cmd_bench(int argc, char **argv)
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "bfloat16 (default) | float32 compute mode"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 | fp32"},
+        {"--load-format", NULL, HY_ARG_STR, &load_fmt, NULL,
+         "mmap | copy: weights in the file mapping or copied to a huge-page arena (default: HYINFER_LOAD_FORMAT, else copy)"},
         {"--seed", NULL, HY_ARG_INT, &seed, NULL, "random token ids seed (default 1)"},
         {"--project-layers", NULL, HY_ARG_INT, &proj_layers, NULL, "layers of the full model projected (80)"},
         {"--project-dense", NULL, HY_ARG_INT, &proj_dense, NULL, "dense layers of the full model (1)"},
@@ -383,6 +385,14 @@ int hy_cmd_bench(int argc, char **argv)
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
         return 2;
     }
+    if (load_fmt) {
+        enum hy_load_format lf;
+        if (hy_load_format_parse(load_fmt, &lf)) {
+            fprintf(stderr, "hyinfer bench: --load-format: %s\n", hy_err_msg());
+            return 2;
+        }
+        hy_load_format_set_default(lf);
+    }
     FILE *jf = NULL; /* opened now so a bad path fails before a long run, not after */
     if (json_out && !(jf = fopen(json_out, "w"))) {
         fprintf(stderr, "hyinfer bench: --json-out %s: cannot create the file\n", json_out);
@@ -429,11 +439,19 @@ int hy_cmd_bench(int argc, char **argv)
     }
 
     /* ---- model runs ---- */
+    int64_t rss_loaded = -1;
     if (m) {
         double t0 = hy_time_now();
         prefault_weights(m);
         fprintf(stderr, "bench: loaded %s (%.2f GB of weights, load %.1f s, prefault %.1f s)\n", model_dir,
                 (double)m->ck.total_bytes / 1e9, m->load_seconds, hy_time_now() - t0);
+        rss_loaded = hy_proc_rss_bytes();
+        fprintf(stderr,
+                "bench: load format %s (%.2f GB copied in %.2f s), VmRSS %.2f GB, AnonHugePages %.2f GB, "
+                "FilePmdMapped %.2f GB\n",
+                hy_load_format_name(m->place.format), (double)m->place.bytes / 1e9, m->place.seconds,
+                (double)rss_loaded / 1e9, (double)hy_proc_anon_huge_bytes() / 1e9,
+                (double)hy_proc_file_pmd_bytes() / 1e9);
     }
     for (int i = 0; i < n_plens; i++) {
         if (run_prefill(m, kv_dtype, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
@@ -510,6 +528,14 @@ int hy_cmd_bench(int argc, char **argv)
                                                       "moe_layers", n_moe, "experts", m->cfg.num_experts,
                                                       "kv_cache_dtype",
                                                       hy_kv_dtype_name(hy_model_kv_dtype(m, kv_dtype))));
+            json_object_set_new(o, "load", json_pack("{s:s, s:I, s:f, s:f, s:I, s:I}", "format",
+                                                     hy_load_format_name(m->place.format), "copied_bytes",
+                                                     (json_int_t)m->place.bytes, "copy_seconds", m->place.seconds,
+                                                     "load_seconds", m->load_seconds, "vm_rss_bytes",
+                                                     (json_int_t)rss_loaded, "anon_huge_bytes",
+                                                     (json_int_t)hy_proc_anon_huge_bytes()));
+            json_object_set_new(json_object_get(o, "load"), "file_pmd_mapped_bytes",
+                                json_integer((json_int_t)hy_proc_file_pmd_bytes()));
         }
         json_t *ptps = json_object(), *pdet = json_object();
         for (int i = 0; i < n_plens; i++) {

@@ -3,8 +3,8 @@
  *
  * Matmul reduction order (the batch-invariance contract, kernel_table.h): every y[t,n] is one
  * 8-lane FMA chain acc = fma(x[k], w[k], acc), lane j taking k = j, j+8, ... in increasing k, the
- * last partial chunk zero-padded, then hy_avx2_hsum. The decode path (T <= 2: weights streamed from
- * memory and widened in registers, 4 rows in flight) and the prefill path (T >= 3: a block of rows
+ * last partial chunk zero-padded, then hy_avx2_hsum. The decode path (T <= 32: weights streamed from
+ * memory and widened in registers, 4 rows x 3 tokens in flight) and the prefill path (T > 32: a block of rows
  * widened once to f32 and reused for all T rows, 3x4 register tiles) run exactly that chain, so the
  * result of a row never depends on T or on the other rows. Threads split N only.
  * Quantized weights (FP8 / MXFP8 / MXFP4, avx2_quant.c) are widened to their exact f32 values and
@@ -195,6 +195,10 @@ static HY_AVX2 void widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb
     }
 }
 
+/* Up to this many tokens the streaming path (weights widened in registers, per 4-row group) beats
+ * widening blocks to f32 panels on the 2-core EPYC this was measured on (interleaved A/B, T = 4..64:
+ * streaming 0.5x-0.8x the time); kept at 32 so long prefills still take the blocked GEMM. */
+#define HY_STREAM_MAX_T 32
 #define GEMM_NB 16  /* weight rows widened per block (16 x K f32: 256 KiB at K = 4096, L2-resident) */
 #define GEMM_TB 48  /* tokens per block (parked chains: 48 x 16 x 32 B = 24 KiB) */
 #define GEMM_KC 256 /* k slice (multiple of 8) */
@@ -220,7 +224,8 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
     const tile_fn fn = dt == HY_DTYPE_F32 ? tile_f32 : dt == HY_DTYPE_BF16 ? tile_bf16 : tile_f16;
-    if (T <= 2) { /* decode: stream each weight row once, 4 rows (x T tokens) chains in flight */
+    if (T <= HY_STREAM_MAX_T) { /* decode: stream each weight row once, 4 rows x up to 3 tokens in flight;
+                                 * the 4 rows are re-read from cache for the next 3 tokens */
         const int64_t groups = (N + 3) / 4;
         /* dynamic chunks of 64 rows: a thread that loses its core (shared machines) does not hold
          * up the step; which thread computes a row never changes the row's result */
@@ -228,7 +233,9 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
         for (int64_t g = 0; g < groups; g++) {
             const int64_t n0 = g * 4;
             const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
-            fn((int)T, nr, x, K, (const char *)W->data + (size_t)(n0 * K) * es, K, K, y + n0, N);
+            for (int64_t t = 0; t < T; t += 3)
+                fn((int)(T - t < 3 ? T - t : 3), nr, x + t * K, K, (const char *)W->data + (size_t)(n0 * K) * es, K,
+                   K, y + t * N + n0, N);
         }
         return;
     }
@@ -286,6 +293,27 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
         free(acc);
     }
     free(xp);
+}
+
+/* Outputs [n0, n1) on the calling thread: the decode path's register tiles (4 weight rows streamed
+ * once, up to 3 tokens per pass; same chains as hy_avx2_matmul). Quantized weights go through
+ * hy_avx2_matmul on the row view, so its qscheme dispatch stays the one place that picks them. */
+void HY_AVX2 hy_avx2_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
+                                 int64_t n0, int64_t n1)
+{
+    if (W->qscheme != HY_QS_NONE) {
+        hy_matmul_rows_by_view(hy_avx2_matmul, y, ldy, x, T, W, n0, n1);
+        return;
+    }
+    const int64_t K = W->cols;
+    const size_t es = W->dtype == HY_DTYPE_F32 ? 4 : 2;
+    const tile_fn fn = W->dtype == HY_DTYPE_F32 ? tile_f32 : W->dtype == HY_DTYPE_BF16 ? tile_bf16 : tile_f16;
+    for (int64_t n = n0; n < n1; n += 4) {
+        const int nr = (int)(n1 - n < 4 ? n1 - n : 4);
+        const char *w = (const char *)W->data + (size_t)(n * K) * es;
+        for (int64_t t = 0; t < T; t += 3)
+            fn((int)(T - t < 3 ? T - t : 3), nr, x + t * K, K, w, K, K, y + t * ldy + (n - n0), ldy);
+    }
 }
 
 void HY_AVX2 hy_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps)

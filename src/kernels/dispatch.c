@@ -6,11 +6,13 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const struct hy_kernel_table ref_table = {
     .isa = HY_ISA_REF,
     .name = "ref",
     .matmul = hy_ref_matmul,
+    .matmul_rows = hy_ref_matmul_rows,
     .dot_f32 = hy_ref_dot_f32,
     .rmsnorm = hy_ref_rmsnorm,
     .rope = hy_ref_rope,
@@ -24,6 +26,7 @@ static const struct hy_kernel_table avx2_table = {
     .isa = HY_ISA_AVX2,
     .name = "avx2",
     .matmul = hy_avx2_matmul,
+    .matmul_rows = hy_avx2_matmul_rows,
     .dot_f32 = hy_avx2_dot_f32,
     .rmsnorm = hy_avx2_rmsnorm,
     .rope = hy_avx2_rope,
@@ -104,6 +107,37 @@ const struct hy_kernel_table *hy_kernels_active(void)
 void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
     hy_kernels_active()->matmul(y, x, T, W);
+}
+
+void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                    int64_t n1)
+{
+    hy_kernels_active()->matmul_rows(y, ldy, x, T, W, n0, n1);
+}
+
+void hy_matmul_rows_by_view(void (*matmul)(float *, const float *, int64_t, const struct hy_tensor *), float *y,
+                            int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0, int64_t n1)
+{
+    const int64_t nr = n1 - n0;
+    if (nr <= 0 || T <= 0)
+        return;
+    struct hy_tensor v = *W;
+    v.rows = nr;
+    v.data = (const char *)W->data + n0 * hy_tensor_row_bytes(W);
+    if (W->qscheme == HY_QS_MX32)
+        v.mx_scales = W->mx_scales + n0 * ((W->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK);
+    float one[64], *tmp = T * nr <= 64 ? one : malloc((size_t)(T * nr) * sizeof(float));
+    if (!tmp) { /* out of memory: one output row at a time through the stack buffer */
+        for (int64_t n = n0; n < n1; n++)
+            for (int64_t t = 0; t < T; t++)
+                hy_matmul_rows_by_view(matmul, y + t * ldy + (n - n0), 0, x + t * W->cols, 1, W, n, n + 1);
+        return;
+    }
+    matmul(tmp, x, T, &v);
+    for (int64_t t = 0; t < T; t++)
+        memcpy(y + t * ldy, tmp + t * nr, (size_t)nr * sizeof(float));
+    if (tmp != one)
+        free(tmp);
 }
 
 float hy_dot_f32(const float *a, const float *b, int64_t n)

@@ -24,6 +24,9 @@ struct hy_kernel_table {
     enum hy_isa isa;
     const char *name;
     void (*matmul)(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+    /* Same contract as hy_matmul_rows (kernels.h): outputs n0 <= n < n1 only, on the calling thread. */
+    void (*matmul_rows)(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                        int64_t n1);
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
     void (*rope)(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
@@ -45,8 +48,16 @@ const struct hy_kernel_table *hy_kernels_active(void);
 /* The best level with kernels that this CPU + OS can run. */
 enum hy_isa hy_kernels_best_isa(void);
 
+/* matmul_rows through a level's whole-tensor matmul: runs matmul on the row view [n0, n1) of W (data
+ * and MX scales offset, same dtype/qscheme/scale) into a temporary and scatters it to y (ldy stride).
+ * Used for tensors a level has no direct row-range kernel for (e.g. quantized ones). */
+void hy_matmul_rows_by_view(void (*matmul)(float *, const float *, int64_t, const struct hy_tensor *), float *y,
+                            int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0, int64_t n1);
+
 /* Scalar reference kernels (ref.c, kv_cache.c). */
 void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+void hy_ref_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                        int64_t n1);
 float hy_ref_dot_f32(const float *a, const float *b, int64_t n);
 void hy_ref_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
 void hy_ref_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
@@ -58,6 +69,8 @@ void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, 
 
 /* AVX2 + FMA + F16C kernels (avx2.c, avx2_attn.c); call only if hy_cpu_supports(HY_ISA_AVX2). */
 void hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+void hy_avx2_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                         int64_t n1);
 float hy_avx2_dot_f32(const float *a, const float *b, int64_t n);
 void hy_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
 void hy_avx2_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,

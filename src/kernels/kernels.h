@@ -22,6 +22,13 @@
  * dots; rules and order in kernels/w4a8.h), still batch- and thread-invariant, ref == avx2 bitwise. */
 void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 
+/* Outputs n0 <= n < n1 of hy_matmul(x[T, K], W): y[t*ldy + (n - n0)], each bitwise equal to what
+ * hy_matmul computes for it (same chain, whatever T or the range). Runs on the calling thread only (no
+ * threads of its own): callers split N across the threads of their own parallel region.
+ * 0 <= n0 <= n1 <= W->rows; y must not alias x. */
+void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                    int64_t n1);
+
 /* Dot product of a[n] and b[n] in the fixed order hy_matmul uses. */
 float hy_dot_f32(const float *a, const float *b, int64_t n);
 

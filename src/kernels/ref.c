@@ -57,6 +57,23 @@ void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *
     }
 }
 
+void hy_ref_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                        int64_t n1)
+{
+    const int64_t K = W->cols;
+    float *buf = W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE ? NULL : malloc((size_t)K * sizeof(float));
+    if (!buf && !(W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE)) { /* out of memory */
+        hy_matmul_rows_by_view(hy_ref_matmul, y, ldy, x, T, W, n0, n1);
+        return;
+    }
+    for (int64_t n = n0; n < n1; n++) {
+        const float *w = weight_row(W, n, buf);
+        for (int64_t t = 0; t < T; t++)
+            y[t * ldy + (n - n0)] = hy_ref_dot_f32(x + t * K, w, K);
+    }
+    free(buf);
+}
+
 void hy_ref_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps)
 {
     for (int64_t t = 0; t < T; t++) {

@@ -32,7 +32,20 @@ struct scratch {
     float *selw;   /* [T, k] their weights */
     int32_t *rows; /* [T] token rows of one expert group */
     float *roww;   /* [T] */
+    /* grouped routed pass (T <= FUSED_MAX_T): all T*k (token, expert) pairs, grouped by expert */
+    float *g_x;    /* [T*k, H] gathered inputs */
+    float *g_a;    /* [T*k, I] gate -> silu(gate) * up */
+    float *g_b;    /* [T*k, I] up */
+    float *g_out;  /* [T*k, H] expert outputs */
+    int32_t *g_pos; /* [T*k] gathered row of selection (t, j) */
 };
+
+/* Token counts up to which the MoE layer (and the shared / dense MLP) runs as one parallel region
+ * over all selected experts (row bands of every expert's fused gate+up, then of every down) instead
+ * of one threaded matmul per expert and projection. Above it the per-expert GEMM path (weights
+ * widened once per block, many tokens per expert) is the faster one. HYINFER_MOE_GROUPED=0 turns the
+ * grouped pass off (A/B measurements); the results are bitwise the same either way. */
+#define FUSED_MAX_T 32
 
 static void scratch_free(struct scratch *s)
 {
@@ -51,10 +64,26 @@ static void scratch_free(struct scratch *s)
     free(s->selw);
     free(s->rows);
     free(s->roww);
+    free(s->g_x);
+    free(s->g_a);
+    free(s->g_b);
+    free(s->g_out);
+    free(s->g_pos);
 }
 
-static int scratch_init(struct scratch *s, const struct hy_model_config *c, int64_t T)
+static int grouped_on(const struct hy_model *m, int64_t T)
 {
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("HYINFER_MOE_GROUPED");
+        env = e && e[0] == '0' ? 0 : 1;
+    }
+    return env && !m->moe_per_expert && T <= FUSED_MAX_T;
+}
+
+static int scratch_init(struct scratch *s, const struct hy_model *m, int64_t T)
+{
+    const struct hy_model_config *c = &m->cfg;
     memset(s, 0, sizeof(*s));
     s->T = T;
     const int64_t H = c->hidden_size, qd = (int64_t)c->num_attention_heads * c->head_dim,
@@ -80,8 +109,18 @@ static int scratch_init(struct scratch *s, const struct hy_model_config *c, int6
     s->selw = malloc((size_t)(T * K) * f);
     s->rows = malloc((size_t)T * sizeof(int32_t));
     s->roww = malloc((size_t)T * f);
+    int g_fail = 0;
+    if (c->num_experts > 0 && c->num_experts_per_tok <= 64 && grouped_on(m, T)) {
+        const int64_t R = T * K, I = c->moe_intermediate_size;
+        s->g_x = malloc((size_t)(R * H) * f);
+        s->g_a = malloc((size_t)(R * I) * f);
+        s->g_b = malloc((size_t)(R * I) * f);
+        s->g_out = malloc((size_t)(R * H) * f);
+        s->g_pos = malloc((size_t)R * sizeof(int32_t));
+        g_fail = !s->g_x || !s->g_a || !s->g_b || !s->g_out || !s->g_pos;
+    }
     if (!s->a || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->ff_a || !s->ff_b || !s->ff_x || !s->y ||
-        !s->rlog || !s->sel || !s->selw || !s->rows || !s->roww) {
+        !s->rlog || !s->sel || !s->selw || !s->rows || !s->roww || g_fail) {
         scratch_free(s);
         return hy_err_set("forward: out of memory for %lld tokens", (long long)T);
     }
@@ -176,6 +215,102 @@ static void mlp_forward(const struct hy_model *m, const struct hy_expert *e, con
     maybe_round(m, y, T * e->down.rows);
 }
 
+/* One SwiGLU MLP over n gathered rows: out[n, H] = down(silu(gate x) * up x), with a[n, I], b[n, I]
+ * as the hidden buffers (I = e->gate.rows). */
+struct ffn_job {
+    const struct hy_expert *e;
+    int64_t                 n;
+    const float            *x;
+    float                  *a, *b, *out;
+};
+
+#define BAND_GU 64    /* gate/up rows per task (64 x 2 rows x K = 1 MiB of BF16 weights at K = 4096) */
+#define BAND_DOWN 128 /* down rows per task */
+
+/* Task t of a phase: job and band [r0, r1) over `rows(job)` in bands of `band`. */
+static int64_t bands(int64_t rows, int64_t band)
+{
+    return (rows + band - 1) / band;
+}
+
+/* Phase 1 task: gate and up rows [r0, r1) of every token of the job (one sweep, same input rows in
+ * cache), then silu(gate) * up on that band, with the bf16-mode roundings of mlp_forward. */
+static void ffn_gate_up(const struct hy_model *m, const struct ffn_job *j, int64_t r0, int64_t r1)
+{
+    const int64_t I = j->e->gate.rows, w = r1 - r0;
+    hy_matmul_rows(j->a + r0, I, j->x, j->n, &j->e->gate, r0, r1);
+    hy_matmul_rows(j->b + r0, I, j->x, j->n, &j->e->up, r0, r1);
+    for (int64_t t = 0; t < j->n; t++) {
+        float *ga = j->a + t * I + r0, *gb = j->b + t * I + r0;
+        maybe_round(m, ga, w);
+        maybe_round(m, gb, w);
+        hy_silu_mul(ga, ga, gb, w);
+        maybe_round(m, ga, w);
+    }
+}
+
+static void ffn_down(const struct hy_model *m, const struct ffn_job *j, int64_t r0, int64_t r1)
+{
+    const int64_t H = j->e->down.rows;
+    hy_matmul_rows(j->out + r0, H, j->a, j->n, &j->e->down, r0, r1);
+    for (int64_t t = 0; t < j->n; t++)
+        maybe_round(m, j->out + t * H + r0, r1 - r0);
+}
+
+/* Maps a flat task index of a phase to (job, band start). */
+static void task_of(const struct ffn_job *jobs, int nj, int phase, int64_t task, int *ji, int64_t *r0)
+{
+    for (int i = 0; i < nj; i++) {
+        const int64_t rows = phase == 0 ? jobs[i].e->gate.rows : jobs[i].e->down.rows;
+        const int64_t nb = bands(rows, phase == 0 ? BAND_GU : BAND_DOWN);
+        if (task < nb) {
+            *ji = i;
+            *r0 = task * (phase == 0 ? BAND_GU : BAND_DOWN);
+            return;
+        }
+        task -= nb;
+    }
+    *ji = -1;
+    *r0 = 0;
+}
+
+/* Runs the jobs inside the caller's parallel region (all threads must call it): every job's gate+up
+ * bands, a barrier, every job's down bands, a barrier. Each output keeps its kernel chain, so the
+ * values equal mlp_forward's bit for bit. */
+static void ffn_jobs_in_region(const struct hy_model *m, const struct ffn_job *jobs, int nj)
+{
+    int64_t n_gu = 0, n_dn = 0;
+    for (int i = 0; i < nj; i++) {
+        n_gu += bands(jobs[i].e->gate.rows, BAND_GU);
+        n_dn += bands(jobs[i].e->down.rows, BAND_DOWN);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < n_gu; t++) {
+        int ji;
+        int64_t r0;
+        task_of(jobs, nj, 0, t, &ji, &r0);
+        const int64_t I = jobs[ji].e->gate.rows;
+        ffn_gate_up(m, &jobs[ji], r0, r0 + BAND_GU < I ? r0 + BAND_GU : I);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < n_dn; t++) {
+        int ji;
+        int64_t r0;
+        task_of(jobs, nj, 1, t, &ji, &r0);
+        const int64_t H = jobs[ji].e->down.rows;
+        ffn_down(m, &jobs[ji], r0, r0 + BAND_DOWN < H ? r0 + BAND_DOWN : H);
+    }
+}
+
+/* mlp_forward through the grouped pass (one parallel region): same values. */
+static void mlp_forward_grouped(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T,
+                                float *ga, float *gb, float *y)
+{
+    const struct ffn_job j = {.e = e, .n = T, .x = x, .a = ga, .b = gb, .out = y};
+#pragma omp parallel
+    ffn_jobs_in_region(m, &j, 1);
+}
+
 /* Router for one token (spec §2 MoE block): sigmoid scores, selection by score + bias, unbiased
  * weights renormalized (route_norm) and scaled. Ties: lower expert id first. */
 static void route_token(const struct hy_model_config *c, const struct hy_layer *ly, const float *logit,
@@ -215,6 +350,64 @@ static void route_token(const struct hy_model_config *c, const struct hy_layer *
     }
 }
 
+/* The routed experts of T tokens (s->sel / s->selw filled) in one parallel region: rows gathered
+ * by expert (ascending id, tokens in order), every selected expert's gate+up then down as row-band
+ * tasks, then per token y += w_e * out_e over its experts in ascending id: the same additions in the
+ * same order as the per-expert loop of moe_forward, so s->y is bitwise the same. */
+static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
+                           struct scratch *s)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok,
+                  I = c->moe_intermediate_size;
+    struct ffn_job jobs[256];
+    int nj = 0;
+    int64_t r = 0;
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t r_start = r;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < K; j++)
+                if (s->sel[t * K + j] == e) {
+                    memcpy(s->g_x + r * H, x + t * H, (size_t)H * sizeof(float));
+                    s->g_pos[t * K + j] = (int32_t)r++;
+                }
+        if (r == r_start)
+            continue;
+        if (nj == (int)(sizeof(jobs) / sizeof(jobs[0]))) { /* more selected experts than slots: flush */
+#pragma omp parallel
+            ffn_jobs_in_region(m, jobs, nj);
+            nj = 0;
+        }
+        jobs[nj++] = (struct ffn_job){.e = &ly->experts[e], .n = r - r_start, .x = s->g_x + r_start * H,
+                                      .a = s->g_a + r_start * I, .b = s->g_b + r_start * I,
+                                      .out = s->g_out + r_start * H};
+    }
+#pragma omp parallel
+    {
+        ffn_jobs_in_region(m, jobs, nj);
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < T; t++) {
+            int32_t order[64]; /* the token's selections by ascending expert id */
+            const int64_t k = K < 64 ? K : 64;
+            for (int64_t j = 0; j < k; j++) {
+                int64_t p = j;
+                while (p > 0 && s->sel[t * K + order[p - 1]] > s->sel[t * K + j]) {
+                    order[p] = order[p - 1];
+                    p--;
+                }
+                order[p] = (int32_t)j;
+            }
+            float *yr = s->y + t * H;
+            for (int64_t q = 0; q < k; q++) {
+                const float w = s->selw[t * K + order[q]];
+                const float *er = s->g_out + (int64_t)s->g_pos[t * K + order[q]] * H;
+                for (int64_t d = 0; d < H; d++)
+                    yr[d] += w * er[d];
+            }
+        }
+    }
+}
+
 /* MoE block on T rows of x (post-attention-normed): y = Σ_routed w_e Expert_e(x) + Shared(x).
  * Tokens are grouped by expert; each expert runs once over its group. Per token the routed
  * contributions are added in ascending expert id, then the shared expert (fixed order). */
@@ -238,6 +431,10 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
         t0 = prof_start(prof);
     }
     memset(s->y, 0, (size_t)(T * H) * sizeof(float));
+    if (s->g_x) {
+        routed_grouped(m, ly, x, T, s);
+        goto routed_done;
+    }
     for (int64_t e = 0; e < E; e++) {
         int64_t n = 0;
         for (int64_t t = 0; t < T; t++)
@@ -258,11 +455,12 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
                 yr[d] += s->roww[i] * er[d];
         }
     }
+routed_done:
     maybe_round(m, s->y, T * H);
     prof_stop(prof, HY_STAGE_ROUTED, t0);
     if (ly->shared.gate.data) {
         t0 = prof_start(prof);
-        mlp_forward(m, &ly->shared, x, T, s->ff_a, s->ff_b, s->tmp);
+        (grouped_on(m, T) ? mlp_forward_grouped : mlp_forward)(m, &ly->shared, x, T, s->ff_a, s->ff_b, s->tmp);
         for (int64_t i = 0; i < T * H; i++)
             s->y[i] += s->tmp[i];
         maybe_round(m, s->y, T * H);
@@ -280,9 +478,22 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
                   nkv = c->num_key_value_heads;
     hy_rmsnorm(s->a, x, ly->input_norm, T, H, c->rms_norm_eps);
     maybe_round(m, s->a, T * H);
-    hy_matmul(s->q, s->a, T, &ly->wq);
-    hy_matmul(s->k, s->a, T, &ly->wk);
-    hy_matmul(s->v, s->a, T, &ly->wv);
+    if (grouped_on(m, T)) { /* q, k, v in one parallel region: row bands of all three, one barrier */
+        const struct hy_tensor *Ws[3] = {&ly->wq, &ly->wk, &ly->wv};
+        float *ys[3] = {s->q, s->k, s->v};
+        const int64_t nb0 = bands(ly->wq.rows, BAND_GU), nb1 = bands(ly->wk.rows, BAND_GU),
+                      n_tasks = nb0 + nb1 + bands(ly->wv.rows, BAND_GU);
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t task = 0; task < n_tasks; task++) {
+            const int i = task < nb0 ? 0 : task < nb0 + nb1 ? 1 : 2;
+            const int64_t r0 = (task - (i == 0 ? 0 : i == 1 ? nb0 : nb0 + nb1)) * BAND_GU, N = Ws[i]->rows;
+            hy_matmul_rows(ys[i] + r0, N, s->a, T, Ws[i], r0, r0 + BAND_GU < N ? r0 + BAND_GU : N);
+        }
+    } else {
+        hy_matmul(s->q, s->a, T, &ly->wq);
+        hy_matmul(s->k, s->a, T, &ly->wk);
+        hy_matmul(s->v, s->a, T, &ly->wv);
+    }
     maybe_round(m, s->q, T * nh * D);
     maybe_round(m, s->k, T * nkv * D);
     maybe_round(m, s->v, T * nkv * D);
@@ -336,7 +547,7 @@ static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int 
         moe_forward(m, ly, s->a, T, s);
     } else {
         t0 = prof_start(prof);
-        mlp_forward(m, &ly->mlp, s->a, T, s->ff_a, s->ff_b, s->y);
+        (grouped_on(m, T) ? mlp_forward_grouped : mlp_forward)(m, &ly->mlp, s->a, T, s->ff_a, s->ff_b, s->y);
         prof_stop(prof, HY_STAGE_DENSE_MLP, t0);
     }
     for (int64_t i = 0; i < T * H; i++)
@@ -399,7 +610,7 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
         memcpy(before, prof->sec, sizeof(before));
     const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
     struct scratch s;
-    if (scratch_init(&s, &m->cfg, T))
+    if (scratch_init(&s, m, T))
         return -1;
     float *x = malloc((size_t)(T * H) * sizeof(float));
     if (!x) {
@@ -432,7 +643,7 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     const struct hy_layer *ly = &m->layers[L];
     const int64_t T = b->n_tokens, H = c->hidden_size;
     struct scratch s;
-    if (scratch_init(&s, c, T))
+    if (scratch_init(&s, m, T))
         return -1;
     float *x = malloc((size_t)(T * H) * sizeof(float));
     if (!x) {

@@ -295,6 +295,8 @@ int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct h
     }
     if (hy_model_load_kv_scales(m, model_dir))
         goto fail;
+    if (hy_model_place(m, hy_load_format_default()))
+        goto fail;
     m->load_seconds = hy_time_now() - t0;
     *out = m;
     return 0;
@@ -333,6 +335,7 @@ void hy_model_free(struct hy_model *m)
     free(m->inv_freq);
     hy_checkpoint_close(&m->ck);
     hy_quant_config_free(&m->quant);
+    hy_model_place_release(m);
     free(m);
 }
 

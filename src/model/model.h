@@ -10,6 +10,7 @@
 #include "cache/kv_cache.h"
 #include "config/model_config.h"
 #include "config/quant_config.h"
+#include "model/place.h"
 #include "model/safetensors.h"
 #include "model/tensor.h"
 
@@ -87,6 +88,12 @@ struct hy_model {
     int                    has_mtp;    /* MTP layer weights present and loaded */
     float                 *inv_freq;   /* [head_dim/2] RoPE inverse frequencies */
     double                 load_seconds;
+    void                  *arena;      /* HY_LOAD_COPY: the weight arena (mmap'd, owned), else NULL */
+    size_t                 arena_size; /* bytes mapped at arena */
+    struct hy_placement    place;      /* what hy_model_place did (place.h) */
+    int                    moe_per_expert; /* 1: always the per-expert MoE/MLP path (A/B, tests); 0 (default):
+                                              the grouped pass for T <= 32 unless HYINFER_MOE_GROUPED=0.
+                                              Both give bitwise the same results. */
     struct hy_model_prof   prof;       /* stage timers, off unless hy_model_prof_enable(m, 1) */
     float                **v_cache_scale;    /* [main + MTP layers] -> NULL or [n_kv_heads]: static FP8 V
                                                 cache scales from the checkpoint (kv_scales.c) */
