@@ -224,7 +224,7 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
     const tile_fn fn = dt == HY_DTYPE_F32 ? tile_f32 : dt == HY_DTYPE_BF16 ? tile_bf16 : tile_f16;
-    if (T <= HY_STREAM_MAX_T) { /* decode: stream each weight row once, 4 rows x up to 3 tokens in flight;
+    if (!quant && T <= HY_STREAM_MAX_T) { /* decode: stream each weight row once, 4 rows x up to 3 tokens in flight;
                                  * the 4 rows are re-read from cache for the next 3 tokens */
         const int64_t groups = (N + 3) / 4;
         /* dynamic chunks of 64 rows: a thread that loses its core (shared machines) does not hold
