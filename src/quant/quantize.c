@@ -655,6 +655,51 @@ static int check_out(const char *path, int *exists)
     return 0;
 }
 
+/* 0 unless OUT (which need not exist yet) is IN itself or lies inside IN: the output would land in
+ * the input checkpoint (its temporary directory would even be copied as one of IN's other files). */
+static int check_out_not_in(const char *in_dir, const char *out_dir)
+{
+    char *in = realpath(in_dir, NULL);
+    if (!in)
+        return 0; /* reported later, when IN is opened */
+    size_t ol = strlen(out_dir);
+    while (ol > 1 && out_dir[ol - 1] == '/')
+        ol--;
+    char *o = strndup(out_dir, ol), *parent = NULL;
+    int rc = 0;
+    if (!o) {
+        free(in);
+        return hy_err_set("out of memory");
+    }
+    char *slash = strrchr(o, '/');
+    const char *base = slash ? slash + 1 : o;
+    if (slash == o)
+        parent = realpath("/", NULL);
+    else {
+        if (slash)
+            *slash = 0;
+        parent = realpath(slash ? o : ".", NULL);
+    }
+    if (parent) {
+        size_t il = strlen(in), pl = strlen(parent);
+        char *full = malloc(pl + strlen(base) + 2);
+        if (!full)
+            rc = hy_err_set("out of memory");
+        else {
+            sprintf(full, "%s%s%s", parent, pl > 1 ? "/" : "", base);
+            /* OUT is IN, or below it (IN = "/" contains everything) */
+            if (!strcmp(full, in) || (!strncmp(full, in, il) && (il == 1 || full[il] == '/')))
+                rc = hy_err_set("output %s is the input directory %s or inside it: choose an OUT_DIR outside IN_DIR",
+                                out_dir, in_dir);
+            free(full);
+        }
+    }
+    free(parent);
+    free(o);
+    free(in);
+    return rc;
+}
+
 static int copy_other_files(const char *in, const char *tmp, int64_t *n)
 {
     DIR *d = opendir(in);
@@ -695,7 +740,7 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
     if (check_out(out_dir, &out_exists))
         return -1;
     struct hy_model_config cfg;
-    if (hy_model_config_load(in_dir, &cfg))
+    if (hy_model_config_load(in_dir, &cfg) || check_out_not_in(in_dir, out_dir))
         return -1;
     char *cfg_path = hy_path_join(in_dir, "config.json");
     json_error_t je;

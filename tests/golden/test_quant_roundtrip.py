@@ -245,6 +245,13 @@ def bad_inputs(ck, mx8, fp8):
                  ["quantize", "-m", WORK, "-o", o2, "--quant-dtype", "fp8"])
     expect_error(ck, "quantize: IN quantized", o2, "already has a quantization_config",
                  ["quantize", "-m", fp8, "-o", o2, "--quant-dtype", "mxfp8"])
+    # OUT inside IN (or IN itself, however spelled) is refused before anything is written into IN
+    tiny_abs = os.path.abspath(TINY)
+    before = sorted(os.listdir(TINY))
+    for o in [os.path.join(TINY, "sub"), os.path.join(tiny_abs, "sub") + "/"]:
+        expect_error(ck, "quantize: OUT in IN", o, "is the input directory",
+                     ["quantize", "-m", TINY, "-o", o, "--quant-dtype", "fp8"])
+    ck.check(sorted(os.listdir(TINY)) == before, "quantize wrote into its input %s" % TINY)
     nan_in = os.path.join(WORK, "rand-nan")
 
     def nan_w(t):
