@@ -101,8 +101,17 @@ static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, cons
     if (f < 0)
         return -1;
     const struct hy_st_tensor *w = find2(ck, wn, module, stack ? "" : ".weight");
-    if (!w && f == HY_QF_MXFP4 && !stack)
-        w = find2(ck, wn, module, ".weight_packed");
+    if (f == HY_QF_MXFP4 && !stack) {
+        char pn[NAME_LEN];
+        const struct hy_st_tensor *wp = find2(ck, pn, module, ".weight_packed");
+        if (w && wp)
+            return hy_err_set("tensors \"%s\" and \"%s\" both exist: an MXFP4 module stores its packed weight "
+                              "under one of the two names", wn, pn);
+        if (!w && wp) {
+            w = wp;
+            memcpy(wn, pn, sizeof(wn));
+        }
+    }
     const struct hy_st_tensor *s = find2(ck, sn, module, stack ? "_scale" : ".weight_scale");
     const struct hy_st_tensor *is = stack ? NULL : find2(ck, in, module, ".input_scale");
     if (!w) {

@@ -221,6 +221,14 @@ def bad_inputs(ck, mx8, fp8):
     write_variant(fp8, b, None, noconf)
     expect_error(ck, "no quantization_config", b, "config.json has no quantization_config")
 
+    mx4 = os.path.join(WORK, "mxfp4")
+    w0 = "model.layers.1.self_attn.q_proj.weight"
+
+    def both_names(t):
+        t[w0 + "_packed"] = t[w0]
+    write_variant(mx4, b, both_names)
+    expect_error(ck, "weight and weight_packed", b, '"%s" and "%s_packed" both exist' % (w0, w0))
+
     def embed_fp8(t):
         t["model.embed_tokens.weight_scale"] = ("F32", np.array([1.0], dtype=np.float32))
     write_variant(fp8, b, embed_fp8)
