@@ -93,8 +93,10 @@ int hy_cmd_quantize(int argc, char **argv)
         return 0;
     }
     struct hy_quantize_opts o = {.targets = tseen ? targets : HY_QT_ALL};
-    if (!in || !out || !dtype) {
-        fprintf(stderr, "hyinfer quantize: need -m IN_DIR, -o OUT_DIR and --quant-dtype\n");
+    if (!in || !out || !dtype || !*in || !*out) {
+        /* an empty -o used to quantize everything into "./.tmp-PID" and then fail the rename; an empty
+         * -m read the current directory */
+        fprintf(stderr, "hyinfer quantize: need -m IN_DIR, -o OUT_DIR (non-empty paths) and --quant-dtype\n");
         hy_args_usage(usage_text, args, na);
         return 2;
     }

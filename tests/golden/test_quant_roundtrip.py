@@ -253,6 +253,10 @@ def bad_inputs(ck, mx8, fp8):
                  ["quantize", "-m", WORK, "-o", o2, "--quant-dtype", "fp8"])
     expect_error(ck, "quantize: IN quantized", o2, "already has a quantization_config",
                  ["quantize", "-m", fp8, "-o", o2, "--quant-dtype", "mxfp8"])
+    # empty paths: -o "" used to quantize into ./.tmp-PID and fail the rename, -m "" read the cwd
+    expect_error(ck, "quantize: -o empty", o2, "non-empty paths", ["quantize", "-m", TINY, "-o", "", "--quant-dtype", "fp8"])
+    expect_error(ck, "quantize: -m empty", o2, "non-empty paths", ["quantize", "-m", "", "-o", o2, "--quant-dtype", "fp8"])
+    ck.check(not [n for n in os.listdir(".") if n.startswith(".tmp-")], "quantize -o '' left .tmp-* in the cwd")
     # OUT inside IN (or IN itself, however spelled) is refused before anything is written into IN
     tiny_abs = os.path.abspath(TINY)
     before = sorted(os.listdir(TINY))
