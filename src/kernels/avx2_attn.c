@@ -44,7 +44,7 @@ HY_AVX2_INLINE __m256 load_kv(const int F8, enum hy_dtype dt, const void *base, 
  * of ATT_TILE from 0; inside a tile every query token runs exactly the operations a lone call with
  * its own n_ctx runs (the tile grid does not depend on n_ctx), so results are identical to NQ
  * separate calls; the tile's K and V rows are reused from L1 by the following query tokens. */
-#define ATT_MQ 4
+#define ATT_MQ 8
 HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_cache *kv, int32_t layer,
                                  int32_t g, const float *q0, int64_t qs, int nq, const int32_t *block_table,
                                  int32_t n_ctx0, float *out0, int64_t os)

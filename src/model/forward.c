@@ -515,7 +515,7 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
             max_ctx = b->positions[t] + 1;
     /* prefill: runs of up to ATT_RUN tokens of one sequence at consecutive positions go to one
      * hy_kv_cache_attend_multi call (each KV tile read once per run; results identical) */
-    enum { ATT_RUN = 4 };
+    enum { ATT_RUN = 8 };
     const int64_t run = T >= 32 ? ATT_RUN : 1, n_runs = (T + run - 1) / run;
 #pragma omp parallel if (T > 1)
     {
