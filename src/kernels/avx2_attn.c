@@ -6,6 +6,10 @@
  * denominator l and an fp32 output accumulator o, rescaled by exp(m_old - m_new) per tile. Scores
  * use the same 8-lane FMA dot as hy_avx2_dot_f32. The order of every sum is fixed by n_ctx alone;
  * threads split KV heads only (when not already inside a parallel region the caller opened).
+ * hy_avx2_attend_multi (prefill) walks the tiles once for up to ATT_MQ query tokens of one sequence
+ * at consecutive positions, each token running exactly its lone-call operations on the tile while
+ * the tile's K/V rows are still in L1 (the per-token walk re-reads every row from L2/L3 for each
+ * token; measured ~1.1-1.3x faster core attention at 512-2048 tokens, one thread).
  *
  * FP8 E4M3 caches (kv_cache.h) are dequantized in registers: 8 bytes become 8 halves whose bit
  * pattern is sign | byte << 7 (an exact f16 of value e4m3 / 256, subnormals included), widened by
