@@ -274,3 +274,18 @@ void hy_kv_cache_attend(const struct hy_kv_cache *kv, int32_t layer, const float
 {
     hy_kernels_active()->attend(kv, layer, q, n_heads, block_table, n_ctx, scores, out);
 }
+
+void hy_kv_cache_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
+                              int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
+                              float *out)
+{
+    const int64_t qs = (int64_t)n_heads * kv->head_dim;
+#if defined(__x86_64__)
+    if (hy_kernels_active()->attend == hy_avx2_attend) {
+        hy_avx2_attend_multi(kv, layer, q, n_q, n_heads, block_table, n_ctx0, scores, out);
+        return;
+    }
+#endif
+    for (int32_t i = 0; i < n_q; i++)
+        hy_kernels_active()->attend(kv, layer, q + i * qs, n_heads, block_table, n_ctx0 + i, scores, out + i * qs);
+}

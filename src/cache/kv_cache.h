@@ -97,4 +97,12 @@ static inline float hy_kv_cache_v_scale(const struct hy_kv_cache *kv, int32_t la
 void hy_kv_cache_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
                         const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
 
+/* n_q query tokens of one sequence at consecutive positions: token i has q + i * n_heads * head_dim
+ * and out + i * n_heads * head_dim and attends to the first n_ctx0 + i cached tokens (n_ctx0 >= 1).
+ * Results are bitwise identical to n_q hy_kv_cache_attend calls (the avx2 kernel walks each KV tile
+ * once for up to 8 of the tokens, reusing it from L1); runs on the calling thread only. */
+void hy_kv_cache_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
+                              int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
+                              float *out);
+
 #endif

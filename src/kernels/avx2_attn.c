@@ -6,6 +6,10 @@
  * denominator l and an fp32 output accumulator o, rescaled by exp(m_old - m_new) per tile. Scores
  * use the same 8-lane FMA dot as hy_avx2_dot_f32. The order of every sum is fixed by n_ctx alone;
  * threads split KV heads only (when not already inside a parallel region the caller opened).
+ * hy_avx2_attend_multi (prefill) walks the tiles once for up to ATT_MQ query tokens of one sequence
+ * at consecutive positions, each token running exactly its lone-call operations on the tile while
+ * the tile's K/V rows are still in L1 (the per-token walk re-reads every row from L2/L3 for each
+ * token; measured ~1.1-1.3x faster core attention at 512-2048 tokens, one thread).
  *
  * FP8 E4M3 caches (kv_cache.h) are dequantized in registers: 8 bytes become 8 halves whose bit
  * pattern is sign | byte << 7 (an exact f16 of value e4m3 / 256, subnormals included), widened by
@@ -38,10 +42,16 @@ HY_AVX2_INLINE __m256 load_kv(const int F8, enum hy_dtype dt, const void *base, 
     return F8 ? load_e4m3_div256((const uint8_t *)base + off) : hy_avx2_load(dt, base, off);
 }
 
-/* Attention of NH (constant) query heads q[NH][D] sharing KV head g; out[NH][D]. F8 (constant):
- * the cache is FP8 E4M3. */
+/* Attention of NH (constant) query heads sharing KV head g, for NQ query tokens of one sequence:
+ * query token i has NH heads at q + i * qs ([NH][D]), attends to the first n_ctx0 + i positions and
+ * writes out + i * os ([NH][D]). F8 (constant): the cache is FP8 E4M3. Positions are walked in tiles
+ * of ATT_TILE from 0; inside a tile every query token runs exactly the operations a lone call with
+ * its own n_ctx runs (the tile grid does not depend on n_ctx), so results are identical to NQ
+ * separate calls; the tile's K and V rows are reused from L1 by the following query tokens. */
+#define ATT_MQ 8
 HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_cache *kv, int32_t layer,
-                                 int32_t g, const float *q, const int32_t *block_table, int32_t n_ctx, float *out)
+                                 int32_t g, const float *q0, int64_t qs, int nq, const int32_t *block_table,
+                                 int32_t n_ctx0, float *out0, int64_t os)
 {
     const int64_t D = kv->head_dim, row = (int64_t)kv->n_kv_heads * D;
     const int32_t bs = kv->block_size;
@@ -49,17 +59,20 @@ HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_
     const float scale = 1.0f / sqrtf((float)D);
     const void *kb = kv->k[layer], *vb = kv->v[layer];
     const int64_t es = (int64_t)hy_dtype_size(dt);
-    float m[8], l[8];
-    float o[8][ATT_MAXD] __attribute__((aligned(32)));
+    const int32_t n_ctx = n_ctx0 + nq - 1; /* the longest context */
+    float mq[ATT_MQ][8], lq[ATT_MQ][8];
+    float oq[ATT_MQ][8][ATT_MAXD] __attribute__((aligned(32)));
     float p[8][ATT_TILE] __attribute__((aligned(32)));  /* scores / weights [head][position] */
     float pt[ATT_TILE][8] __attribute__((aligned(32))); /* the same, [position][head], for NH = 8 */
     int64_t off[ATT_TILE];
     float ks[ATT_TILE], vs[ATT_TILE]; /* F8: per-position score multiplier and V multiplier */
+    for (int i = 0; i < nq; i++) {
 #pragma GCC unroll 8
-    for (int h = 0; h < NH; h++) {
-        m[h] = -INFINITY;
-        l[h] = 0.0f;
-        memset(o[h], 0, (size_t)D * sizeof(float));
+        for (int h = 0; h < NH; h++) {
+            mq[i][h] = -INFINITY;
+            lq[i][h] = 0.0f;
+            memset(oq[i][h], 0, (size_t)D * sizeof(float));
+        }
     }
     for (int32_t j0 = 0; j0 < n_ctx; j0 += ATT_TILE) {
         const int jn = n_ctx - j0 < ATT_TILE ? n_ctx - j0 : ATT_TILE;
@@ -86,105 +99,116 @@ HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_
             for (int64_t bo = 0; bo < D * es; bo += 64)
                 _mm_prefetch((const char *)kb + o2 + bo, _MM_HINT_T0);
         }
-        /* scores p[h][jj] = (q_h . k_j) * scale */
-        for (int jj = 0; jj < jn; jj++) {
-            __m256 acc[8];
-#pragma GCC unroll 8
-            for (int h = 0; h < NH; h++)
-                acc[h] = _mm256_setzero_ps();
-            for (int64_t d = 0; d < D; d += 8) {
-                const __m256 kv8 = load_kv(F8, dt, kb, off[jj] + d);
+        for (int i = 0; i < nq; i++) {
+            if (n_ctx0 + i <= j0)
+                continue;
+            const int jn = n_ctx0 + i - j0 < ATT_TILE ? n_ctx0 + i - j0 : ATT_TILE;
+            const float *q = q0 + i * qs;
+            float *m = mq[i], *l = lq[i];
+            float (*o)[ATT_MAXD] = oq[i];
+            /* scores p[h][jj] = (q_h . k_j) * scale */
+            for (int jj = 0; jj < jn; jj++) {
+                __m256 acc[8];
 #pragma GCC unroll 8
                 for (int h = 0; h < NH; h++)
-                    acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * D + d), kv8, acc[h]);
-            }
-            if (NH == 8) { /* 8 horizontal sums at once: lane h of the result = head h's score */
-                const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
-                const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
-                const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-                const __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                                                _mm256_permute2f128_ps(u0, u1, 0x31));
-                _mm256_store_ps(pt[jj], _mm256_mul_ps(sv, _mm256_set1_ps(F8 ? ks[jj] : scale)));
-                continue;
-            }
-#pragma GCC unroll 8
-            for (int h = 0; h < NH; h++)
-                p[h][jj] = hy_avx2_hsum(acc[h]) * (F8 ? ks[jj] : scale);
-        }
-        /* online softmax update per head */
-        float corr[8];
-        if (NH == 8) { /* heads in lanes: pt[jj][h] */
-            const __m256 mo = _mm256_loadu_ps(m);
-            __m256 mt = mo;
-            for (int jj = 0; jj < jn; jj++)
-                mt = _mm256_max_ps(mt, _mm256_load_ps(pt[jj]));
-            const __m256 cv = hy_avx2_exp(_mm256_sub_ps(mo, mt)); /* 0 on the first tile (m = -inf) */
-            __m256 sum = _mm256_setzero_ps();
-            for (int jj = 0; jj < jn; jj++) {
-                const __m256 e = hy_avx2_exp(_mm256_sub_ps(_mm256_load_ps(pt[jj]), mt));
-                _mm256_store_ps(pt[jj], e);
-                sum = _mm256_add_ps(sum, e);
-            }
-            _mm256_storeu_ps(m, mt);
-            _mm256_storeu_ps(corr, cv);
-            _mm256_storeu_ps(l, _mm256_fmadd_ps(_mm256_loadu_ps(l), cv, sum));
-        }
-        for (int h = 0; h < NH && NH != 8; h++) {
-            float mt = m[h];
-            for (int jj = 0; jj < jn; jj++)
-                mt = p[h][jj] > mt ? p[h][jj] : mt;
-            corr[h] = expf(m[h] - mt); /* 0 on the first tile (m = -inf) */
-            m[h] = mt;
-            for (int jj = jn; jj < ATT_TILE; jj++)
-                p[h][jj] = -INFINITY;
-            const __m256 mv = _mm256_set1_ps(mt);
-            __m256 sum = _mm256_setzero_ps();
-            for (int jj = 0; jj < ATT_TILE; jj += 8) {
-                const __m256 e = hy_avx2_exp(_mm256_sub_ps(_mm256_load_ps(&p[h][jj]), mv));
-                _mm256_store_ps(&p[h][jj], e);
-                sum = _mm256_add_ps(sum, e);
-            }
-            l[h] = l[h] * corr[h] + hy_avx2_hsum(sum);
-        }
-        if (F8) { /* fold each position's V scale into its weights (l above keeps the plain sum) */
-            for (int jj = 0; jj < jn; jj++) {
-                if (NH == 8) {
-                    _mm256_store_ps(pt[jj], _mm256_mul_ps(_mm256_load_ps(pt[jj]), _mm256_set1_ps(vs[jj])));
-                } else {
+                    acc[h] = _mm256_setzero_ps();
+                for (int64_t d = 0; d < D; d += 8) {
+                    const __m256 kv8 = load_kv(F8, dt, kb, off[jj] + d);
 #pragma GCC unroll 8
                     for (int h = 0; h < NH; h++)
-                        p[h][jj] *= vs[jj];
+                        acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * D + d), kv8, acc[h]);
                 }
-            }
-        }
-        /* o_h = o_h * corr_h + sum_j p[h][j] v_j, 8 output lanes at a time kept in registers */
-        for (int64_t d = 0; d < D; d += 8) {
-            __m256 acc[8];
-#pragma GCC unroll 8
-            for (int h = 0; h < NH; h++)
-                acc[h] = _mm256_mul_ps(_mm256_load_ps(&o[h][d]), _mm256_set1_ps(corr[h]));
-            for (int jj = 0; jj < jn; jj++) {
-                const __m256 v8 = load_kv(F8, dt, vb, off[jj] + d);
+                if (NH == 8) { /* 8 horizontal sums at once: lane h of the result = head h's score */
+                    const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
+                    const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
+                    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+                    const __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                                    _mm256_permute2f128_ps(u0, u1, 0x31));
+                    _mm256_store_ps(pt[jj], _mm256_mul_ps(sv, _mm256_set1_ps(F8 ? ks[jj] : scale)));
+                    continue;
+                }
 #pragma GCC unroll 8
                 for (int h = 0; h < NH; h++)
-                    acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(NH == 8 ? pt[jj][h] : p[h][jj]), v8, acc[h]);
+                    p[h][jj] = hy_avx2_hsum(acc[h]) * (F8 ? ks[jj] : scale);
             }
+            /* online softmax update per head */
+            float corr[8];
+            if (NH == 8) { /* heads in lanes: pt[jj][h] */
+                const __m256 mo = _mm256_loadu_ps(m);
+                __m256 mt = mo;
+                for (int jj = 0; jj < jn; jj++)
+                    mt = _mm256_max_ps(mt, _mm256_load_ps(pt[jj]));
+                const __m256 cv = hy_avx2_exp(_mm256_sub_ps(mo, mt)); /* 0 on the first tile (m = -inf) */
+                __m256 sum = _mm256_setzero_ps();
+                for (int jj = 0; jj < jn; jj++) {
+                    const __m256 e = hy_avx2_exp(_mm256_sub_ps(_mm256_load_ps(pt[jj]), mt));
+                    _mm256_store_ps(pt[jj], e);
+                    sum = _mm256_add_ps(sum, e);
+                }
+                _mm256_storeu_ps(m, mt);
+                _mm256_storeu_ps(corr, cv);
+                _mm256_storeu_ps(l, _mm256_fmadd_ps(_mm256_loadu_ps(l), cv, sum));
+            }
+            for (int h = 0; h < NH && NH != 8; h++) {
+                float mt = m[h];
+                for (int jj = 0; jj < jn; jj++)
+                    mt = p[h][jj] > mt ? p[h][jj] : mt;
+                corr[h] = expf(m[h] - mt); /* 0 on the first tile (m = -inf) */
+                m[h] = mt;
+                for (int jj = jn; jj < ATT_TILE; jj++)
+                    p[h][jj] = -INFINITY;
+                const __m256 mv = _mm256_set1_ps(mt);
+                __m256 sum = _mm256_setzero_ps();
+                for (int jj = 0; jj < ATT_TILE; jj += 8) {
+                    const __m256 e = hy_avx2_exp(_mm256_sub_ps(_mm256_load_ps(&p[h][jj]), mv));
+                    _mm256_store_ps(&p[h][jj], e);
+                    sum = _mm256_add_ps(sum, e);
+                }
+                l[h] = l[h] * corr[h] + hy_avx2_hsum(sum);
+            }
+            if (F8) { /* fold each position's V scale into its weights (l above keeps the plain sum) */
+                for (int jj = 0; jj < jn; jj++) {
+                    if (NH == 8) {
+                        _mm256_store_ps(pt[jj], _mm256_mul_ps(_mm256_load_ps(pt[jj]), _mm256_set1_ps(vs[jj])));
+                    } else {
 #pragma GCC unroll 8
-            for (int h = 0; h < NH; h++)
-                _mm256_store_ps(&o[h][d], acc[h]);
+                        for (int h = 0; h < NH; h++)
+                            p[h][jj] *= vs[jj];
+                    }
+                }
+            }
+            /* o_h = o_h * corr_h + sum_j p[h][j] v_j, 8 output lanes at a time kept in registers */
+            for (int64_t d = 0; d < D; d += 8) {
+                __m256 acc[8];
+#pragma GCC unroll 8
+                for (int h = 0; h < NH; h++)
+                    acc[h] = _mm256_mul_ps(_mm256_load_ps(&o[h][d]), _mm256_set1_ps(corr[h]));
+                for (int jj = 0; jj < jn; jj++) {
+                    const __m256 v8 = load_kv(F8, dt, vb, off[jj] + d);
+#pragma GCC unroll 8
+                    for (int h = 0; h < NH; h++)
+                        acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(NH == 8 ? pt[jj][h] : p[h][jj]), v8, acc[h]);
+                }
+#pragma GCC unroll 8
+                for (int h = 0; h < NH; h++)
+                    _mm256_store_ps(&o[h][d], acc[h]);
+            }
         }
     }
+    for (int i = 0; i < nq; i++) {
+        float *out = out0 + i * os;
 #pragma GCC unroll 8
     for (int h = 0; h < NH; h++) {
-        const __m256 inv = _mm256_set1_ps(1.0f / l[h]);
+        const __m256 inv = _mm256_set1_ps(1.0f / lq[i][h]);
         for (int64_t d = 0; d < D; d += 8)
-            _mm256_storeu_ps(out + h * D + d, _mm256_mul_ps(_mm256_load_ps(&o[h][d]), inv));
+            _mm256_storeu_ps(out + h * D + d, _mm256_mul_ps(_mm256_load_ps(&oq[i][h][d]), inv));
+    }
     }
 }
 
 HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_cache *kv, int32_t layer, int32_t g,
-                                     const float *q, int32_t h0, int32_t nh, const int32_t *block_table,
-                                     int32_t n_ctx, float *out)
+                                     const float *q, int64_t qs, int nq, int32_t h0, int32_t nh,
+                                     const int32_t *block_table, int32_t n_ctx0, float *out)
 {
     const int64_t D = kv->head_dim;
     for (int32_t h = h0; h < h0 + nh;) {
@@ -192,29 +216,30 @@ HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_cache *kv,
         const float *qh = q + h * D;
         float *oh = out + h * D;
         if (left >= 8) {
-            attend_heads(8, F8, kv, layer, g, qh, block_table, n_ctx, oh);
+            attend_heads(8, F8, kv, layer, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
             h += 8;
         } else if (left >= 4) {
-            attend_heads(4, F8, kv, layer, g, qh, block_table, n_ctx, oh);
+            attend_heads(4, F8, kv, layer, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
             h += 4;
         } else if (left >= 2) {
-            attend_heads(2, F8, kv, layer, g, qh, block_table, n_ctx, oh);
+            attend_heads(2, F8, kv, layer, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
             h += 2;
         } else {
-            attend_heads(1, F8, kv, layer, g, qh, block_table, n_ctx, oh);
+            attend_heads(1, F8, kv, layer, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
             h += 1;
         }
     }
 }
 
+/* nq (1..ATT_MQ) query tokens, q / out rows of qs floats, token i over n_ctx0 + i positions. */
 static HY_AVX2 void attend_kv_head(const struct hy_kv_cache *kv, int32_t layer, int32_t g, const float *q,
-                                   int32_t h0, int32_t nh, const int32_t *block_table, int32_t n_ctx,
-                                   float *out)
+                                   int64_t qs, int nq, int32_t h0, int32_t nh, const int32_t *block_table,
+                                   int32_t n_ctx0, float *out)
 {
     if (kv->dtype == HY_DTYPE_F8_E4M3)
-        attend_kv_head_t(1, kv, layer, g, q, h0, nh, block_table, n_ctx, out);
+        attend_kv_head_t(1, kv, layer, g, q, qs, nq, h0, nh, block_table, n_ctx0, out);
     else
-        attend_kv_head_t(0, kv, layer, g, q, h0, nh, block_table, n_ctx, out);
+        attend_kv_head_t(0, kv, layer, g, q, qs, nq, h0, nh, block_table, n_ctx0, out);
 }
 
 void HY_AVX2 hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
@@ -230,7 +255,27 @@ void HY_AVX2 hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const f
     (void)par;
 #pragma omp parallel for schedule(dynamic, 1) if (par)
     for (int32_t g = 0; g < nkv; g++)
-        attend_kv_head(kv, layer, g, q, g * group, group, block_table, n_ctx, out);
+        attend_kv_head(kv, layer, g, q, (int64_t)n_heads * D, 1, g * group, group, block_table, n_ctx, out);
+}
+
+void HY_AVX2 hy_avx2_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
+                                  int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
+                                  float *out)
+{
+    const int32_t nkv = kv->n_kv_heads, D = kv->head_dim;
+    const int64_t qs = (int64_t)n_heads * D;
+    if (D % 8 != 0 || D > ATT_MAXD || n_ctx0 <= 0 || n_heads % nkv != 0) {
+        for (int32_t i = 0; i < n_q; i++)
+            hy_ref_attend(kv, layer, q + i * qs, n_heads, block_table, n_ctx0 + i, scores, out + i * qs);
+        return;
+    }
+    const int32_t group = n_heads / nkv;
+    for (int32_t i = 0; i < n_q; i += ATT_MQ) {
+        const int nq = n_q - i < ATT_MQ ? n_q - i : ATT_MQ;
+        for (int32_t g = 0; g < nkv; g++)
+            attend_kv_head(kv, layer, g, q + i * qs, qs, nq, g * group, group, block_table, n_ctx0 + i,
+                           out + i * qs);
+    }
 }
 
 #endif /* __x86_64__ */

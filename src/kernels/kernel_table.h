@@ -79,5 +79,9 @@ void hy_avx2_silu_mul(float *out, const float *gate, const float *up, int64_t n)
 void hy_avx2_round_bf16(float *x, int64_t n);
 void hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
                     const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+/* hy_kv_cache_attend_multi for the avx2 table (bitwise equal to n_q hy_avx2_attend calls). */
+void hy_avx2_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
+                          int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
+                          float *out);
 
 #endif
