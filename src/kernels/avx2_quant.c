@@ -387,45 +387,22 @@ void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *
     }
 }
 
-static HY_AVX2 void widen_e4m3_t(const struct qw *q, int64_t r, int64_t K32, float *d)
-{
-    for (int64_t k = 0; k < K32; k += 32) {
-        __m256 w[4];
-        block(Q_E4M3, 0, q, r, k, w);
-        for (int c = 0; c < 4; c++)
-            _mm256_storeu_ps(d + k + 8 * c, w[c]);
+/* Widens the first K32 (a multiple of 32) elements of row r to f32 at d; one instance per format. */
+#define DEF_WIDEN(NAME, ELEM, MX)                                                                 \
+    static HY_AVX2 void NAME(const struct qw *q, int64_t r, int64_t K32, float *d)               \
+    {                                                                                             \
+        for (int64_t k = 0; k < K32; k += 32) {                                                   \
+            __m256 w[4];                                                                          \
+            block(ELEM, MX, q, r, k, w);                                                          \
+            for (int c = 0; c < 4; c++)                                                           \
+                _mm256_storeu_ps(d + k + 8 * c, w[c]);                                            \
+        }                                                                                         \
     }
-}
 
-static HY_AVX2 void widen_e4m3_mx(const struct qw *q, int64_t r, int64_t K32, float *d)
-{
-    for (int64_t k = 0; k < K32; k += 32) {
-        __m256 w[4];
-        block(Q_E4M3, 1, q, r, k, w);
-        for (int c = 0; c < 4; c++)
-            _mm256_storeu_ps(d + k + 8 * c, w[c]);
-    }
-}
-
-static HY_AVX2 void widen_e2m1_t(const struct qw *q, int64_t r, int64_t K32, float *d)
-{
-    for (int64_t k = 0; k < K32; k += 32) {
-        __m256 w[4];
-        block(Q_E2M1, 0, q, r, k, w);
-        for (int c = 0; c < 4; c++)
-            _mm256_storeu_ps(d + k + 8 * c, w[c]);
-    }
-}
-
-static HY_AVX2 void widen_e2m1_mx(const struct qw *q, int64_t r, int64_t K32, float *d)
-{
-    for (int64_t k = 0; k < K32; k += 32) {
-        __m256 w[4];
-        block(Q_E2M1, 1, q, r, k, w);
-        for (int c = 0; c < 4; c++)
-            _mm256_storeu_ps(d + k + 8 * c, w[c]);
-    }
-}
+DEF_WIDEN(widen_e4m3_t, Q_E4M3, 0)
+DEF_WIDEN(widen_e4m3_mx, Q_E4M3, 1)
+DEF_WIDEN(widen_e2m1_t, Q_E2M1, 0)
+DEF_WIDEN(widen_e2m1_mx, Q_E2M1, 1)
 
 void hy_avx2q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
 {
