@@ -1,6 +1,8 @@
 /* dispatch.c - builds the kernel table once and routes the public kernels.h API through it. */
 #include "kernels/kernel_table.h"
 
+#include "kernels/amx.h"
+
 #include "base/err.h"
 #include "base/log.h"
 
@@ -12,6 +14,7 @@ static const struct hy_kernel_table ref_table = {
     .isa = HY_ISA_REF,
     .name = "ref",
     .matmul = hy_ref_matmul,
+    .matmul_bf16x = hy_ref_matmul,
     .matmul_rows = hy_ref_matmul_rows,
     .dot_f32 = hy_ref_dot_f32,
     .rmsnorm = hy_ref_rmsnorm,
@@ -26,6 +29,7 @@ static const struct hy_kernel_table avx2_table = {
     .isa = HY_ISA_AVX2,
     .name = "avx2",
     .matmul = hy_avx2_matmul,
+    .matmul_bf16x = hy_avx2_matmul,
     .matmul_rows = hy_avx2_matmul_rows,
     .dot_f32 = hy_avx2_dot_f32,
     .rmsnorm = hy_avx2_rmsnorm,
@@ -34,10 +38,40 @@ static const struct hy_kernel_table avx2_table = {
     .round_bf16 = hy_avx2_round_bf16,
     .attend = hy_avx2_attend,
 };
+
+/* AVX-512: its own matmul / dot / RMSNorm chains (16 lanes); rope, silu, bf16 rounding and
+ * attention are the avx2 kernels (rope and rounding are bitwise equal to ref at every level). */
+static const struct hy_kernel_table avx512_table = {
+    .isa = HY_ISA_AVX512,
+    .name = "avx512",
+    .matmul = hy_avx512_matmul,
+    .matmul_bf16x = hy_avx512_matmul,
+    .matmul_rows = hy_avx512_matmul_rows,
+    .dot_f32 = hy_avx512_dot_f32,
+    .rmsnorm = hy_avx512_rmsnorm,
+    .rope = hy_avx2_rope,
+    .silu_mul = hy_avx2_silu_mul,
+    .round_bf16 = hy_avx2_round_bf16,
+    .attend = hy_avx2_attend,
+};
+
+/* AMX: the avx512 kernels, and AMX-BF16 tiles for bf16-mode prefill matmuls (amx.c). */
+static const struct hy_kernel_table amx_table = {
+    .isa = HY_ISA_AMX,
+    .name = "amx",
+    .matmul = hy_avx512_matmul,
+    .matmul_bf16x = hy_amx_matmul_bf16x,
+    .matmul_rows = hy_avx512_matmul_rows,
+    .dot_f32 = hy_avx512_dot_f32,
+    .rmsnorm = hy_avx512_rmsnorm,
+    .rope = hy_avx2_rope,
+    .silu_mul = hy_avx2_silu_mul,
+    .round_bf16 = hy_avx2_round_bf16,
+    .attend = hy_avx2_attend,
+};
 #endif
 
-/* Levels that have kernels in this build. AVX-512 and AMX variants are hooks only: they cannot be
- * tested on the machines this was developed on, so they are not shipped; those levels fall back. */
+/* Levels that have kernels in this build. */
 static const struct hy_kernel_table *table_of(enum hy_isa isa)
 {
     switch (isa) {
@@ -46,6 +80,10 @@ static const struct hy_kernel_table *table_of(enum hy_isa isa)
 #if defined(__x86_64__)
     case HY_ISA_AVX2:
         return &avx2_table;
+    case HY_ISA_AVX512:
+        return &avx512_table;
+    case HY_ISA_AMX:
+        return &amx_table;
 #endif
     default:
         return NULL;
@@ -107,6 +145,11 @@ const struct hy_kernel_table *hy_kernels_active(void)
 void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
     hy_kernels_active()->matmul(y, x, T, W);
+}
+
+void hy_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W)
+{
+    hy_kernels_active()->matmul_bf16x(y, x, T, W);
 }
 
 void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,

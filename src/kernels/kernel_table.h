@@ -12,6 +12,9 @@
  * the thread count. Quantized weights (FP8 per-tensor, MXFP8, MXFP4; model/tensor.h) run the same
  * chain on each element's exact dequantized f32 value hy_tensor_get (ref via hy_tensor_get, avx2
  * via avx2_quant.c: widened in registers for decode, into f32 panels for prefill).
+ * avx512 (also the amx level's matmul): one 16-lane FMA chain, lane j taking k = j mod 16, masked
+ * zero tail, then the halves added lane by lane and summed in the avx2 order (avx512_common.h).
+ * The one exception is matmul_bf16x at the amx level (bf16 compute mode only): AMX tile order.
  */
 #ifndef HY_KERNELS_KERNEL_TABLE_H
 #define HY_KERNELS_KERNEL_TABLE_H
@@ -24,6 +27,8 @@ struct hy_kernel_table {
     enum hy_isa isa;
     const char *name;
     void (*matmul)(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+    /* Same contract as hy_matmul_bf16x (kernels.h); levels without bf16 dot products: = matmul. */
+    void (*matmul_bf16x)(float *y, const float *x, int64_t T, const struct hy_tensor *W);
     /* Same contract as hy_matmul_rows (kernels.h): outputs n0 <= n < n1 only, on the calling thread. */
     void (*matmul_rows)(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);
@@ -39,7 +44,7 @@ struct hy_kernel_table {
 };
 
 /* Fills *t with the kernels of level isa. Returns 0, or -1 with hy_err_msg() if the CPU/OS cannot
- * run that level or this build has no kernels for it (avx512 and amx: not implemented yet). */
+ * run that level or this build has no kernels for it. */
 int hy_kernels_table_for(enum hy_isa isa, struct hy_kernel_table *t);
 
 /* The active table (chosen once, see above). Never NULL. */
@@ -83,5 +88,17 @@ void hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q,
 void hy_avx2_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
                           int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
                           float *out);
+
+/* AMX-BF16 (amx.c, amx.h): hy_amx_matmul_bf16x is the amx level's matmul_bf16x. */
+
+/* AVX-512 F/BW/VL kernels (avx512.c); call only if hy_cpu_supports(HY_ISA_AVX512). */
+void hy_avx512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+void hy_avx512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                           int64_t n1);
+float hy_avx512_dot_f32(const float *a, const float *b, int64_t n);
+void hy_avx512_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
+/* Rows [n0, n0+nb) of W (any kernel dtype or hy_avx512q_supported format) widened to f32:
+ * dst[r*ldw + k], zeros for K <= k < round_up(K, 16); the values the avx512 chains use. */
+void hy_avx512_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
 
 #endif

@@ -22,6 +22,15 @@
  * dots; rules and order in kernels/w4a8.h), still batch- and thread-invariant, ref == avx2 bitwise. */
 void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 
+/* hy_matmul for inputs that are bf16 values (the bf16 compute mode rounds every matmul input): y[T, N]
+ * = x[T, K] . W^T where each x element must be bf16-representable (others are rounded to bf16 first
+ * by levels that use bf16 products). A level may then multiply bf16 x bf16 exactly and accumulate in
+ * fp32 in its own order: at the amx level, T >= HY_AMX_MIN_T (kernels/amx.h) with BF16 or FP8/MX
+ * weights runs on AMX tiles (kernels/amx.c), whose summation order depends on the 16-token tile a row
+ * falls in, so the result is NOT batch-invariant; at every other level, or for other shapes and
+ * dtypes, it is hy_matmul exactly. The fp32 compute mode must call hy_matmul. */
+void hy_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+
 /* Outputs n0 <= n < n1 of hy_matmul(x[T, K], W): y[t*ldy + (n - n0)], each bitwise equal to what
  * hy_matmul computes for it (same chain, whatever T or the range). Runs on the calling thread only (no
  * threads of its own): callers split N across the threads of their own parallel region.

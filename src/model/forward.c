@@ -193,6 +193,17 @@ static void maybe_round(const struct hy_model *m, float *x, int64_t n)
         hy_round_bf16_inplace(x, n);
 }
 
+/* y[T, N] = x[T, K] . W^T. In bf16 mode every matmul input has been rounded to bf16 at its operator
+ * boundary, so the kernels may use bf16 products (hy_matmul_bf16x: AMX tiles at the amx level); the
+ * fp32 mode keeps hy_matmul's fixed, batch-invariant chain. */
+static void linear(const struct hy_model *m, float *y, const float *x, int64_t T, const struct hy_tensor *W)
+{
+    if (m->compute == HY_COMPUTE_BF16)
+        hy_matmul_bf16x(y, x, T, W);
+    else
+        hy_matmul(y, x, T, W);
+}
+
 static void embed_rows(const struct hy_model *m, const int32_t *ids, int64_t T, float *x)
 {
     const int64_t H = m->cfg.hidden_size;
@@ -205,13 +216,13 @@ static void embed_rows(const struct hy_model *m, const int32_t *ids, int64_t T, 
 static void mlp_forward(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T,
                         float *ga, float *gb, float *y)
 {
-    hy_matmul(ga, x, T, &e->gate);
-    hy_matmul(gb, x, T, &e->up);
+    linear(m, ga, x, T, &e->gate);
+    linear(m, gb, x, T, &e->up);
     maybe_round(m, ga, T * e->gate.rows);
     maybe_round(m, gb, T * e->up.rows);
     hy_silu_mul(ga, ga, gb, T * e->gate.rows);
     maybe_round(m, ga, T * e->gate.rows);
-    hy_matmul(y, ga, T, &e->down);
+    linear(m, y, ga, T, &e->down);
     maybe_round(m, y, T * e->down.rows);
 }
 
@@ -419,7 +430,7 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
     struct hy_model_prof *prof = prof_of(m);
     double t0 = prof_start(prof);
     struct hy_tensor router = {.dtype = HY_DTYPE_F32, .rows = E, .cols = H, .data = ly->router};
-    hy_matmul(s->rlog, x, T, &router);
+    linear(m, s->rlog, x, T, &router);
     for (int64_t t = 0; t < T; t++)
         route_token(c, ly, s->rlog + t * E, s->sel + t * K, s->selw + t * K);
     if (prof) {
@@ -490,9 +501,9 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
             hy_matmul_rows(ys[i] + r0, N, s->a, T, Ws[i], r0, r0 + BAND_GU < N ? r0 + BAND_GU : N);
         }
     } else {
-        hy_matmul(s->q, s->a, T, &ly->wq);
-        hy_matmul(s->k, s->a, T, &ly->wk);
-        hy_matmul(s->v, s->a, T, &ly->wv);
+        linear(m, s->q, s->a, T, &ly->wq);
+        linear(m, s->k, s->a, T, &ly->wk);
+        linear(m, s->v, s->a, T, &ly->wv);
     }
     maybe_round(m, s->q, T * nh * D);
     maybe_round(m, s->k, T * nkv * D);
@@ -541,7 +552,7 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
         free(scores);
     }
     maybe_round(m, s->att, T * nh * D);
-    hy_matmul(s->tmp, s->att, T, &ly->wo);
+    linear(m, s->tmp, s->att, T, &ly->wo);
     maybe_round(m, s->tmp, T * H);
     for (int64_t i = 0; i < T * H; i++)
         x[i] += s->tmp[i];
@@ -611,7 +622,7 @@ static int head_forward(const struct hy_model *m, const float *x, const float *n
         memcpy(rows + (int64_t)i * H, s->a + (int64_t)b->logits_rows[i] * H, (size_t)H * sizeof(float));
     struct hy_model_prof *prof = prof_of(m);
     double t0 = prof_start(prof);
-    hy_matmul(logits, rows, b->n_logits, &m->lm_head); /* fp32 logits (enable_lm_head_fp32) */
+    linear(m, logits, rows, b->n_logits, &m->lm_head); /* fp32 logits (enable_lm_head_fp32) */
     prof_stop(prof, HY_STAGE_LM_HEAD, t0);
     free(rows);
     return 0;
@@ -675,7 +686,7 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
         hy_rmsnorm(s.tmp + t * 2 * H + H, hidden_in + t * H, ly->hnorm, 1, H, c->rms_norm_eps);
     }
     maybe_round(m, s.tmp, T * 2 * H);
-    hy_matmul(x, s.tmp, T, &ly->eh_proj);
+    linear(m, x, s.tmp, T, &ly->eh_proj);
     maybe_round(m, x, T * H);
     layer_forward(m, kv, L, b, x, &s);
     int rc = head_forward(m, x, ly->final_norm, b, logits, hidden_out, &s);

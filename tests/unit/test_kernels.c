@@ -128,7 +128,8 @@ static void test_matmul_vs_ref(void **state)
                                         {1, 1, 1},   {1, 7, 5},    {2, 13, 31},  {3, 17, 33},
                                         {1, 5, 8},   {4, 9, 16},   {17, 11, 100}, {5, 33, 257},
                                         {1, 64, 512}, {2, 3, 1100}, {20, 19, 64}, {6, 40, 129},
-                                        {50, 7, 700}, {97, 18, 300}}; /* > 1 token block, k slice */
+                                        {50, 7, 700}, {97, 18, 300}, /* > 1 token block, k slice */
+                                        {33, 35, 64}, {64, 32, 96}, {40, 70, 33}}; /* AMX: 32-row/token blocks */
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (int d = 0; d < 3; d++) {
             const int64_t T = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
@@ -142,6 +143,18 @@ static void test_matmul_vs_ref(void **state)
                 levels[l].matmul(y1, x, T, &W);
                 char what[96];
                 snprintf(what, sizeof(what), "matmul %s T=%lld N=%lld K=%lld", hy_dtype_name(dtypes[d]),
+                         (long long)T, (long long)N, (long long)K);
+                ASSERT_NMSE(y1, y0, T * N, what, &levels[l]);
+            }
+            /* matmul_bf16x on bf16 inputs (AMX tiles at the amx level; = matmul elsewhere): same bound */
+            for (int64_t i = 0; i < T * K; i++)
+                x[i] = hy_round_bf16(x[i]);
+            ref.matmul(y0, x, T, &W);
+            for (int l = 0; l < n_levels; l++) {
+                memset(y1, 0xff, (size_t)(T * N) * 4);
+                levels[l].matmul_bf16x(y1, x, T, &W);
+                char what[96];
+                snprintf(what, sizeof(what), "matmul_bf16x %s T=%lld N=%lld K=%lld", hy_dtype_name(dtypes[d]),
                          (long long)T, (long long)N, (long long)K);
                 ASSERT_NMSE(y1, y0, T * N, what, &levels[l]);
             }

@@ -23,6 +23,7 @@
 #include "base/cpu.h"
 #include "base/err.h"
 #include "kernels/avx2_quant.h"
+#include "kernels/avx512_quant.h"
 #include "kernels/kernel_table.h"
 
 #include <math.h>
@@ -143,13 +144,17 @@ static struct hy_tensor make_raw(int fp4, int mx, float scale, int64_t N, int64_
     return W;
 }
 
-/* Widened values == hy_tensor_get, bitwise (NaN == NaN). */
-static void check_widen(const struct hy_tensor *W)
+/* Widened values == hy_tensor_get, bitwise (NaN == NaN), zero-padded to round_up(K, pad): the AVX2
+ * panels (pad 8) and, where the CPU has AVX-512, the AVX-512 panels (pad 16). */
+static void check_widen_one(const struct hy_tensor *W, int pad)
 {
-    const int64_t N = W->rows, K = W->cols, ldw = ((K + 7) & ~(int64_t)7) + 8;
+    const int64_t N = W->rows, K = W->cols, Kp = (K + pad - 1) / pad * pad, ldw = Kp + 8;
     float *p = malloc((size_t)(N * ldw) * 4);
     memset(p, 0xff, (size_t)(N * ldw) * 4);
-    hy_avx2q_widen_rows(W, 0, N, ldw, p);
+    if (pad == 8)
+        hy_avx2q_widen_rows(W, 0, N, ldw, p);
+    else
+        hy_avx512q_widen_rows(W, 0, N, ldw, p);
     for (int64_t n = 0; n < N; n++) {
         for (int64_t k = 0; k < K; k++) {
             const float a = p[n * ldw + k], b = hy_tensor_get(W, n, k);
@@ -157,15 +162,22 @@ static void check_widen(const struct hy_tensor *W)
             memcpy(&ua, &a, 4);
             memcpy(&ub, &b, 4);
             if (!(isnan(a) && isnan(b)) && ua != ub) {
-                print_error("widen %s qs=%d [%lld,%lld]: %a != %a\n", hy_dtype_name(W->dtype), (int)W->qscheme,
-                            (long long)n, (long long)k, a, b);
+                print_error("widen/%d %s qs=%d [%lld,%lld]: %a != %a\n", pad, hy_dtype_name(W->dtype),
+                            (int)W->qscheme, (long long)n, (long long)k, a, b);
                 fail();
             }
         }
-        for (int64_t k = K; k < ((K + 7) & ~(int64_t)7); k++)
+        for (int64_t k = K; k < Kp; k++)
             assert_true(p[n * ldw + k] == 0.0f);
     }
     free(p);
+}
+
+static void check_widen(const struct hy_tensor *W)
+{
+    check_widen_one(W, 8);
+    if (hy_cpu_supports(HY_ISA_AVX512))
+        check_widen_one(W, 16);
 }
 
 /* One-hot activations: y[t, n] = w[n, k_t] exactly, through the decode path (T = 1, 2) and the
@@ -310,6 +322,20 @@ static void test_quant_matmul_vs_ref(void **state)
                     fail();
                 }
             }
+            /* matmul_bf16x on bf16 inputs (the amx level's AMX tiles; = matmul elsewhere), same bound */
+            for (int64_t i = 0; i < T * K; i++)
+                x[i] = hy_round_bf16(x[i]);
+            ref.matmul(y0, x, T, &W);
+            for (int l = 0; l < n_levels; l++) {
+                memset(y1, 0xff, (size_t)(T * N) * 4);
+                levels[l].matmul_bf16x(y1, x, T, &W);
+                const double e = nmse(y1, y0, T * N);
+                if (!(e <= NMSE_MAX)) {
+                    print_error("[%s] matmul_bf16x %s T=%lld N=%lld K=%lld: nmse %.3g > %.3g\n", levels[l].name,
+                                qname[f], (long long)T, (long long)N, (long long)K, e, NMSE_MAX);
+                    fail();
+                }
+            }
             free(x);
             free(y0);
             free(y1);
@@ -317,11 +343,12 @@ static void test_quant_matmul_vs_ref(void **state)
         }
 }
 
-/* Rows of a T = 17 call == the same rows computed in calls of T = 1, 2, 3, 5 at every offset. */
+/* Rows of a T = 40 call == the same rows computed in calls of T = 1, 2, 3, 5, 33 at every offset
+ * (avx2: T <= 2 decode tiles, larger T panels; avx512: T <= 32 decode tiles, 33 and 40 panels). */
 static void check_t_invariance(const struct hy_kernel_table *kt)
 {
     static const int64_t Ks[] = {96, 78, 608, 600};
-    const int64_t TT = 17, N = 37;
+    const int64_t TT = 40, N = 37;
     for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++)
         for (int f = 0; f < Q_COUNT; f++) {
             const int64_t K = Ks[ki];
@@ -330,12 +357,12 @@ static void check_t_invariance(const struct hy_kernel_table *kt)
                   *ys = malloc((size_t)(TT * N) * 4);
             fill(x, TT * K);
             kt->matmul(y, x, TT, &W);
-            static const int64_t sub[] = {1, 2, 3, 5};
-            for (size_t si = 0; si < 4; si++)
+            static const int64_t sub[] = {1, 2, 3, 5, 33};
+            for (size_t si = 0; si < 5; si++)
                 for (int64_t t0 = 0; t0 + sub[si] <= TT; t0 += sub[si]) {
                     kt->matmul(ys, x + t0 * K, sub[si], &W);
                     if (memcmp(ys, y + t0 * N, (size_t)(sub[si] * N) * 4)) {
-                        print_error("[%s] %s K=%lld: rows %lld..+%lld of a T=%lld call differ from T=17\n", kt->name,
+                        print_error("[%s] %s K=%lld: rows %lld..+%lld of a T=%lld call differ from T=40\n", kt->name,
                                     qname[f], (long long)K, (long long)t0, (long long)sub[si], (long long)sub[si]);
                         fail();
                     }
@@ -344,7 +371,16 @@ static void check_t_invariance(const struct hy_kernel_table *kt)
                 memset(ys, 0xff, (size_t)(TT * N) * 4);
                 hy_avx2q_rows(ys, N, x, K, TT, &W, 0, N);
                 if (memcmp(ys, y, (size_t)(TT * N) * 4)) {
-                    print_error("[avx2] %s K=%lld: hy_avx2q_rows differs from the T=17 matmul\n", qname[f], (long long)K);
+                    print_error("[avx2] %s K=%lld: hy_avx2q_rows differs from the T=40 matmul\n", qname[f], (long long)K);
+                    fail();
+                }
+            }
+            if (kt->isa >= HY_ISA_AVX512) { /* the decode tiles against the T = 40 panel path */
+                memset(ys, 0xff, (size_t)(TT * N) * 4);
+                hy_avx512q_rows(ys, N, x, K, TT, &W, 0, N);
+                if (memcmp(ys, y, (size_t)(TT * N) * 4)) {
+                    print_error("[%s] %s K=%lld: hy_avx512q_rows differs from the T=40 matmul\n", kt->name, qname[f],
+                                (long long)K);
                     fail();
                 }
             }

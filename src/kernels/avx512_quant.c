@@ -1,0 +1,345 @@
+/* avx512_quant.c - AVX-512 matmul kernels for FP8 / MXFP8 / MXFP4 weights (avx512_quant.h).
+ *
+ * Decode tiles (up to 4 tokens x 4 rows): each 32-element block of a row is widened in registers
+ * (two 16-lane vectors, elements in increasing k) and fed to the tile's chains; each row's bytes
+ * are prefetched PF_ROWS rows ahead. Prefill panels (avx512.c) use the same block decoder.
+ * Exactness (checked in tests/unit/test_kernels_quant.c against hy_tensor_get):
+ * - E4M3: b sign-extended, << 20, & 0x87F00000 = f32 bits of v(b) * 2^-120 exactly (sign at 31,
+ *   the 7 magnitude bits at 20..26); times c = scale * 2^120 (exact power-of-two rescaling) that is
+ *   one rounding of v * scale, as hy_tensor_get. c is not finite for MX bytes 135..254 and
+ *   per-tensor scales >= 2^8: those blocks are widened by hy_tensor_get. NaN codes 0x7f / 0xff are
+ *   detected per 32 bytes; a tile with one is recomputed scalar-widened (exact NaN propagation).
+ * - E2M1: e2m1(n) * 2^(s-127) (or * scale) by one multiply of the looked-up value, as hy_tensor_get.
+ */
+#if defined(__x86_64__)
+
+#include "kernels/avx512_quant.h"
+
+#include "kernels/avx2_quant.h"
+#include "kernels/avx512_common.h"
+#include "kernels/kernel_table.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+enum { Q_E4M3 = 0, Q_E2M1 = 1 };
+
+static float tab_e8m0[256];     /* 2^(s-127); NaN at 255 */
+static float tab_e8m0_120[256]; /* 2^(s-127+120) for s < 135, NaN at 255 (others unused: scalar route) */
+static float tab_e2m1[16] __attribute__((aligned(64))); /* the 16 E2M1 values */
+static pthread_once_t tab_once = PTHREAD_ONCE_INIT;
+
+static void tab_init(void)
+{
+    for (int s = 0; s < 256; s++) {
+        tab_e8m0[s] = hy_e8m0_to_f32((uint8_t)s);
+        tab_e8m0_120[s] = s < 135 || s == 255 ? hy_e8m0_to_f32((uint8_t)s) * 0x1p120f : 0.0f;
+    }
+    for (int n = 0; n < 16; n++)
+        tab_e2m1[n] = hy_e2m1_to_f32((uint8_t)n);
+}
+
+#ifndef PF_ROWS
+#define PF_ROWS 4 /* prefetch distance in rows (as avx2_quant.c; not tuned on AVX-512 hardware) */
+#endif
+
+/* What a call needs to address rows and scales. */
+struct qw {
+    const struct hy_tensor *W;
+    const uint8_t *data, *scales;
+    int64_t K, row_bytes, n_sb, pf;
+    float cscale; /* non-MX multiplier (E4M3: scale * 2^120) */
+    int scalar;   /* non-MX E4M3 whose scale * 2^120 overflows: every block scalar */
+};
+
+static void qw_init(struct qw *q, const struct hy_tensor *W)
+{
+    pthread_once(&tab_once, tab_init);
+    q->W = W;
+    q->data = W->data;
+    q->scales = W->mx_scales;
+    q->K = W->cols;
+    q->row_bytes = hy_tensor_row_bytes(W);
+    q->n_sb = (W->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
+    q->pf = PF_ROWS * q->row_bytes;
+    const float s = W->qscheme == HY_QS_PER_TENSOR ? W->scale : 1.0f;
+    q->cscale = W->dtype == HY_DTYPE_F8_E4M3 ? s * 0x1p120f : s;
+    q->scalar = W->dtype == HY_DTYPE_F8_E4M3 && isfinite(s) && !isfinite(q->cscale);
+}
+
+int hy_avx512q_supported(const struct hy_tensor *W)
+{
+    return hy_avx2q_supported(W);
+}
+
+/* 32 E4M3 bytes at p -> w[0], w[1] = elements 0-15, 16-31 times c; NaN-code bytes or-ed into *nan. */
+HY_AVX512_INLINE void dec32_e4m3(const uint8_t *p, __m512 c, __m512 w[2], __mmask32 *nan)
+{
+    const __m512i m = _mm512_set1_epi32((int)0x87F00000u);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
+        w[h] = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(v, 20), m)), c);
+    }
+    const __m256i b = _mm256_loadu_si256((const __m256i *)p);
+    *nan |= _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_set1_epi8(-1));
+}
+
+/* 16 bytes at p = 32 E2M1 codes (element 2j in the low nibble of byte j) -> w[0], w[1] = elements
+ * 0-15, 16-31, each e2m1 value times c. */
+HY_AVX512_INLINE void dec32_e2m1(const uint8_t *p, __m512 c, __m512 w[2])
+{
+    /* dword j of lane L (element 4L + i) <- byte (4L + i) >> 1 = 2L + (i >> 1) (+ 8 for w[1]) */
+    const __m512i sel0 = _mm512_set_epi8(-1, -1, -1, 7, -1, -1, -1, 7, -1, -1, -1, 6, -1, -1, -1, 6, /* lane 3 */
+                                         -1, -1, -1, 5, -1, -1, -1, 5, -1, -1, -1, 4, -1, -1, -1, 4, /* lane 2 */
+                                         -1, -1, -1, 3, -1, -1, -1, 3, -1, -1, -1, 2, -1, -1, -1, 2, /* lane 1 */
+                                         -1, -1, -1, 1, -1, -1, -1, 1, -1, -1, -1, 0, -1, -1, -1, 0);
+    const __m512i sel1 = _mm512_add_epi32(sel0, _mm512_set1_epi32(8));
+    const __m512i sh = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0); /* odd element: high nibble */
+    const __m512i nib = _mm512_set1_epi32(0xF);
+    const __m512 lut = _mm512_load_ps(tab_e2m1);
+    const __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
+    const __m512i i0 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(t, sel0), sh), nib);
+    const __m512i i1 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(t, sel1), sh), nib);
+    w[0] = _mm512_mul_ps(_mm512_permutexvar_ps(i0, lut), c);
+    w[1] = _mm512_mul_ps(_mm512_permutexvar_ps(i1, lut), c);
+}
+
+/* Elements [k0, k0+n) of row r (n <= 32) to tmp[0..32), exact (hy_tensor_get), zero-padded. */
+static void widen_scalar(const struct hy_tensor *W, int64_t r, int64_t k0, int64_t n, float *tmp)
+{
+    for (int64_t i = 0; i < 32; i++)
+        tmp[i] = i < n ? hy_tensor_get(W, r, k0 + i) : 0.0f;
+}
+
+/* The multiplier of the block at k of row r, and whether the block must be widened scalar. */
+HY_AVX512_INLINE __m512 block_scale(const int E, const int MX, const struct qw *q, int64_t r, int64_t k, int *scalar)
+{
+    if (!MX) {
+        *scalar = E == Q_E4M3 && q->scalar;
+        return _mm512_set1_ps(q->cscale);
+    }
+    const uint8_t s = q->scales[r * q->n_sb + (k >> 5)];
+    *scalar = E == Q_E4M3 && s >= 135 && s != 255;
+    return _mm512_set1_ps(E == Q_E4M3 ? tab_e8m0_120[s] : tab_e8m0[s]);
+}
+
+/* The full block at k of row r into w[2], exact; E4M3 NaN codes and overflowing scales scalar. */
+HY_AVX512_INLINE void block(const int E, const int MX, const struct qw *q, int64_t r, int64_t k, __m512 w[2])
+{
+    const uint8_t *row = q->data + r * q->row_bytes;
+    int scalar;
+    const __m512 c = block_scale(E, MX, q, r, k, &scalar);
+    if (!scalar && E == Q_E4M3) {
+        __mmask32 nan = 0;
+        dec32_e4m3(row + k, c, w, &nan);
+        scalar = nan != 0;
+    } else if (!scalar)
+        dec32_e2m1(row + k / 2, c, w);
+    if (scalar) {
+        float tmp[32];
+        widen_scalar(q->W, r, k, 32, tmp);
+        w[0] = _mm512_loadu_ps(tmp);
+        w[1] = _mm512_loadu_ps(tmp + 16);
+    }
+}
+
+/* Decode chains for tiles with a scalar-widened block somewhere (every block through widen_scalar;
+ * same values, same chain as tile()). */
+static HY_AVX512 void tile_slow(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0,
+                                float *y, int64_t ldy)
+{
+    __m512 acc[4][4];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    const int64_t K = q->K;
+    for (int64_t k = 0; k < K; k += 32) {
+        const int64_t n = K - k < 32 ? K - k : 32;
+        for (int j = 0; j < nr; j++) {
+            float tmp[32];
+            widen_scalar(q->W, n0 + j, k, n, tmp);
+            for (int64_t c = 0; c * 16 < n; c++) {
+                const int64_t kc = k + 16 * c;
+                const __m512 wv = _mm512_loadu_ps(tmp + 16 * c);
+                for (int i = 0; i < mr; i++)
+                    acc[i][j] = _mm512_fmadd_ps(hy_avx512_load_tail(HY_DTYPE_F32, x + i * ldx, kc, K - kc), wv,
+                                                acc[i][j]);
+            }
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            y[i * ldy + j] = hy_avx512_hsum(acc[i][j]);
+}
+
+/* 1 if the tile of nr rows from n0 needs tile_slow from the start (E4M3 scales overflowing). */
+static int tile_needs_slow(const int E, const int MX, const struct qw *q, int64_t n0, int nr)
+{
+    if (E != Q_E4M3)
+        return 0;
+    if (!MX)
+        return q->scalar;
+    const uint8_t *s = q->scales + n0 * q->n_sb;
+    for (int64_t i = 0; i < (int64_t)nr * q->n_sb; i++)
+        if (s[i] >= 135 && s[i] != 255)
+            return 1;
+    return 0;
+}
+
+/* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 4, j < NR <= 4. The caller routed
+ * tiles with overflowing scales to tile_slow; returns 1 (results not stored) if an E4M3 NaN code
+ * was seen. */
+HY_AVX512_INLINE int tile(const int E, const int MX, const int MR, const int NR, const struct qw *q, const float *x,
+                          int64_t ldx, int64_t n0, float *y, int64_t ldy)
+{
+    const int64_t K = q->K, K32 = K & ~(int64_t)31;
+    const uint8_t *rp[4], *sp[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++) {
+        rp[j] = q->data + (n0 + j) * q->row_bytes;
+        sp[j] = MX ? q->scales + (n0 + j) * q->n_sb : NULL;
+    }
+    const float *tab = E == Q_E4M3 ? tab_e8m0_120 : tab_e8m0;
+    const __m512 cs = _mm512_set1_ps(q->cscale);
+    __mmask32 nan = 0;
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K32; k += 32) {
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            __m512 w[2];
+            if ((k & (E == Q_E4M3 ? 63 : 127)) == 0) /* one prefetch per 64 bytes of the row */
+                _mm_prefetch((const char *)rp[j] + (E == Q_E4M3 ? k : k / 2) + q->pf, _MM_HINT_T0);
+            const __m512 c = MX ? _mm512_set1_ps(tab[sp[j][k >> 5]]) : cs;
+            if (E == Q_E4M3)
+                dec32_e4m3(rp[j] + k, c, w, &nan);
+            else
+                dec32_e2m1(rp[j] + k / 2, c, w);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+                for (int i = 0; i < MR; i++)
+                    acc[i][j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i * ldx + k + 16 * h), w[h], acc[i][j]);
+        }
+    }
+    if (nan)
+        return 1;
+    if (K32 < K) { /* the last K % 32 elements: scalar-widened, zero-padded chunks of 16 */
+        float tmp[4][32];
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            widen_scalar(q->W, n0 + j, K32, K - K32, tmp[j]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int64_t kc = K32 + 16 * h;
+            if (kc >= K)
+                break;
+            __m512 xv[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++)
+                xv[i] = hy_avx512_load_tail(HY_DTYPE_F32, x + i * ldx, kc, K - kc);
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; j++)
+#pragma GCC unroll 4
+                for (int i = 0; i < MR; i++)
+                    acc[i][j] = _mm512_fmadd_ps(xv[i], _mm512_loadu_ps(tmp[j] + 16 * h), acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            y[i * ldy + j] = hy_avx512_hsum(acc[i][j]);
+    return 0;
+}
+
+#define Q_CASES(E, MX, MR)                                                                        \
+    case (MR) * 8 + 1: nan = tile(E, MX, MR, 1, q, x, ldx, n0, y, ldy); break;                    \
+    case (MR) * 8 + 2: nan = tile(E, MX, MR, 2, q, x, ldx, n0, y, ldy); break;                    \
+    case (MR) * 8 + 3: nan = tile(E, MX, MR, 3, q, x, ldx, n0, y, ldy); break;                    \
+    case (MR) * 8 + 4: nan = tile(E, MX, MR, 4, q, x, ldx, n0, y, ldy); break;
+
+#define DEF_Q_TILE(NAME, E, MX)                                                                   \
+    static HY_AVX512 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, \
+                               float *y, int64_t ldy)                                             \
+    {                                                                                             \
+        if (tile_needs_slow(E, MX, q, n0, nr)) {                                                  \
+            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                             \
+            return;                                                                               \
+        }                                                                                         \
+        int nan = 0;                                                                              \
+        switch (mr * 8 + nr) {                                                                    \
+            Q_CASES(E, MX, 1)                                                                     \
+            Q_CASES(E, MX, 2)                                                                     \
+            Q_CASES(E, MX, 3)                                                                     \
+            Q_CASES(E, MX, 4)                                                                     \
+        default: break;                                                                           \
+        }                                                                                         \
+        if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */            \
+            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                             \
+    }
+
+DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0)
+DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1)
+DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0)
+DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1)
+
+typedef void (*q_tile_fn)(int, int, const struct qw *, const float *, int64_t, int64_t, float *, int64_t);
+
+void hy_avx512q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
+                     int64_t n0, int64_t nb)
+{
+    struct qw q;
+    qw_init(&q, W);
+    const int mx = W->qscheme == HY_QS_MX32;
+    const q_tile_fn fn = W->dtype == HY_DTYPE_F8_E4M3 ? (mx ? tile_e4m3_mx : tile_e4m3_t)
+                                                      : (mx ? tile_e2m1_mx : tile_e2m1_t);
+    for (int64_t j = 0; j < nb; j += 4)
+        for (int64_t t = 0; t < T; t += 4)
+            fn((int)(T - t < 4 ? T - t : 4), (int)(nb - j < 4 ? nb - j : 4), &q, x + t * ldx, ldx, n0 + j,
+               y + t * ldy + j, ldy);
+}
+
+/* Widens the first K32 (a multiple of 32) elements of row r to f32 at d; one instance per format. */
+#define DEF_WIDEN(NAME, E, MX)                                                                    \
+    static HY_AVX512 void NAME(const struct qw *q, int64_t r, int64_t K32, float *d)             \
+    {                                                                                             \
+        for (int64_t k = 0; k < K32; k += 32) {                                                   \
+            __m512 w[2];                                                                          \
+            block(E, MX, q, r, k, w);                                                             \
+            _mm512_storeu_ps(d + k, w[0]);                                                        \
+            _mm512_storeu_ps(d + k + 16, w[1]);                                                   \
+        }                                                                                         \
+    }
+
+DEF_WIDEN(widen_e4m3_t, Q_E4M3, 0)
+DEF_WIDEN(widen_e4m3_mx, Q_E4M3, 1)
+DEF_WIDEN(widen_e2m1_t, Q_E2M1, 0)
+DEF_WIDEN(widen_e2m1_mx, Q_E2M1, 1)
+
+void hy_avx512q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
+{
+    struct qw q;
+    qw_init(&q, W);
+    const int mx = W->qscheme == HY_QS_MX32;
+    void (*fn)(const struct qw *, int64_t, int64_t, float *) =
+        W->dtype == HY_DTYPE_F8_E4M3 ? (mx ? widen_e4m3_mx : widen_e4m3_t) : (mx ? widen_e2m1_mx : widen_e2m1_t);
+    const int64_t K = W->cols, K32 = K & ~(int64_t)31, Kp = (K + 15) & ~(int64_t)15;
+    for (int64_t r = 0; r < nb; r++) {
+        float *d = dst + r * ldw;
+        fn(&q, n0 + r, K32, d);
+        if (K32 < K) {
+            float tmp[32];
+            widen_scalar(W, n0 + r, K32, K - K32, tmp);
+            memcpy(d + K32, tmp, (size_t)(Kp - K32) * sizeof(float));
+        }
+    }
+}
+
+#endif /* __x86_64__ */

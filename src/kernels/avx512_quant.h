@@ -1,0 +1,33 @@
+/* avx512_quant.h - AVX-512 F/BW/VL matmul kernels for quantized weights (internal to src/kernels).
+ *
+ * The same formats and the same exact element values as avx2_quant.h (FP8 E4M3 per-tensor / plain,
+ * MXFP8, MXFP4 with E8M0 scales per 32 elements; every element enters the chain as hy_tensor_get),
+ * fed into the 16-lane FMA chain of avx512_common.h. Element decoding (avx512_quant.c):
+ * - E4M3: 16 bytes sign-extended to dwords (vpmovsxbd), << 20 and the mask 0x87F00000 give the f32
+ *   bits of v * 2^-120 for every code (e = 0 lands on f32 subnormals), times scale * 2^120.
+ * - E2M1: per 16 elements, vpshufb places the byte of element j in dword j, a variable shift picks
+ *   its nibble, vpermps looks the code up in a 16-entry f32 table, times the scale (2^(s-127) for MX).
+ * Scalar hy_tensor_get covers E4M3 NaN codes (the tile or panel block is recomputed), E4M3 scales
+ * whose * 2^120 overflows, and the last K % 32 elements of a row.
+ * Call only if hy_cpu_supports(HY_ISA_AVX512).
+ */
+#ifndef HY_KERNELS_AVX512_QUANT_H
+#define HY_KERNELS_AVX512_QUANT_H
+
+#include "model/tensor.h"
+
+#include <stdint.h>
+
+/* 1 if W is a format these kernels read (the formats of hy_avx2q_supported). */
+int hy_avx512q_supported(const struct hy_tensor *W);
+
+/* Rows [n0, n0+nb) for T tokens on the calling thread (4 tokens x 4 rows register tiles, each
+ * 32-element block widened once per tile): y[t*ldy + j] = row t of x (stride ldx) . row n0+j of W. */
+void hy_avx512q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
+                     int64_t n0, int64_t nb);
+
+/* Widens rows [n0, n0+nb) of W to their exact f32 values: dst[r*ldw + k] for k < K, zeros for
+ * K <= k < round_up(K, 16) (ldw >= round_up(K, 16)). Same values as hy_avx512q_rows feeds its chains. */
+void hy_avx512q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
+
+#endif
