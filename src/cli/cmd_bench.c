@@ -13,6 +13,7 @@
 #include "base/timing.h"
 #include "bench/account.h"
 #include "bench/probe.h"
+#include "kernels/kernel_table.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -417,9 +418,10 @@ int hy_cmd_bench(int argc, char **argv)
     /* ---- machine probes ---- */
     struct hy_cpu_units cu;
     hy_bench_cpu_detect(&cu);
-    fprintf(stderr, "bench: %s, %d threads; units: avx2_fma=%d avx512f=%d avx512_bf16=%d amx_bf16=%d%s\n",
+    const char *kernel_isa = hy_kernels_active()->name;
+    fprintf(stderr, "bench: %s, %d threads; units: avx2_fma=%d avx512f=%d avx512_bf16=%d amx_bf16=%d%s; kernels: %s\n",
             cu.brand[0] ? cu.brand : "unknown CPU", nthreads, cu.avx2_fma, cu.avx512f, cu.avx512_bf16, cu.amx_bf16,
-            cu.amx_cpuid && !cu.amx_bf16 ? " (AMX in CPUID but tile permission refused)" : "");
+            cu.amx_cpuid && !cu.amx_bf16 ? " (AMX in CPUID but tile permission refused)" : "", kernel_isa);
     double bw_gbs = 0.0, bw_s_best = 0.0;
     if (hy_bench_mem_bw(bw_bytes, bw_reps, &bw_gbs, &bw_s_best))
         goto fail;
@@ -515,6 +517,7 @@ int hy_cmd_bench(int argc, char **argv)
         json_object_set_new(cpu, "amx_in_cpuid", json_boolean(cu.amx_cpuid));
         json_object_set_new(o, "cpu", cpu);
         json_object_set_new(o, "threads", json_integer(nthreads));
+        json_object_set_new(o, "kernel_isa", json_string(kernel_isa));
         json_object_set_new(o, "mem_bw_gbs", json_real(bw_gbs));
         json_object_set_new(o, "mem_bw_probe", json_pack("{s:I, s:i, s:f}", "bytes", (json_int_t)bw_bytes, "reps",
                                                          bw_reps, "best_seconds", bw_s_best));
@@ -619,8 +622,8 @@ int hy_cmd_bench(int argc, char **argv)
     if (!json) {
         char b1[32];
         printf("hyinfer bench latency  (%s, %d threads)\n", cu.brand[0] ? cu.brand : "unknown CPU", nthreads);
-        printf("units present: avx2_fma=%d avx512f=%d avx512_bf16=%d amx_bf16=%d\n", cu.avx2_fma, cu.avx512f,
-               cu.avx512_bf16, cu.amx_bf16);
+        printf("units present: avx2_fma=%d avx512f=%d avx512_bf16=%d amx_bf16=%d; kernels: %s (HYINFER_ISA)\n",
+               cu.avx2_fma, cu.avx512f, cu.avx512_bf16, cu.amx_bf16, kernel_isa);
         printf("\nmachine\n");
         printf("  read bandwidth     %8.2f GB/s   (%s buffer, best of %d passes: %.4f s)\n", bw_gbs,
                hy_cli_fmt_bytes((double)bw_bytes, b1, sizeof(b1)), bw_reps, bw_s_best);
