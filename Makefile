@@ -15,7 +15,7 @@ CLI_SRC  := src/cli/main.c
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-DEPS     := $(LIB_OBJ:.o=.d) $(BUILD)/src/cli/main.d
+DEPS     := $(LIB_OBJ:.o=.d) $(BUILD)/src/cli/main.d $(BUILD)/tests/avx512_emu.d
 
 .PHONY: all deps run test test-only unit asan fuzz bench clean
 all: $(BUILD)/hyinfer
@@ -34,9 +34,16 @@ $(BUILD)/libhyinfer.a: $(LIB_OBJ)
 $(BUILD)/hyinfer: $(BUILD)/src/cli/main.o $(BUILD)/libhyinfer.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhyinfer.a
+# The avx512 kernels on SIMDe's emulated intrinsics (tests/unit/avx512_emu.c): compiled once, linked
+# into every unit test (test_kernels*.c test that level with it on CPUs without AVX-512).
+TEST_EMU_OBJ := $(BUILD)/tests/avx512_emu.o
+$(TEST_EMU_OBJ): tests/unit/avx512_emu.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(BUILD)/libhyinfer.a $(LDLIBS) -lcmocka
+	$(CC) $(ALL_CFLAGS) -Wno-psabi -Itests -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhyinfer.a $(TEST_EMU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(TEST_EMU_OBJ) $(BUILD)/libhyinfer.a $(LDLIBS) -lcmocka
 
 unit: $(TEST_BIN)
 

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PKGS="build-essential pkg-config libpcre2-dev libjansson-dev libyaml-dev libcmocka-dev libmicrohttpd-dev
-  clang libclang-rt-14-dev python3-numpy python3-jinja2 python3-regex curl"
+  clang libclang-rt-14-dev python3-numpy python3-jinja2 python3-regex curl libsimde-dev"
 missing=()
 for p in $APT_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

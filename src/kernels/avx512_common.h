@@ -16,9 +16,16 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#ifdef HY_AVX512_SIMDE
+/* Tests only (tests/unit/avx512_emu.h): the intrinsics are SIMDe's portable emulations, compiled for
+ * the including file's target, so this code runs and is checked on CPUs without AVX-512. */
+#define HY_AVX512
+#define HY_AVX512_INLINE static inline __attribute__((always_inline))
+#else
 #define HY_AVX512_TARGET "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
 #define HY_AVX512 __attribute__((target(HY_AVX512_TARGET)))
 #define HY_AVX512_INLINE static inline __attribute__((always_inline, target(HY_AVX512_TARGET)))
+#endif
 
 /* The fixed horizontal sum of the avx512 chain (see above). */
 HY_AVX512_INLINE float hy_avx512_hsum(__m512 v)

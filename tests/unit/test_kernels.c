@@ -3,6 +3,8 @@
  * order contract of kernel_table.h: bitwise T-invariance (a row computed alone equals the same row
  * inside a bigger batch, GEMV vs GEMM path) and bitwise thread-count invariance (1 vs 2 threads).
  *
+ * Without AVX-512 the avx512 level is tested on SIMDe's emulated intrinsics (avx512_emu.h, "avx512-emu").
+ *
  * Error bounds (normalized MSE, nmse = sum((a-b)^2) / sum(b^2), b = ref):
  *  - matmul / dot / rmsnorm / attention: 1e-10. Both sides compute in fp32 from identical (exactly
  *    widened) inputs and differ only in rounding (FMA vs separate multiply+add, exp polynomial vs
@@ -20,6 +22,7 @@
 #include "base/cpu.h"
 #include "base/err.h"
 #include "kernels/kernel_table.h"
+#include "unit/avx512_emu.h"
 
 #include <math.h>
 #include <omp.h>
@@ -99,6 +102,9 @@ static int setup(void **state)
         else
             fprintf(stderr, "level %s not tested: %s\n", hy_isa_name((enum hy_isa)i), hy_err_msg());
     }
+    /* no AVX-512 here: its kernels on SIMDe's emulated intrinsics (tests/unit/avx512_emu.h) */
+    if (!hy_cpu_supports(HY_ISA_AVX512) && hy_test_avx512_emu_table(&levels[n_levels]) == 0)
+        n_levels++;
     fprintf(stderr, "cpu: %s; testing ref +%d level(s)\n", hy_cpu_caps_string(), n_levels);
     return 0;
 }
@@ -281,16 +287,17 @@ static void test_rope(void **state)
         for (size_t pi = 0; pi < sizeof(poss) / sizeof(poss[0]); pi++)
             for (int il = 0; il < 2; il++) {
                 const int64_t D = dims[di], H = 3;
-                float inv[64], *x0 = malloc((size_t)(H * D) * 4), *x1 = malloc((size_t)(H * D) * 4);
+                float inv[64], *x0 = malloc((size_t)(H * D) * 4), *x1 = malloc((size_t)(H * D) * 4),
+                      *xr = malloc((size_t)(H * D) * 4);
                 for (int64_t i = 0; i < D / 2; i++)
                     inv[i] = powf(11158840.0f, -2.0f * (float)i / (float)D);
                 fill(x0, H * D);
-                for (int l = 0; l < n_levels; l++) {
+                memcpy(xr, x0, (size_t)(H * D) * 4);
+                ref.rope(xr, H, D, poss[pi], inv, il);
+                for (int l = 0; l < n_levels; l++) { /* every level starts from the same input x0 */
                     memcpy(x1, x0, (size_t)(H * D) * 4);
                     levels[l].rope(x1, H, D, poss[pi], inv, il);
-                    if (l == 0)
-                        ref.rope(x0, H, D, poss[pi], inv, il);
-                    if (memcmp(x1, x0, (size_t)(H * D) * 4)) {
+                    if (memcmp(x1, xr, (size_t)(H * D) * 4)) {
                         print_error("[%s] rope D=%lld pos=%d interleaved=%d differs from ref\n", levels[l].name,
                                     (long long)D, poss[pi], il);
                         fail();
@@ -298,6 +305,7 @@ static void test_rope(void **state)
                 }
                 free(x0);
                 free(x1);
+                free(xr);
             }
 }
 

@@ -1,0 +1,148 @@
+/* avx512_emu.c - the avx512 kernels (src/kernels/avx512.c, avx512_quant.c) compiled against SIMDe's
+ * portable AVX-512 intrinsics (Debian libsimde-dev), so the kernel tests check their logic (chains,
+ * masks, tails, decoding, tiling) against ref on CPUs without AVX-512. Test code only.
+ *
+ * Compiled once (Makefile) and linked into every unit test; interface in avx512_emu.h. The emulated
+ * functions are the kernels' sources renamed emu512_* (no clash with the library's real ones).
+ *
+ * SIMDe 0.7.4 lacks six of the intrinsics the kernels use; they are defined below from the Intel
+ * intrinsics guide's element-wise descriptions (masked loads read only the selected elements, as the
+ * hardware does, so ASan sees the same accesses).
+ */
+#include "unit/avx512_emu.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi" /* SIMDe passes 64-byte vectors by value: an ABI note only */
+
+#include <immintrin.h>
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+
+#include "base/cpu.h"
+#include "kernels/kernel_table.h"
+#include "quant/dtype.h"
+
+#include <string.h>
+
+static inline __m512i emu_cvtepi8_epi32(__m128i a)
+{
+    int8_t in[16];
+    int32_t out[16];
+    memcpy(in, &a, 16);
+    for (int i = 0; i < 16; i++)
+        out[i] = in[i];
+    __m512i r;
+    memcpy(&r, out, 64);
+    return r;
+}
+
+static inline __m512i emu_cvtepu16_epi32(__m256i a)
+{
+    uint16_t in[16];
+    uint32_t out[16];
+    memcpy(in, &a, 32);
+    for (int i = 0; i < 16; i++)
+        out[i] = in[i];
+    __m512i r;
+    memcpy(&r, out, 64);
+    return r;
+}
+
+static inline __m512 emu_cvtph_ps(__m256i a)
+{
+    uint16_t in[16];
+    float out[16];
+    memcpy(in, &a, 32);
+    for (int i = 0; i < 16; i++)
+        out[i] = hy_f16_to_f32(in[i]);
+    __m512 r;
+    memcpy(&r, out, 64);
+    return r;
+}
+
+static inline __m256i emu_maskz_loadu_epi16(__mmask16 k, const void *p)
+{
+    uint16_t out[16];
+    for (int i = 0; i < 16; i++)
+        out[i] = (k >> i) & 1 ? ((const uint16_t *)p)[i] : 0;
+    __m256i r;
+    memcpy(&r, out, 32);
+    return r;
+}
+
+static inline __m512 emu_maskz_loadu_ps(__mmask16 k, const void *p)
+{
+    float out[16];
+    for (int i = 0; i < 16; i++)
+        out[i] = (k >> i) & 1 ? ((const float *)p)[i] : 0.0f;
+    __m512 r;
+    memcpy(&r, out, 64);
+    return r;
+}
+
+static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
+{
+    uint8_t x[32], y[32];
+    memcpy(x, &a, 32);
+    memcpy(y, &b, 32);
+    __mmask32 m = 0;
+    for (int i = 0; i < 32; i++)
+        m |= (__mmask32)(x[i] == y[i]) << i;
+    return m;
+}
+
+#define _mm512_cvtepi8_epi32 emu_cvtepi8_epi32
+#define _mm512_cvtepu16_epi32 emu_cvtepu16_epi32
+#define _mm512_cvtph_ps emu_cvtph_ps
+#define _mm256_maskz_loadu_epi16 emu_maskz_loadu_epi16
+#define _mm512_maskz_loadu_ps emu_maskz_loadu_ps
+#define _mm256_cmpeq_epi8_mask emu_cmpeq_epi8_mask
+
+/* The kernels' public names, renamed (declared first: the sources call some before defining them). */
+#define hy_avx512_matmul emu512_matmul
+#define hy_avx512_matmul_rows emu512_matmul_rows
+#define hy_avx512_dot_f32 emu512_dot_f32
+#define hy_avx512_rmsnorm emu512_rmsnorm
+#define hy_avx512_widen_rows emu512_widen_rows
+#define hy_avx512q_supported emu512_q_supported
+#define hy_avx512q_rows emu512_q_rows
+#define hy_avx512q_widen_rows emu512_q_widen_rows
+void emu512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+void emu512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                        int64_t n1);
+float emu512_dot_f32(const float *a, const float *b, int64_t n);
+void emu512_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
+void emu512_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
+int emu512_q_supported(const struct hy_tensor *W);
+
+#define HY_AVX512_SIMDE 1
+#include "kernels/avx512.c"
+#define tile tile_q /* both files have a static tile(); here they share one translation unit */
+#include "kernels/avx512_quant.c"
+#undef tile
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+int hy_test_avx512_emu_table(struct hy_kernel_table *t)
+{
+    if (!hy_cpu_supports(HY_ISA_AVX2))
+        return -1;
+    const struct hy_kernel_table e = {
+        .isa = HY_ISA_AVX512,
+        .name = "avx512-emu",
+        .matmul = emu512_matmul,
+        .matmul_bf16x = emu512_matmul,
+        .matmul_rows = emu512_matmul_rows,
+        .dot_f32 = emu512_dot_f32,
+        .rmsnorm = emu512_rmsnorm,
+        .rope = hy_avx2_rope,
+        .silu_mul = hy_avx2_silu_mul,
+        .round_bf16 = hy_avx2_round_bf16,
+        .attend = hy_avx2_attend,
+    };
+    *t = e;
+    return 0;
+}

@@ -1,0 +1,20 @@
+/* avx512_emu.h - the avx512 kernels on SIMDe's emulated AVX-512 intrinsics, for the kernel tests on
+ * CPUs without AVX-512 (implementation and rationale: avx512_emu.c, linked into every unit test). */
+#ifndef HY_TESTS_AVX512_EMU_H
+#define HY_TESTS_AVX512_EMU_H
+
+#include "kernels/kernel_table.h"
+
+#include <stdint.h>
+
+/* Fills *t with the emulated avx512 table (isa HY_ISA_AVX512, name "avx512-emu"; rope / silu /
+ * rounding / attention are the real avx2 kernels, as in the real avx512 table). Returns 0, or -1
+ * when the CPU lacks AVX2 (the emulation is compiled for AVX2 + FMA + F16C). */
+int hy_test_avx512_emu_table(struct hy_kernel_table *t);
+
+/* hy_avx512q_rows / hy_avx512q_widen_rows (kernels/avx512_quant.h) on the emulated intrinsics. */
+void emu512_q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
+                   int64_t n0, int64_t nb);
+void emu512_q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
+
+#endif
