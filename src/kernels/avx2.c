@@ -199,9 +199,19 @@ static HY_AVX2 void widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb
  * widening blocks to f32 panels on the 2-core EPYC this was measured on (interleaved A/B, T = 4..64:
  * streaming 0.5x-0.8x the time); kept at 32 so long prefills still take the blocked GEMM. */
 #define HY_STREAM_MAX_T 32
-#define GEMM_NB 16  /* weight rows widened per block (16 x K f32: 256 KiB at K = 4096, L2-resident) */
-#define GEMM_TB 48  /* tokens per block (parked chains: 48 x 16 x 32 B = 24 KiB) */
-#define GEMM_KC 256 /* k slice (multiple of 8) */
+/* Blocking of the prefill path (overridable with -D for experiments). GEMM_KC: 1024 measured
+ * 0.70-0.75 of the 1-thread FMA peak vs 0.59-0.64 at 256 and 0.66-0.72 at 512 (T = 512, 1024 x 4096
+ * BF16, interleaved A/B on the 2-core EPYC; 2048 / 4096 no better): fewer parkings of the 12 chains
+ * per tile outweigh the w slice (16 x 1024 f32 = 64 KiB) no longer fitting L1. */
+#ifndef GEMM_NB
+#define GEMM_NB 16   /* weight rows widened per block (16 x K f32: 256 KiB at K = 4096, L2-resident) */
+#endif
+#ifndef GEMM_TB
+#define GEMM_TB 48   /* tokens per block (parked chains: 48 x 16 x 32 B = 24 KiB) */
+#endif
+#ifndef GEMM_KC
+#define GEMM_KC 1024 /* k slice (multiple of 8) */
+#endif
 
 void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
@@ -240,7 +250,7 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
         return;
     }
     /* prefill: per block of GEMM_NB weight rows, widen (or copy) once to f32; then per block of GEMM_TB
-     * tokens and GEMM_KC-wide k slices (w slice 16 KiB: L1), 3 tokens x 4 rows register tiles
+     * tokens and GEMM_KC-wide k slices (w slice 16 x GEMM_KC f32), 3 tokens x 4 rows register tiles
      * whose chains are parked in acc between k slices; horizontal sums at the end. */
     /* row stride padded by 64 bytes so the 16 rows of a k slice do not all map to the same L1 sets */
     const int64_t ldw = ((K + 7) & ~(int64_t)7) + 16, blocks = (N + GEMM_NB - 1) / GEMM_NB;
