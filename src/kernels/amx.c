@@ -29,8 +29,8 @@
 
 #include "kernels/amx.h"
 
-#include "kernels/avx2_quant.h"
 #include "kernels/avx512_quant.h"
+#include "kernels/bf16_panel.h"
 #include "kernels/kernel_table.h"
 
 #include <stdlib.h>
@@ -41,11 +41,13 @@
 #define AMX_TARGET
 #define AMX_FN(name) emu_##name
 #define AMX_FALLBACK hy_ref_matmul
+#define AMX_WIDEN NULL
 #else
 #include <immintrin.h>
 #define AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
 #define AMX_FN(name) name
 #define AMX_FALLBACK hy_avx512_matmul
+#define AMX_WIDEN hy_avx512q_widen_rows
 #endif
 
 /* GCC's tile intrinsics are asm statements without memory operands or clobbers: this barrier
@@ -74,43 +76,6 @@ static AMX_TARGET void tiles_on(void)
 static AMX_TARGET void tiles_off(void)
 {
     _tile_release();
-}
-
-/* 1 if W has a bf16 form this kernel reads (BF16, or a quantized format of hy_avx2q_supported). */
-static int amx_format(const struct hy_tensor *W)
-{
-    if (W->qscheme == HY_QS_NONE && W->dtype == HY_DTYPE_BF16)
-        return 1;
-    return (W->dtype == HY_DTYPE_F8_E4M3 || W->dtype == HY_DTYPE_F4_E2M1) && hy_avx2q_supported(W);
-}
-
-/* Rows [n0, n0+nv) of W as bf16 into panel rows of Kp elements (zero past K, zero rows up to 32);
- * wrow: an f32 scratch row of Kp + 16 floats (quantized weights). Per-tensor scales are left out
- * (the caller multiplies the outputs): the panel holds the bare element values. */
-static void fill_panel(const struct hy_tensor *W, int64_t n0, int64_t nv, int64_t Kp, uint16_t *panel, float *wrow)
-{
-    const int64_t K = W->cols;
-    memset(panel, 0, (size_t)(32 * Kp) * sizeof(uint16_t));
-    struct hy_tensor bare = *W;
-    if (bare.qscheme == HY_QS_PER_TENSOR) {
-        bare.qscheme = HY_QS_NONE;
-        bare.scale = 1.0f;
-    }
-    for (int64_t r = 0; r < nv; r++) {
-        uint16_t *d = panel + r * Kp;
-        if (W->dtype == HY_DTYPE_BF16) {
-            memcpy(d, (const uint16_t *)W->data + (n0 + r) * K, (size_t)K * sizeof(uint16_t));
-            continue;
-        }
-#ifdef HY_AMX_EMU
-        for (int64_t k = 0; k < K; k++)
-            wrow[k] = hy_tensor_get(&bare, n0 + r, k);
-#else
-        hy_avx512q_widen_rows(&bare, n0 + r, 1, Kp + 16, wrow);
-#endif
-        for (int64_t k = 0; k < K; k++)
-            d[k] = hy_f32_to_bf16(wrow[k]);
-    }
 }
 
 /* x [T, K] f32 -> B tiles xb[tb][kc][kk][t][2] (bf16, RNE: exact for bf16-representable x),
@@ -197,7 +162,7 @@ static AMX_TARGET void block_rows(const uint8_t *a0, int64_t lda, const uint32_t
 
 void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    if (T < HY_AMX_MIN_T || !amx_format(W)) {
+    if (T < HY_AMX_MIN_T || !hy_bf16_form(W)) {
         AMX_FALLBACK(y, x, T, W);
         return;
     }
@@ -210,7 +175,7 @@ void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const stru
     pack_x(x, T, K, Tp, Kc, xb);
     AMX_BARRIER();
     const int in_place = W->qscheme == HY_QS_NONE && W->dtype == HY_DTYPE_BF16 && K % 32 == 0;
-    const float oscale = W->qscheme == HY_QS_PER_TENSOR ? W->scale : 1.0f;
+    const float oscale = hy_bf16_out_scale(W);
     const int64_t blocks = (N + 31) / 32;
     int failed = 0;
 #pragma omp parallel if (blocks > 1)
@@ -233,7 +198,7 @@ void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const stru
                 block_rows((const uint8_t *)W->data + n0 * K * 2, K * 2, xb, Tp, Kc, T, N, n0, nv, oscale, cacc, y);
                 continue;
             }
-            fill_panel(W, n0, nv, Kp, panel, wrow);
+            hy_bf16_panel(W, n0, nv, 32, Kp, panel, wrow, AMX_WIDEN);
             AMX_BARRIER();
             block_rows((const uint8_t *)panel, Kp * 2, xb, Tp, Kc, T, N, n0, nv, oscale, cacc, y);
         }

@@ -2,6 +2,7 @@
 #include "kernels/kernel_table.h"
 
 #include "kernels/amx.h"
+#include "kernels/avx512_bf16.h"
 
 #include "base/err.h"
 #include "base/log.h"
@@ -55,6 +56,21 @@ static const struct hy_kernel_table avx512_table = {
     .attend = hy_avx2_attend,
 };
 
+/* The same where the CPU has AVX512_BF16: bf16-mode prefill matmuls on vdpbf16ps (avx512_bf16.c). */
+static const struct hy_kernel_table avx512bf16_table = {
+    .isa = HY_ISA_AVX512,
+    .name = "avx512",
+    .matmul = hy_avx512_matmul,
+    .matmul_bf16x = hy_avx512bf16_matmul_bf16x,
+    .matmul_rows = hy_avx512_matmul_rows,
+    .dot_f32 = hy_avx512_dot_f32,
+    .rmsnorm = hy_avx512_rmsnorm,
+    .rope = hy_avx2_rope,
+    .silu_mul = hy_avx2_silu_mul,
+    .round_bf16 = hy_avx2_round_bf16,
+    .attend = hy_avx2_attend,
+};
+
 /* AMX: the avx512 kernels, and AMX-BF16 tiles for bf16-mode prefill matmuls (amx.c). */
 static const struct hy_kernel_table amx_table = {
     .isa = HY_ISA_AMX,
@@ -81,7 +97,7 @@ static const struct hy_kernel_table *table_of(enum hy_isa isa)
     case HY_ISA_AVX2:
         return &avx2_table;
     case HY_ISA_AVX512:
-        return &avx512_table;
+        return hy_cpu_caps()->avx512bf16 ? &avx512bf16_table : &avx512_table;
     case HY_ISA_AMX:
         return &amx_table;
 #endif

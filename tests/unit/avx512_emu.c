@@ -2,6 +2,8 @@
  * portable AVX-512 intrinsics (Debian libsimde-dev), so the kernel tests check their logic (chains,
  * masks, tails, decoding, tiling) against ref on CPUs without AVX-512. Test code only.
  *
+ * The emulated table's matmul_bf16x is the AVX512_BF16 path (avx512_bf16.c), the variant the real
+ * table takes on CPUs with AVX512_BF16; its matmul is the f32 path.
  * Compiled once (Makefile) and linked into every unit test; interface in avx512_emu.h. The emulated
  * functions are the kernels' sources renamed emu512_* (no clash with the library's real ones).
  *
@@ -109,6 +111,8 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 #define hy_avx512q_supported emu512_q_supported
 #define hy_avx512q_rows emu512_q_rows
 #define hy_avx512q_widen_rows emu512_q_widen_rows
+#define hy_avx512bf16_matmul_bf16x emu512_bf16x
+void emu512_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);
@@ -122,6 +126,7 @@ int emu512_q_supported(const struct hy_tensor *W);
 #define tile tile_q /* both files have a static tile(); here they share one translation unit */
 #include "kernels/avx512_quant.c"
 #undef tile
+#include "kernels/avx512_bf16.c"
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
@@ -134,7 +139,7 @@ int hy_test_avx512_emu_table(struct hy_kernel_table *t)
         .isa = HY_ISA_AVX512,
         .name = "avx512-emu",
         .matmul = emu512_matmul,
-        .matmul_bf16x = emu512_matmul,
+        .matmul_bf16x = emu512_bf16x, /* the AVX512_BF16 path (vdpbf16ps emulated) */
         .matmul_rows = emu512_matmul_rows,
         .dot_f32 = emu512_dot_f32,
         .rmsnorm = emu512_rmsnorm,
