@@ -255,12 +255,26 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     /* row stride padded by 64 bytes so the 16 rows of a k slice do not all map to the same L1 sets */
     const int64_t ldw = ((K + 7) & ~(int64_t)7) + 16, blocks = (N + GEMM_NB - 1) / GEMM_NB;
     /* x copied once to 64-byte aligned rows of the same padded stride (the caller's rows may be
-     * only 16-byte aligned: every other 32-byte load would split a cache line) */
+     * only 16-byte aligned: every other 32-byte load would split a cache line); per-tensor FP8 in the
+     * raw scheme (avx2_quant.h): rows times c, raw panels, tokens whose scaled row is not finite
+     * recomputed with exact values at the end */
+    float fold_c = 0.0f;
+    const int fold = quant && hy_avx2q_fold_scale(W, &fold_c);
     float *xp = aligned_alloc(64, ((size_t)T * (size_t)ldw * sizeof(float) + 63) & ~(size_t)63);
+    uint8_t *ok = fold ? malloc((size_t)T) : NULL;
+    if (fold && (!xp || !ok)) { /* out of memory: the streaming tiles (same chains) */
+        free(xp);
+        free(ok);
+        hy_avx2q_rows(y, N, x, K, T, W, 0, N);
+        return;
+    }
     const float *xs = xp ? xp : x; /* out of memory: use the caller's rows */
     const int64_t ldx = xp ? ldw : K;
-    for (int64_t t = 0; xp && t < T; t++)
-        memcpy(xp + t * ldw, x + t * K, (size_t)K * sizeof(float));
+    if (fold)
+        hy_avx2q_scale_rows(x, K, T, K, fold_c, xp, ldw, ok);
+    else
+        for (int64_t t = 0; xp && t < T; t++)
+            memcpy(xp + t * ldw, x + t * K, (size_t)K * sizeof(float));
 #pragma omp parallel if (par)
     {
         /* 64-byte aligned: 32-byte loads never split a cache line */
@@ -281,7 +295,10 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
                 continue;
             }
             const float *wp = wbuf;
-            widen_rows(W, n0, nb, ldw, wbuf);
+            if (fold)
+                hy_avx2q_widen_rows_raw(W, n0, nb, ldw, wbuf);
+            else
+                widen_rows(W, n0, nb, ldw, wbuf);
             for (int64_t t0 = 0; t0 < T; t0 += GEMM_TB) {
                 const int64_t tb = T - t0 < GEMM_TB ? T - t0 : GEMM_TB;
                 memset(acc, 0, (size_t)(tb * GEMM_NB * 8) * sizeof(float));
@@ -302,7 +319,11 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
         free(wbuf);
         free(acc);
     }
+    for (int64_t t = 0; fold && t < T; t++)
+        if (!ok[t])
+            hy_avx2q_rows(y + t * N, N, x + t * K, K, 1, W, 0, N);
     free(xp);
+    free(ok);
 }
 
 /* Outputs [n0, n1) on the calling thread: the decode path's register tiles (4 weight rows streamed

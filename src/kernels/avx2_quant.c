@@ -65,6 +65,8 @@ struct qw {
     int64_t K, row_bytes, n_sb;
     float cscale;          /* non-MX: the per-element multiplier (E4M3: times 2^120) */
     int scalar;            /* non-MX E4M3 whose scale * 2^120 overflows: every block scalar */
+    int fold;              /* 1: the raw scheme (E4M3 values * 2^-120, cscale applied to x instead) */
+    int nan_free;          /* E4M3 checked free of NaN codes at load: no per-block NaN test */
     int64_t pf;            /* decode prefetch distance in bytes (HYQ_PF_ROWS rows) */
 };
 
@@ -76,7 +78,8 @@ struct qw {
 #define HYQ_PF_ROWS 4
 #endif
 
-static void qw_init(struct qw *q, const struct hy_tensor *W)
+/* fold: 1 to take the raw scheme where the tensor allows it (hy_avx2q_fold_scale), 0 for exact values. */
+static void qw_init(struct qw *q, const struct hy_tensor *W, int fold)
 {
     pthread_once(&tab_once, tab_init);
     q->W = W;
@@ -89,6 +92,16 @@ static void qw_init(struct qw *q, const struct hy_tensor *W)
     const float s = W->qscheme == HY_QS_PER_TENSOR ? W->scale : 1.0f;
     q->cscale = W->dtype == HY_DTYPE_F8_E4M3 ? s * 0x1p120f : s;
     q->scalar = W->dtype == HY_DTYPE_F8_E4M3 && isfinite(s) && !isfinite(q->cscale);
+    q->fold = fold && W->dtype == HY_DTYPE_F8_E4M3 && W->qscheme != HY_QS_MX32 && !q->scalar;
+    q->nan_free = W->dtype == HY_DTYPE_F8_E4M3 && W->nan_free;
+}
+
+int hy_avx2q_fold_scale(const struct hy_tensor *W, float *c)
+{
+    struct qw q;
+    qw_init(&q, W, 1);
+    *c = q.cscale;
+    return q.fold;
 }
 
 int hy_avx2q_supported(const struct hy_tensor *W)
@@ -100,9 +113,9 @@ int hy_avx2q_supported(const struct hy_tensor *W)
     return W->qscheme == HY_QS_NONE || W->qscheme == HY_QS_PER_TENSOR;
 }
 
-/* 32 E4M3 bytes at p -> w[0..3] = elements 0-7, 8-15, 16-23, 24-31 times c (c = scale * 2^120);
- * *nan gets 0xff bytes where a byte is a NaN code (or-accumulated). */
-HY_AVX2_INLINE void dec32_e4m3(const uint8_t *p, __m256 c, __m256 w[4], __m256i *nan)
+/* 32 E4M3 bytes at p -> w[0..3] = elements 0-7, 8-15, 16-23, 24-31 as v * 2^-120, times c when MUL
+ * (c = scale * 2^120); with CHK, *nan gets 0xff bytes where a byte is a NaN code (or-accumulated). */
+HY_AVX2_INLINE void dec32_e4m3(const int MUL, const int CHK, const uint8_t *p, __m256 c, __m256 w[4], __m256i *nan)
 {
     /* words b << 8: dword j = (element j, element j + 8) of the 16 bytes */
     const __m256i sel = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11, -1, 4, -1, 12, -1,
@@ -113,12 +126,17 @@ HY_AVX2_INLINE void dec32_e4m3(const uint8_t *p, __m256 c, __m256 w[4], __m256i 
         const __m128i b = _mm_loadu_si128((const __m128i *)(p + 16 * h));
         const __m256i wd = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), sel);
         /* b at bits 24..31 -> arithmetic >> 4, keep bit 31 and bits 20..26 */
-        w[2 * h] = _mm256_mul_ps(
-            _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_slli_epi32(wd, 16), 4), m)), c);
-        w[2 * h + 1] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(wd, 4), m)), c);
+        w[2 * h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_slli_epi32(wd, 16), 4), m));
+        w[2 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(wd, 4), m));
+        if (MUL) {
+            w[2 * h] = _mm256_mul_ps(w[2 * h], c);
+            w[2 * h + 1] = _mm256_mul_ps(w[2 * h + 1], c);
+        }
     }
-    const __m256i v = _mm256_loadu_si256((const __m256i *)p);
-    *nan = _mm256_or_si256(*nan, _mm256_cmpeq_epi8(_mm256_or_si256(v, hb), _mm256_set1_epi8(-1)));
+    if (CHK) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)p);
+        *nan = _mm256_or_si256(*nan, _mm256_cmpeq_epi8(_mm256_or_si256(v, hb), _mm256_set1_epi8(-1)));
+    }
 }
 
 /* 16 bytes at p = 32 E2M1 nibbles (element 2j low) -> w[0..3] as above: the bf16 values given by
@@ -151,11 +169,14 @@ HY_AVX2_INLINE void e2m1_luts(int s, __m256i *lh, __m256i *ll)
     *ll = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)tab_e2m1_lut[s][1]));
 }
 
-/* Elements [k0, k0+n) of row r (n <= 32) to tmp[0..32), exact (hy_tensor_get), zero-padded. */
-static void widen_scalar(const struct hy_tensor *W, int64_t r, int64_t k0, int64_t n, float *tmp)
+/* Elements [k0, k0+n) of row r (n <= 32) to tmp[0..32), zero-padded: exact (hy_tensor_get), or in
+ * the raw scheme (q->fold) e4m3 * 2^-120 (exact too: E4M3 subnormals land on f32 subnormals). */
+static void widen_scalar(const struct qw *q, int64_t r, int64_t k0, int64_t n, float *tmp)
 {
     for (int64_t i = 0; i < 32; i++)
-        tmp[i] = i < n ? hy_tensor_get(W, r, k0 + i) : 0.0f;
+        tmp[i] = i >= n ? 0.0f
+                 : q->fold ? hy_e4m3_to_f32(q->data[r * q->row_bytes + k0 + i]) * 0x1p-120f
+                           : hy_tensor_get(q->W, r, k0 + i);
 }
 
 /* The full 32-element block at k of row r, widened into w[4] (the prefill panels; the decode tiles
@@ -175,7 +196,10 @@ HY_AVX2_INLINE void block(const int E, const int MX, const struct qw *q, int64_t
     }
     if (E == Q_E4M3 && !scalar) {
         __m256i nan = _mm256_setzero_si256();
-        dec32_e4m3(row + k, c, w, &nan);
+        if (MX || !q->fold)
+            dec32_e4m3(1, 1, row + k, c, w, &nan);
+        else
+            dec32_e4m3(0, 1, row + k, c, w, &nan);
         scalar = !_mm256_testz_si256(nan, nan);
     } else if (E == Q_E2M1) {
         __m256i lh, ll;
@@ -184,7 +208,7 @@ HY_AVX2_INLINE void block(const int E, const int MX, const struct qw *q, int64_t
     }
     if (scalar) {
         float tmp[32];
-        widen_scalar(q->W, r, k, 32, tmp);
+        widen_scalar(q, r, k, 32, tmp);
         for (int i = 0; i < 4; i++)
             w[i] = _mm256_loadu_ps(tmp + 8 * i);
     }
@@ -204,7 +228,7 @@ static HY_AVX2 void tile_slow(int mr, int nr, const struct qw *q, const float *x
         const int64_t n = K - k < 32 ? K - k : 32;
         for (int j = 0; j < nr; j++) {
             float tmp[32];
-            widen_scalar(q->W, n0 + j, k, n, tmp);
+            widen_scalar(q, n0 + j, k, n, tmp);
             for (int64_t c = 0; c * 8 < n; c++) {
                 const int64_t kc = k + 8 * c;
                 const __m256 wv = _mm256_loadu_ps(tmp + 8 * c);
@@ -241,8 +265,8 @@ static HY_AVX2 int rows_need_slow(const struct qw *q, int64_t n0, int nr)
 /* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 2, j < NR <= 4: each row's 32-element
  * blocks are widened in registers once and used for all MR tokens. The caller routed tiles with
  * overflowing scales to tile_slow; returns 1 (results not stored) if an E4M3 NaN code was seen. */
-HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, const struct qw *q, const float *x,
-                         int64_t ldx, int64_t n0, float *y, int64_t ldy)
+HY_AVX2_INLINE int tile(const int E, const int MX, const int FOLD, const int CHK, const int MR, const int NR,
+                         const struct qw *q, const float *x, int64_t ldx, int64_t n0, float *y, int64_t ldy)
 {
     const int64_t K = q->K, K32 = K & ~(int64_t)31;
     const uint8_t *rp[4], *sp[4];
@@ -269,8 +293,8 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, c
             __m256 w[4];
             if ((k & (E == Q_E4M3 ? 63 : 127)) == 0) /* one per 64 bytes of the row */
                 _mm_prefetch((const char *)rp[j] + (E == Q_E4M3 ? k : k / 2) + pf, _MM_HINT_T0);
-            if (E == Q_E4M3)
-                dec32_e4m3(rp[j] + k, MX ? _mm256_broadcast_ss(tab + sp[j][k >> 5]) : cs, w, &nan);
+            if (E == Q_E4M3) /* FOLD: raw values, x arrives times cscale */
+                dec32_e4m3(!FOLD, CHK, rp[j] + k, MX ? _mm256_broadcast_ss(tab + sp[j][k >> 5]) : cs, w, &nan);
             else if (MX) { /* the scale is in the LUTs */
                 __m256i lh, ll;
                 e2m1_luts(sp[j][k >> 5], &lh, &ll);
@@ -284,14 +308,14 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, c
                     acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * ldx + k + 8 * c4), w[c4], acc[i][j]);
         }
     }
-    if (E == Q_E4M3 && !_mm256_testz_si256(nan, nan))
+    if (E == Q_E4M3 && CHK && !_mm256_testz_si256(nan, nan))
         return 1;
     if (K32 < K) { /* the last K % 32 elements: scalar-widened, zero-padded chunks of 8 */
         const int64_t rem = K - K32;
         float tmp[4][32];
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
-            widen_scalar(q->W, n0 + j, K32, rem, tmp[j]);
+            widen_scalar(q, n0 + j, K32, rem, tmp[j]);
 #pragma GCC unroll 4
         for (int c4 = 0; c4 < 4; c4++) {
             const int64_t kc = K32 + 8 * c4;
@@ -317,13 +341,14 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, c
     return 0;
 }
 
-#define Q_CASES(E, MX, MR)                                                                        \
-    case (MR) * 8 + 1: nan = tile(E, MX, MR, 1, q, x, ldx, n0, y, ldy); break;                    \
-    case (MR) * 8 + 2: nan = tile(E, MX, MR, 2, q, x, ldx, n0, y, ldy); break;                    \
-    case (MR) * 8 + 3: nan = tile(E, MX, MR, 3, q, x, ldx, n0, y, ldy); break;                    \
-    case (MR) * 8 + 4: nan = tile(E, MX, MR, 4, q, x, ldx, n0, y, ldy); break;
+#define Q_CASES(E, MX, FOLD, CHK, MR)                                                             \
+    case (MR) * 8 + 1: nan = tile(E, MX, FOLD, CHK, MR, 1, q, x, ldx, n0, y, ldy); break;         \
+    case (MR) * 8 + 2: nan = tile(E, MX, FOLD, CHK, MR, 2, q, x, ldx, n0, y, ldy); break;         \
+    case (MR) * 8 + 3: nan = tile(E, MX, FOLD, CHK, MR, 3, q, x, ldx, n0, y, ldy); break;         \
+    case (MR) * 8 + 4: nan = tile(E, MX, FOLD, CHK, MR, 4, q, x, ldx, n0, y, ldy); break;
 
-#define DEF_Q_TILE(NAME, E, MX)                                                                   \
+/* One decode tile function per (format, raw scheme, NaN test); q must match (q->fold == FOLD). */
+#define DEF_Q_TILE(NAME, E, MX, FOLD, CHK)                                                        \
     static HY_AVX2 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, \
                              float *y, int64_t ldy)                                               \
     {                                                                                             \
@@ -333,46 +358,125 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int MR, const int NR, c
         }                                                                                         \
         int nan = 0;                                                                              \
         switch (mr * 8 + nr) {                                                                    \
-            Q_CASES(E, MX, 1)                                                                     \
-            Q_CASES(E, MX, 2)                                                                     \
+            Q_CASES(E, MX, FOLD, CHK, 1)                                                          \
+            Q_CASES(E, MX, FOLD, CHK, 2)                                                          \
         default: break;                                                                           \
         }                                                                                         \
         if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */            \
             tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                              \
     }
 
-DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0)
-DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1)
-DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0)
-DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1)
+DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0, 0, 1)     /* per-tensor, exact values, NaN test */
+DEF_Q_TILE(tile_e4m3_t_nf, Q_E4M3, 0, 0, 0)  /* per-tensor, exact values, checked NaN-free at load */
+DEF_Q_TILE(tile_e4m3_tr, Q_E4M3, 0, 1, 1)    /* per-tensor, raw scheme */
+DEF_Q_TILE(tile_e4m3_tr_nf, Q_E4M3, 0, 1, 0)
+DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1, 0, 1)    /* MXFP8 */
+DEF_Q_TILE(tile_e4m3_mx_nf, Q_E4M3, 1, 0, 0)
+DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0, 0, 0)     /* FP4, one scale */
+DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1, 0, 0)    /* MXFP4 */
 
 typedef void (*q_tile_fn)(int, int, const struct qw *, const float *, int64_t, int64_t, float *, int64_t);
 
-static q_tile_fn tile_for(const struct hy_tensor *W)
+static q_tile_fn tile_for(const struct qw *q)
 {
-    const int mx = W->qscheme == HY_QS_MX32;
-    if (W->dtype == HY_DTYPE_F8_E4M3)
-        return mx ? tile_e4m3_mx : tile_e4m3_t;
-    return mx ? tile_e2m1_mx : tile_e2m1_t;
+    const int mx = q->W->qscheme == HY_QS_MX32;
+    if (q->W->dtype != HY_DTYPE_F8_E4M3)
+        return mx ? tile_e2m1_mx : tile_e2m1_t;
+    if (mx)
+        return q->nan_free ? tile_e4m3_mx_nf : tile_e4m3_mx;
+    if (q->fold)
+        return q->nan_free ? tile_e4m3_tr_nf : tile_e4m3_tr;
+    return q->nan_free ? tile_e4m3_t_nf : tile_e4m3_t;
+}
+
+void hy_avx2q_scale_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, float *xs, int64_t ldxs,
+                         uint8_t *ok)
+{
+    for (int64_t t = 0; t < T; t++) {
+        int finite = 1;
+        for (int64_t k = 0; k < K; k++) {
+            const float v = x[t * ldx + k] * c;
+            xs[t * ldxs + k] = v;
+            finite &= isfinite(v) != 0;
+        }
+        ok[t] = (uint8_t)finite;
+    }
+}
+
+/* The tiles of tokens [t0, t0 + mt) x rows [n0, n0 + nr) (mt <= 2), in the scheme of token t0:
+ * raw (qf, scaled xs) if ok[t0], else exact (qe, x). Callers only pair tokens with equal ok. */
+static void tokens_tile(const struct qw *qe, const struct qw *qf, q_tile_fn fe, q_tile_fn ff, const float *x,
+                        int64_t ldx, const float *xs, const uint8_t *ok, int64_t t0, int mt, int64_t n0, int nr,
+                        float *y, int64_t ldy)
+{
+    if (ok && ok[t0])
+        ff(mt, nr, qf, xs + t0 * qf->K, qf->K, n0, y + t0 * ldy, ldy);
+    else
+        fe(mt, nr, qe, x + t0 * ldx, ldx, n0, y + t0 * ldy, ldy);
+}
+
+/* How many tokens from t (1 or 2) share a tile: two when both exist and take the same scheme. */
+static int pair_len(const uint8_t *ok, int64_t t, int64_t T)
+{
+    return t + 1 < T && (!ok || ok[t] == ok[t + 1]) ? 2 : 1;
+}
+
+/* Per-call state of the decode entry points: the exact and raw-scheme views of W and, in the raw
+ * scheme, the scaled activations (NULL xs / ok: every token exact). */
+struct qcall {
+    struct qw qe, qf;
+    q_tile_fn fe, ff;
+    float *xs;
+    uint8_t *ok;
+};
+
+static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *x, int64_t ldx, int64_t T)
+{
+    qw_init(&c->qe, W, 0);
+    qw_init(&c->qf, W, 1);
+    c->fe = tile_for(&c->qe);
+    c->ff = tile_for(&c->qf);
+    c->xs = NULL;
+    c->ok = NULL;
+    if (!c->qf.fold)
+        return;
+    c->xs = malloc((size_t)(T * W->cols) * sizeof(float));
+    c->ok = malloc((size_t)T);
+    if (!c->xs || !c->ok) { /* out of memory: the exact scheme gives the same values, up to rounding order */
+        free(c->xs);
+        free(c->ok);
+        c->xs = NULL;
+        c->ok = NULL;
+        return;
+    }
+    hy_avx2q_scale_rows(x, ldx, T, W->cols, c->qf.cscale, c->xs, W->cols, c->ok);
+}
+
+static void qcall_free(struct qcall *c)
+{
+    free(c->xs);
+    free(c->ok);
 }
 
 void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
                    int64_t n0, int64_t nb)
 {
-    struct qw q;
-    qw_init(&q, W);
-    const q_tile_fn fn = tile_for(W);
-    for (int64_t t = 0; t < T; t += 2)
+    struct qcall c;
+    qcall_init(&c, W, x, ldx, T);
+    for (int64_t t = 0; t < T;) {
+        const int mt = pair_len(c.ok, t, T);
         for (int64_t j = 0; j < nb; j += 4)
-            fn((int)(T - t < 2 ? T - t : 2), (int)(nb - j < 4 ? nb - j : 4), &q, x + t * ldx, ldx, n0 + j,
-               y + t * ldy + j, ldy);
+            tokens_tile(&c.qe, &c.qf, c.fe, c.ff, x, ldx, c.xs, c.ok, t, mt, n0 + j, (int)(nb - j < 4 ? nb - j : 4),
+                        y + j, ldy);
+        t += mt;
+    }
+    qcall_free(&c);
 }
 
 void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    struct qw q;
-    qw_init(&q, W);
-    const q_tile_fn fn = tile_for(W);
+    struct qcall c;
+    qcall_init(&c, W, x, W->cols, T);
     const int64_t N = W->rows, K = W->cols, groups = (N + 3) / 4;
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
@@ -382,9 +486,13 @@ void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *
     for (int64_t g = 0; g < groups; g++) {
         const int64_t n0 = g * 4;
         const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
-        for (int64_t t = 0; t < T; t += 2)
-            fn((int)(T - t < 2 ? T - t : 2), nr, &q, x + t * K, K, n0, y + t * N + n0, N);
+        for (int64_t t = 0; t < T;) {
+            const int mt = pair_len(c.ok, t, T);
+            tokens_tile(&c.qe, &c.qf, c.fe, c.ff, x, K, c.xs, c.ok, t, mt, n0, nr, y + n0, N);
+            t += mt;
+        }
     }
+    qcall_free(&c);
 }
 
 /* Widens the first K32 (a multiple of 32) elements of row r to f32 at d; one instance per format. */
@@ -404,10 +512,10 @@ DEF_WIDEN(widen_e4m3_mx, Q_E4M3, 1)
 DEF_WIDEN(widen_e2m1_t, Q_E2M1, 0)
 DEF_WIDEN(widen_e2m1_mx, Q_E2M1, 1)
 
-void hy_avx2q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
+static void widen_rows_scheme(const struct hy_tensor *W, int fold, int64_t n0, int64_t nb, int64_t ldw, float *dst)
 {
     struct qw q;
-    qw_init(&q, W);
+    qw_init(&q, W, fold);
     const int mx = W->qscheme == HY_QS_MX32;
     void (*fn)(const struct qw *, int64_t, int64_t, float *) =
         W->dtype == HY_DTYPE_F8_E4M3 ? (mx ? widen_e4m3_mx : widen_e4m3_t) : (mx ? widen_e2m1_mx : widen_e2m1_t);
@@ -417,10 +525,20 @@ void hy_avx2q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int6
         fn(&q, n0 + r, K32, d);
         if (K32 < K) {
             float tmp[32];
-            widen_scalar(W, n0 + r, K32, K - K32, tmp);
+            widen_scalar(&q, n0 + r, K32, K - K32, tmp);
             memcpy(d + K32, tmp, (size_t)(Kp - K32) * sizeof(float));
         }
     }
+}
+
+void hy_avx2q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
+{
+    widen_rows_scheme(W, 0, n0, nb, ldw, dst);
+}
+
+void hy_avx2q_widen_rows_raw(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
+{
+    widen_rows_scheme(W, 1, n0, nb, ldw, dst);
 }
 
 #endif /* __x86_64__ */

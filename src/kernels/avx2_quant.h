@@ -32,6 +32,21 @@ void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *
 void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
                    int64_t n0, int64_t nb);
 
+/* Per-tensor (and unscaled) FP8 E4M3 in the raw scheme: returns 1 and *c = scale * 2^120 when the
+ * avx2 chains of W compute y[t,n] = sum_k raw[n,k] * (x[t,k] * c), raw = e4m3 * 2^-120 exactly (one
+ * multiply per activation instead of one per weight); 0 for every other format (exact values). A
+ * token whose scaled row would not be finite takes the exact values instead (its own row decides,
+ * so results stay T-invariant). */
+int hy_avx2q_fold_scale(const struct hy_tensor *W, float *c);
+
+/* The raw scheme's activations: xs[t*ldxs + k] = x[t*ldx + k] * c for T rows of K; ok[t] = 1 where
+ * every product is finite (0: token t takes the exact values; also for inf / NaN inputs). */
+void hy_avx2q_scale_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, float *xs, int64_t ldxs,
+                         uint8_t *ok);
+
+/* hy_avx2q_widen_rows giving the raw scheme's values (e4m3 * 2^-120) of a hy_avx2q_fold_scale W. */
+void hy_avx2q_widen_rows_raw(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
+
 /* Widens rows [n0, n0+nb) of W to their exact f32 values: dst[r*ldw + k] for k < K, zeros for
  * K <= k < round_up(K, 8) (ldw >= round_up(K, 8)). Same values as hy_avx2q_gemv feeds its chains. */
 void hy_avx2q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);

@@ -31,6 +31,8 @@ struct hy_tensor {
     enum hy_qscheme qscheme;
     float           scale;     /* HY_QS_PER_TENSOR: dequantization multiplier */
     const uint8_t  *mx_scales; /* HY_QS_MX32: [rows, ceil(cols/32)] E8M0 bytes */
+    uint8_t         nan_free;  /* F8_E4M3: 1 = the loader checked that no element is a NaN code (0x7f /
+                                * 0xff), so kernels may skip their NaN handling; 0 = unknown */
 };
 
 /* Bytes of one row of data (cols elements). */

@@ -2,6 +2,24 @@
 #include "quant/formats.h"
 
 #include <math.h>
+#include <string.h>
+
+int hy_e4m3_has_nan(const uint8_t *p, size_t n)
+{
+    /* 8 bytes per step: a byte whose low 7 bits are all set becomes >= 0x80 after + 1 (no carry leaves
+     * a byte: the masked bytes are <= 0x7f) */
+    const uint64_t lo7 = 0x7f7f7f7f7f7f7f7full, one = 0x0101010101010101ull, hi = 0x8080808080808080ull;
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        acc |= ((v & lo7) + one) & hi;
+    }
+    for (; i < n; i++)
+        acc |= (p[i] & 0x7f) == 0x7f;
+    return acc != 0;
+}
 
 uint8_t hy_f32_to_e4m3(float x)
 {

@@ -14,6 +14,7 @@
 #define HY_QUANT_FORMATS_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -58,6 +59,9 @@ static inline float hy_e8m0_to_f32(uint8_t s)
 
 /* f32 -> E4M3FN, round to nearest even, |x| > 448 saturates to +-448, NaN -> 0x7f (sign kept). */
 uint8_t hy_f32_to_e4m3(float x);
+
+/* 1 if one of the n E4M3 bytes at p is a NaN code (0x7f or 0xff), else 0. */
+int hy_e4m3_has_nan(const uint8_t *p, size_t n);
 
 /* f32 -> E2M1 nibble (0..15), round to nearest even, |x| > 6 saturates to +-6, NaN -> 0. */
 uint8_t hy_f32_to_e2m1(float x);

@@ -443,6 +443,57 @@ static void test_quant_threads(void **state)
         check_threads(&levels[l]);
 }
 
+/* Per-tensor FP8 takes the raw scheme (avx2_quant.h: x scaled by scale * 2^120 per call): a token
+ * whose scaled row overflows takes the exact values instead, decided by its own row only, so its
+ * result and every other row's stay the same whatever batch they are in (T = 1, 2 decode tiles;
+ * T = 5, 40 panels); all close to ref. nan_free = 1 (set by the loader for NaN-free E4M3) must not
+ * change a bit. */
+static void test_fold_and_nan_free(void **state)
+{
+    (void)state;
+    const int64_t N = 13, K = 100, TT = 40;
+    struct hy_tensor W = make_q(Q_FP8, N, K);
+    W.scale = 0x1p-7f; /* c = 2^113: an activation of 2^15 overflows x * c */
+    float *x = malloc((size_t)(TT * K) * 4), *y = malloc((size_t)(TT * N) * 4), *ys = malloc((size_t)(TT * N) * 4),
+          *y0 = malloc((size_t)(TT * N) * 4);
+    fill(x, TT * K);
+    x[1 * K + 7] = 0x1p15f;  /* token 1: scaled row not finite */
+    x[22 * K + 99] = 0x1p16f; /* token 22 too, in the last element */
+    ref.matmul(y0, x, TT, &W);
+    for (int l = 0; l < n_levels; l++) {
+        const struct hy_kernel_table *kt = &levels[l];
+        for (int nf = 0; nf < 2; nf++) {
+            W.nan_free = (uint8_t)nf;
+            kt->matmul(y, x, TT, &W);
+            const double e = nmse(y, y0, TT * N);
+            if (!(e <= NMSE_MAX)) {
+                print_error("[%s] fp8 fold nan_free=%d: nmse %.3g\n", kt->name, nf, e);
+                fail();
+            }
+            static const int64_t sub[] = {1, 2, 5};
+            for (size_t si = 0; si < 3; si++)
+                for (int64_t t0 = 0; t0 + sub[si] <= TT; t0 += sub[si]) {
+                    kt->matmul(ys, x + t0 * K, sub[si], &W);
+                    if (memcmp(ys, y + t0 * N, (size_t)(sub[si] * N) * 4)) {
+                        print_error("[%s] fp8 fold nan_free=%d: rows %lld..+%lld differ from the T=40 call\n",
+                                    kt->name, nf, (long long)t0, (long long)sub[si]);
+                        fail();
+                    }
+                }
+            if (nf == 1) { /* the NaN-free tiles give the checked tiles' bits */
+                W.nan_free = 0;
+                kt->matmul(ys, x, TT, &W);
+                assert_memory_equal(ys, y, (size_t)(TT * N) * 4);
+            }
+        }
+    }
+    free(x);
+    free(y);
+    free(ys);
+    free(y0);
+    free_q(&W);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -451,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_quant_matmul_vs_ref),
         cmocka_unit_test(test_quant_t_invariance),
         cmocka_unit_test(test_quant_threads),
+        cmocka_unit_test(test_fold_and_nan_free),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -90,6 +90,30 @@ static void test_e4m3_saturation_special(void **state)
     assert_int_equal(hy_f32_to_e4m3(-3.0f * 0x1p-9f), 0x83);
 }
 
+/* hy_e4m3_has_nan: every code alone, and one NaN code at every position of buffers of length 1..40
+ * (the 8-byte word loop and the byte tail) among the largest non-NaN codes 0x7e / 0xfe. */
+static void test_e4m3_has_nan(void **state)
+{
+    (void)state;
+    for (int b = 0; b < 256; b++) {
+        const uint8_t v = (uint8_t)b;
+        assert_int_equal(hy_e4m3_has_nan(&v, 1), (b & 0x7f) == 0x7f);
+    }
+    uint8_t buf[40];
+    for (size_t n = 1; n <= sizeof(buf); n++) {
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (uint8_t)(i & 1 ? 0xfe : 0x7e);
+        assert_int_equal(hy_e4m3_has_nan(buf, n), 0);
+        for (size_t i = 0; i < n; i++) {
+            const uint8_t keep = buf[i];
+            buf[i] = (uint8_t)(i & 2 ? 0xff : 0x7f);
+            assert_int_equal(hy_e4m3_has_nan(buf, n), 1);
+            buf[i] = keep;
+        }
+    }
+    assert_int_equal(hy_e4m3_has_nan(buf, 0), 0);
+}
+
 static void test_e2m1(void **state)
 {
     (void)state;
@@ -206,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_e4m3_roundtrip),
         cmocka_unit_test(test_e4m3_ties),
         cmocka_unit_test(test_e4m3_saturation_special),
+        cmocka_unit_test(test_e4m3_has_nan),
         cmocka_unit_test(test_e2m1),
         cmocka_unit_test(test_e8m0),
         cmocka_unit_test(test_mx_known_rows),
