@@ -156,6 +156,8 @@ static struct hy_tensor next_tensor(int f, int64_t N, int64_t K)
         pool_off[f] = 0;
     W.data = pool_data[f] + pool_off[f];
     pool_off[f] += (data_bytes + 4095) & ~(size_t)4095;
+    if (W.dtype == HY_DTYPE_F8_E4M3) /* as the loader marks NaN-free E4M3 tensors */
+        W.nan_free = (uint8_t)!hy_e4m3_has_nan(W.data, data_bytes);
     if (W.qscheme == HY_QS_MX32) {
         if (scale_off[f] + sb > POOL / 32)
             scale_off[f] = 0;

@@ -6,9 +6,10 @@
  * - E4M3 byte b -> f32 bits (b & 0x80) << 24 | (b & 0x7f) << 20, which is exactly v * 2^-120 for
  *   every code (e = 0 lands on f32 subnormals m * 2^-129; no DAZ/FTZ here). One pshufb puts the
  *   bytes of elements j and j+8 into the two 16-bit halves of dword j, then shifts and a mask give
- *   elements 0-7 and 8-15. w = that * (s * 2^120): the same single rounding of v * s as ref's.
+ *   elements 0-7 and 8-15. w = that * (s * 2^120): the same single rounding of v * s as ref's;
+ *   per-tensor scales instead multiply x once per call (the raw scheme, avx2_quant.h: struct qcall).
  *   The NaN codes 0x7f / 0xff are detected per 32 bytes (a tile that has one is recomputed by
- *   tile_slow, a panel block by widen_scalar).
+ *   tile_slow, a panel block by widen_scalar), except in tensors marked nan_free at load.
  * - E2M1: one pshufb spreads the 16 bytes of a block so that, after splitting nibbles, dword j
  *   holds the indices of elements j and j+8; two 16-entry pshufb LUTs give the high and low byte of
  *   the bf16 value, unpacking makes bf16 words, and shift / mask widen them to f32. With MX32 the

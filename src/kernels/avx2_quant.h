@@ -3,15 +3,21 @@
  * Weights: struct hy_tensor with dtype F8_E4M3 or F4_E2M1 and qscheme HY_QS_NONE (scale 1),
  * HY_QS_PER_TENSOR (f32 scale) or HY_QS_MX32 (E8M0 scale per 32 elements of a row), see
  * model/tensor.h. No dequantized copy of a matrix is kept: the decode kernel widens each 32-element
- * block in registers, the prefill path (avx2.c) widens a block of 16 rows into an f32 panel.
+ * block in registers, the prefill path (avx2.c) widens a block of rows into an f32 panel.
  *
- * Every element is widened to its exact f32 value hy_tensor_get(W, n, k) = round_f32(elem * scale)
+ * Per-tensor (and unscaled) FP8 E4M3 takes the raw scheme (hy_avx2q_fold_scale): the weights enter
+ * the chain as raw = e4m3 * 2^-120 exactly, and each activation row is multiplied once per call by
+ * c = scale * 2^120, so y[t,n] = sum_k raw * (x * c): one multiply per activation instead of one per
+ * weight (measured +20-35% FP8 GEMV bandwidth, 1 thread). A token whose scaled row is not finite
+ * (huge activations) takes the exact values below; the choice depends on that row only.
+ * Otherwise every element is widened to its exact f32 value hy_tensor_get(W, n, k) = round_f32(elem * scale)
  * (E4M3 -> f32 bits v * 2^-120 by shifts and a mask, times scale * 2^120; E2M1 -> bf16 bytes by two
  * pshufb LUTs, times scale; E4M3 NaN codes, blocks or tensors whose scale * 2^120 would overflow and
  * the last K % 32 elements of a row take the scalar hy_tensor_get; details in avx2_quant.c), then
  * fed into the same 8-lane FMA chain as the BF16 path (kernel_table.h). So y[t,n] does not depend on
- * T, on the GEMV vs GEMM path or on the thread count, and it differs from ref only by ref's separate
- * multiply + add rounding.
+ * T, on the GEMV vs GEMM path or on the thread count, and it differs from ref only in rounding (ref:
+ * separate multiply + add of exact values; the raw scheme: the scale rounded into x). E4M3 tensors
+ * with nan_free set (the loader checked them) skip the per-block NaN-code test.
  */
 #ifndef HY_KERNELS_AVX2_QUANT_H
 #define HY_KERNELS_AVX2_QUANT_H
