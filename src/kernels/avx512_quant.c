@@ -8,7 +8,8 @@
  *   the 7 magnitude bits at 20..26); times c = scale * 2^120 (exact power-of-two rescaling) that is
  *   one rounding of v * scale, as hy_tensor_get. c is not finite for MX bytes 135..254 and
  *   per-tensor scales >= 2^8: those blocks are widened by hy_tensor_get. NaN codes 0x7f / 0xff are
- *   detected per 32 bytes; a tile with one is recomputed scalar-widened (exact NaN propagation).
+ *   detected per 32 bytes; a tile with one is recomputed scalar-widened (exact NaN propagation);
+ *   tensors the loader found free of NaN codes (nan_free) skip the test.
  * - E2M1: e2m1(n) * 2^(s-127) (or * scale) by one multiply of the looked-up value, as hy_tensor_get.
  */
 #if defined(__x86_64__)
@@ -73,8 +74,9 @@ int hy_avx512q_supported(const struct hy_tensor *W)
     return hy_avx2q_supported(W);
 }
 
-/* 32 E4M3 bytes at p -> w[0], w[1] = elements 0-15, 16-31 times c; NaN-code bytes or-ed into *nan. */
-HY_AVX512_INLINE void dec32_e4m3(const uint8_t *p, __m512 c, __m512 w[2], __mmask32 *nan)
+/* 32 E4M3 bytes at p -> w[0], w[1] = elements 0-15, 16-31 times c; with CHK, NaN-code bytes or-ed
+ * into *nan. */
+HY_AVX512_INLINE void dec32_e4m3(const int CHK, const uint8_t *p, __m512 c, __m512 w[2], __mmask32 *nan)
 {
     const __m512i m = _mm512_set1_epi32((int)0x87F00000u);
 #pragma GCC unroll 2
@@ -82,8 +84,10 @@ HY_AVX512_INLINE void dec32_e4m3(const uint8_t *p, __m512 c, __m512 w[2], __mmas
         const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
         w[h] = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(v, 20), m)), c);
     }
-    const __m256i b = _mm256_loadu_si256((const __m256i *)p);
-    *nan |= _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_set1_epi8(-1));
+    if (CHK) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)p);
+        *nan |= _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_set1_epi8(-1));
+    }
 }
 
 /* 16 bytes at p = 32 E2M1 codes (element 2j in the low nibble of byte j) -> w[0], w[1] = elements
@@ -133,7 +137,7 @@ HY_AVX512_INLINE void block(const int E, const int MX, const struct qw *q, int64
     const __m512 c = block_scale(E, MX, q, r, k, &scalar);
     if (!scalar && E == Q_E4M3) {
         __mmask32 nan = 0;
-        dec32_e4m3(row + k, c, w, &nan);
+        dec32_e4m3(1, row + k, c, w, &nan);
         scalar = nan != 0;
     } else if (!scalar)
         dec32_e2m1(row + k / 2, c, w);
@@ -191,8 +195,8 @@ static int tile_needs_slow(const int E, const int MX, const struct qw *q, int64_
 /* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 4, j < NR <= 4. The caller routed
  * tiles with overflowing scales to tile_slow; returns 1 (results not stored) if an E4M3 NaN code
  * was seen. */
-HY_AVX512_INLINE int tile(const int E, const int MX, const int MR, const int NR, const struct qw *q, const float *x,
-                          int64_t ldx, int64_t n0, float *y, int64_t ldy)
+HY_AVX512_INLINE int tile(const int E, const int MX, const int CHK, const int MR, const int NR, const struct qw *q,
+                          const float *x, int64_t ldx, int64_t n0, float *y, int64_t ldy)
 {
     const int64_t K = q->K, K32 = K & ~(int64_t)31;
     const uint8_t *rp[4], *sp[4];
@@ -218,7 +222,7 @@ HY_AVX512_INLINE int tile(const int E, const int MX, const int MR, const int NR,
                 _mm_prefetch((const char *)rp[j] + (E == Q_E4M3 ? k : k / 2) + q->pf, _MM_HINT_T0);
             const __m512 c = MX ? _mm512_set1_ps(tab[sp[j][k >> 5]]) : cs;
             if (E == Q_E4M3)
-                dec32_e4m3(rp[j] + k, c, w, &nan);
+                dec32_e4m3(CHK, rp[j] + k, c, w, &nan);
             else
                 dec32_e2m1(rp[j] + k / 2, c, w);
 #pragma GCC unroll 2
@@ -259,13 +263,14 @@ HY_AVX512_INLINE int tile(const int E, const int MX, const int MR, const int NR,
     return 0;
 }
 
-#define Q_CASES(E, MX, MR)                                                                        \
-    case (MR) * 8 + 1: nan = tile(E, MX, MR, 1, q, x, ldx, n0, y, ldy); break;                    \
-    case (MR) * 8 + 2: nan = tile(E, MX, MR, 2, q, x, ldx, n0, y, ldy); break;                    \
-    case (MR) * 8 + 3: nan = tile(E, MX, MR, 3, q, x, ldx, n0, y, ldy); break;                    \
-    case (MR) * 8 + 4: nan = tile(E, MX, MR, 4, q, x, ldx, n0, y, ldy); break;
+#define Q_CASES(E, MX, CHK, MR)                                                                   \
+    case (MR) * 8 + 1: nan = tile(E, MX, CHK, MR, 1, q, x, ldx, n0, y, ldy); break;               \
+    case (MR) * 8 + 2: nan = tile(E, MX, CHK, MR, 2, q, x, ldx, n0, y, ldy); break;               \
+    case (MR) * 8 + 3: nan = tile(E, MX, CHK, MR, 3, q, x, ldx, n0, y, ldy); break;               \
+    case (MR) * 8 + 4: nan = tile(E, MX, CHK, MR, 4, q, x, ldx, n0, y, ldy); break;
 
-#define DEF_Q_TILE(NAME, E, MX)                                                                   \
+/* CHK: test E4M3 blocks for NaN codes (0 for tensors the loader marked nan_free). */
+#define DEF_Q_TILE(NAME, E, MX, CHK)                                                              \
     static HY_AVX512 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, \
                                float *y, int64_t ldy)                                             \
     {                                                                                             \
@@ -275,20 +280,22 @@ HY_AVX512_INLINE int tile(const int E, const int MX, const int MR, const int NR,
         }                                                                                         \
         int nan = 0;                                                                              \
         switch (mr * 8 + nr) {                                                                    \
-            Q_CASES(E, MX, 1)                                                                     \
-            Q_CASES(E, MX, 2)                                                                     \
-            Q_CASES(E, MX, 3)                                                                     \
-            Q_CASES(E, MX, 4)                                                                     \
+            Q_CASES(E, MX, CHK, 1)                                                                \
+            Q_CASES(E, MX, CHK, 2)                                                                \
+            Q_CASES(E, MX, CHK, 3)                                                                \
+            Q_CASES(E, MX, CHK, 4)                                                                \
         default: break;                                                                           \
         }                                                                                         \
         if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */            \
             tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                             \
     }
 
-DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0)
-DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1)
-DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0)
-DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1)
+DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0, 1)
+DEF_Q_TILE(tile_e4m3_t_nf, Q_E4M3, 0, 0)
+DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1, 1)
+DEF_Q_TILE(tile_e4m3_mx_nf, Q_E4M3, 1, 0)
+DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0, 0)
+DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1, 0)
 
 typedef void (*q_tile_fn)(int, int, const struct qw *, const float *, int64_t, int64_t, float *, int64_t);
 
@@ -298,8 +305,10 @@ void hy_avx512q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t
     struct qw q;
     qw_init(&q, W);
     const int mx = W->qscheme == HY_QS_MX32;
-    const q_tile_fn fn = W->dtype == HY_DTYPE_F8_E4M3 ? (mx ? tile_e4m3_mx : tile_e4m3_t)
-                                                      : (mx ? tile_e2m1_mx : tile_e2m1_t);
+    const int nf = W->nan_free;
+    const q_tile_fn fn = W->dtype == HY_DTYPE_F8_E4M3
+                             ? (mx ? (nf ? tile_e4m3_mx_nf : tile_e4m3_mx) : (nf ? tile_e4m3_t_nf : tile_e4m3_t))
+                             : (mx ? tile_e2m1_mx : tile_e2m1_t);
     for (int64_t j = 0; j < nb; j += 4)
         for (int64_t t = 0; t < T; t += 4)
             fn((int)(T - t < 4 ? T - t : 4), (int)(nb - j < 4 ? nb - j : 4), &q, x + t * ldx, ldx, n0 + j,
