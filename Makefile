@@ -51,16 +51,29 @@ unit: $(TEST_BIN)
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" unit
 
-# libFuzzer targets (clang); tests/run_tests.sh runs each briefly.
+# libFuzzer targets (clang); tests/run_tests.sh runs each briefly. The library sources are compiled
+# once (instrumented, -fsanitize=fuzzer-no-link) into one archive every target links against.
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # The parsers and what they call; no OpenMP runtime in the fuzz build (pragmas are ignored).
 FUZZ_LIB_SRC := $(filter-out src/cli/% src/bench/%,$(LIB_SRC))
-fuzz:
-	@mkdir -p build-fuzz
-	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  echo "clang $$f"; \
-	  clang -std=c11 -D_GNU_SOURCE -g -O1 -Isrc $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
-	    -o build-fuzz/$$n $$f $(FUZZ_LIB_SRC) $(PKG_LIBS) -lm -lpthread || exit 1; done
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc $(PKG_CFLAGS)
+FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=build-fuzz/obj/%.o)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+
+build-fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+
+build-fuzz/libfuzzlib.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c build-fuzz/libfuzzlib.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< build-fuzz/libfuzzlib.a $(PKG_LIBS) -lm -lpthread
+
+fuzz: $(FUZZ_BIN)
+
+-include $(FUZZ_OBJ:.o=.d)
 
 run: deps all
 	./$(BUILD)/hyinfer run --yaml configs/default.yaml

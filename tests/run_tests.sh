@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: C unit tests (cmocka), the same under ASan+UBSan, golden/e2e scripts, fuzzers.
+# Runs every test: C unit tests (cmocka), the same under ASan+UBSan, golden/e2e scripts, the avx512
+# kernels in an emulator, fuzzers.
 # Each test is a program; exit 0 = pass, 77 = skipped, anything else = fail.
 # Ends with the line "N passed, N failed, N skipped".
 set -uo pipefail
@@ -56,8 +57,14 @@ if [ "$(build/hyinfer info 2>/dev/null | sed -n "s/^isa: //p")" != ref ]; then
   run_one "isa-ref/test_hy3_reference.py" env HYINFER_ISA=ref "$PYTHON" tests/golden/test_hy3_reference.py
 fi
 
+# The avx512 level's machine code inside the Bochs emulator, on hosts without AVX-512 (installs the
+# emulator's Debian packages on first use; skipped with exit 77 where the CPU has AVX-512).
+if [ "${HYINFER_SKIP_EMU:-0}" != 1 ]; then
+  run_one "emu/avx512_in_bochs" bash tests/emu/run_avx512_tests.sh
+fi
+
 if [ "${HYINFER_SKIP_FUZZ:-0}" != 1 ] && ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
-  if make -s fuzz >build/test-logs/fuzz-build.log 2>&1; then
+  if make -s -j"$JOBS" fuzz >build/test-logs/fuzz-build.log 2>&1; then
     for f in build-fuzz/fuzz_*; do
       n=$(basename "$f"); corpus="tests/fuzz/corpus/${n#fuzz_}"
       mkdir -p "build/fuzz-work/$n"
