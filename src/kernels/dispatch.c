@@ -40,51 +40,21 @@ static const struct hy_kernel_table avx2_table = {
     .attend = hy_avx2_attend,
 };
 
-/* AVX-512: its own matmul / dot / RMSNorm chains (16 lanes); rope, silu, bf16 rounding and
- * attention are the avx2 kernels (rope and rounding are bitwise equal to ref at every level). */
-static const struct hy_kernel_table avx512_table = {
-    .isa = HY_ISA_AVX512,
-    .name = "avx512",
-    .matmul = hy_avx512_matmul,
-    .matmul_bf16x = hy_avx512_matmul,
-    .matmul_rows = hy_avx512_matmul_rows,
-    .dot_f32 = hy_avx512_dot_f32,
-    .rmsnorm = hy_avx512_rmsnorm,
-    .rope = hy_avx2_rope,
-    .silu_mul = hy_avx2_silu_mul,
-    .round_bf16 = hy_avx2_round_bf16,
-    .attend = hy_avx2_attend,
-};
-
-/* The same where the CPU has AVX512_BF16: bf16-mode prefill matmuls on vdpbf16ps (avx512_bf16.c). */
-static const struct hy_kernel_table avx512bf16_table = {
-    .isa = HY_ISA_AVX512,
-    .name = "avx512",
-    .matmul = hy_avx512_matmul,
-    .matmul_bf16x = hy_avx512bf16_matmul_bf16x,
-    .matmul_rows = hy_avx512_matmul_rows,
-    .dot_f32 = hy_avx512_dot_f32,
-    .rmsnorm = hy_avx512_rmsnorm,
-    .rope = hy_avx2_rope,
-    .silu_mul = hy_avx2_silu_mul,
-    .round_bf16 = hy_avx2_round_bf16,
-    .attend = hy_avx2_attend,
-};
-
-/* AMX: the avx512 kernels, and AMX-BF16 tiles for bf16-mode prefill matmuls (amx.c). */
-static const struct hy_kernel_table amx_table = {
-    .isa = HY_ISA_AMX,
-    .name = "amx",
-    .matmul = hy_avx512_matmul,
-    .matmul_bf16x = hy_amx_matmul_bf16x,
-    .matmul_rows = hy_avx512_matmul_rows,
-    .dot_f32 = hy_avx512_dot_f32,
-    .rmsnorm = hy_avx512_rmsnorm,
-    .rope = hy_avx2_rope,
-    .silu_mul = hy_avx2_silu_mul,
-    .round_bf16 = hy_avx2_round_bf16,
-    .attend = hy_avx2_attend,
-};
+/* The AVX-512 levels: their own matmul / dot / RMSNorm chains (16 lanes); rope, silu, bf16 rounding
+ * and attention are the avx2 kernels (rope and rounding are bitwise equal to ref at every level).
+ * They differ in the bf16-mode matmul: the f32 chain, vdpbf16ps where the CPU has AVX512_BF16
+ * (avx512_bf16.c), AMX-BF16 tiles (amx.c). */
+#define AVX512_TABLE(ISA, NAME, BF16X)                                                            \
+    {                                                                                             \
+        .isa = ISA, .name = NAME, .matmul = hy_avx512_matmul, .matmul_bf16x = BF16X,              \
+        .matmul_rows = hy_avx512_matmul_rows, .dot_f32 = hy_avx512_dot_f32,                       \
+        .rmsnorm = hy_avx512_rmsnorm, .rope = hy_avx2_rope, .silu_mul = hy_avx2_silu_mul,         \
+        .round_bf16 = hy_avx2_round_bf16, .attend = hy_avx2_attend,                               \
+    }
+static const struct hy_kernel_table avx512_table = AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512_matmul);
+static const struct hy_kernel_table avx512bf16_table =
+    AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512bf16_matmul_bf16x);
+static const struct hy_kernel_table amx_table = AVX512_TABLE(HY_ISA_AMX, "amx", hy_amx_matmul_bf16x);
 #endif
 
 /* Levels that have kernels in this build. */

@@ -28,6 +28,7 @@
 #include "kernels/avx512_quant.h"
 #include "kernels/kernel_table.h"
 #include "unit/avx512_emu.h"
+#include "unit/kernel_test_util.h"
 
 #include <math.h>
 #include <omp.h>
@@ -41,71 +42,7 @@ static struct hy_kernel_table ref;
 static struct hy_kernel_table levels[HY_ISA_COUNT];
 static int n_levels;
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rnd_f(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
-static void fill(float *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = rnd_f();
-}
-
-static double nmse(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
-enum qfmt { Q_FP8 = 0, Q_MXFP8, Q_MXFP4, Q_COUNT };
-static const char *const qname[Q_COUNT] = {"fp8", "mxfp8", "mxfp4"};
-
-/* A random quantized N x K weight built the way checkpoints are: f32 rows of magnitudes 2^-9 .. 2^3
- * (so E8M0 scales vary and small rows of a per-tensor FP8 tensor hit E4M3 subnormals), some exact
- * zeros, quantized with hy_f32_to_e4m3 (scale amax / 448) or hy_mx_quantize_row. */
-static struct hy_tensor make_q(enum qfmt f, int64_t N, int64_t K)
-{
-    float *w = malloc((size_t)(N * K) * 4);
-    float amax = 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++) {
-            float v = (rnd_u32() % 29 == 0) ? 0.0f : rnd_f() * ldexpf(1.0f, (int)(n % 13) - 9);
-            w[n * K + k] = v;
-            amax = fmaxf(amax, fabsf(v));
-        }
-    const int64_t nsb = (K + 31) / 32;
-    struct hy_tensor W = {.dtype = f == Q_MXFP4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3, .rows = N, .cols = K,
-                          .qscheme = f == Q_FP8 ? HY_QS_PER_TENSOR : HY_QS_MX32};
-    const int64_t rb = hy_tensor_row_bytes(&W);
-    uint8_t *d = malloc((size_t)(N * rb) + 1), *s = f == Q_FP8 ? NULL : malloc((size_t)(N * nsb));
-    if (f == Q_FP8) {
-        W.scale = amax / 448.0f;
-        for (int64_t i = 0; i < N * K; i++)
-            d[i] = hy_f32_to_e4m3(w[i] / W.scale);
-    } else
-        for (int64_t n = 0; n < N; n++)
-            hy_mx_quantize_row(w + n * K, K, f == Q_MXFP4 ? HY_MX_E2M1 : HY_MX_E4M3, d + n * rb, s + n * nsb);
-    W.data = d;
-    W.mx_scales = s;
-    free(w);
-    return W;
-}
-
-static void free_q(struct hy_tensor *W)
-{
-    free((void *)W->data);
-    free((void *)W->mx_scales);
-}
+static const char *const qname[KT_QCOUNT] = {"fp8", "mxfp8", "mxfp4"};
 
 static int setup(void **state)
 {
@@ -138,13 +75,13 @@ static struct hy_tensor make_raw(int fp4, int mx, float scale, int64_t N, int64_
     const int64_t rb = hy_tensor_row_bytes(&W);
     uint8_t *d = malloc((size_t)(N * rb)), *s = mx ? malloc((size_t)(N * nsb)) : NULL;
     for (int64_t i = 0; i < N * rb; i++) {
-        uint8_t b = (uint8_t)rnd_u32();
+        uint8_t b = (uint8_t)kt_rnd_u32();
         if (small)
             b = fp4 ? (uint8_t)(b & 0x99) /* |e| in {0, 0.5} */ : (uint8_t)(b & 0xb7); /* exponent <= 6 */
         d[i] = b;
     }
     for (int64_t i = 0; mx && i < N * nsb; i++)
-        s[i] = sx[rnd_u32() % (small ? 14 : 16)];
+        s[i] = sx[kt_rnd_u32() % (small ? 14 : 16)];
     W.data = d;
     W.mx_scales = s;
     return W;
@@ -235,7 +172,7 @@ static void test_decode_exact(void **state)
                     const float sc[4] = {0.00731f, 0x1p125f, 0x1.8p-140f, NAN};
                     struct hy_tensor W = make_raw(fp4, mx, sc[si], 7, K, 0);
                     check_widen(&W);
-                    free_q(&W);
+                    kt_free_q(&W);
                     if (si == 3)
                         continue;
                     W = make_raw(fp4, mx, sc[si], 7, K, 1);
@@ -257,7 +194,7 @@ static void test_decode_exact(void **state)
                                 check_onehot(&levels[l], &W);
                         }
                     }
-                    free_q(&W);
+                    kt_free_q(&W);
                 }
 }
 
@@ -269,12 +206,12 @@ static void test_e4m3_nan(void **state)
     for (int mx = 0; mx < 2; mx++)
         for (int kk = 0; kk < 2; kk++) {
             const int64_t N = 11, K = kk ? 100 : 64;
-            struct hy_tensor W = make_q(mx ? Q_MXFP8 : Q_FP8, N, K);
+            struct hy_tensor W = kt_make_q(mx ? KT_MXFP8 : KT_FP8, N, K);
             uint8_t *d = (uint8_t *)W.data;
             d[2 * K + 5] = 0x7f;
             d[9 * K + K - 1] = 0xff;
             float *x = malloc((size_t)(5 * K) * 4), *y0 = malloc((size_t)(5 * N) * 4), *y1 = malloc((size_t)(5 * N) * 4);
-            fill(x, 5 * K);
+            kt_fill(x, 5 * K);
             for (int64_t T = 1; T <= 5; T += 4) {
                 ref.matmul(y0, x, T, &W);
                 for (int l = 0; l < n_levels; l++) {
@@ -297,7 +234,7 @@ static void test_e4m3_nan(void **state)
             free(x);
             free(y0);
             free(y1);
-            free_q(&W);
+            kt_free_q(&W);
         }
 }
 
@@ -310,19 +247,19 @@ static void test_quant_matmul_vs_ref(void **state)
                                         {2, 3, 1100}, {20, 19, 64}, {6, 40, 130},  {50, 7, 704},  {97, 18, 288},
                                         {1, 3, 33},   {3, 6, 77},   {2, 21, 1031}, {9, 5, 1}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-        for (int f = 0; f < Q_COUNT; f++) {
+        for (int f = 0; f < KT_QCOUNT; f++) {
             const int64_t T = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-            if (f == Q_MXFP4 && (K & 1))
+            if (f == KT_MXFP4 && (K & 1))
                 continue;
-            struct hy_tensor W = make_q((enum qfmt)f, N, K);
+            struct hy_tensor W = kt_make_q((enum kt_qfmt)f, N, K);
             float *x = malloc((size_t)(T * K) * 4), *y0 = malloc((size_t)(T * N) * 4),
                   *y1 = malloc((size_t)(T * N) * 4);
-            fill(x, T * K);
+            kt_fill(x, T * K);
             ref.matmul(y0, x, T, &W);
             for (int l = 0; l < n_levels; l++) {
                 memset(y1, 0xff, (size_t)(T * N) * 4);
                 levels[l].matmul(y1, x, T, &W);
-                const double e = nmse(y1, y0, T * N);
+                const double e = kt_nmse(y1, y0, T * N);
                 if (!(e <= NMSE_MAX)) {
                     print_error("[%s] matmul %s T=%lld N=%lld K=%lld: nmse %.3g > %.3g\n", levels[l].name, qname[f],
                                 (long long)T, (long long)N, (long long)K, e, NMSE_MAX);
@@ -336,7 +273,7 @@ static void test_quant_matmul_vs_ref(void **state)
             for (int l = 0; l < n_levels; l++) {
                 memset(y1, 0xff, (size_t)(T * N) * 4);
                 levels[l].matmul_bf16x(y1, x, T, &W);
-                const double e = nmse(y1, y0, T * N);
+                const double e = kt_nmse(y1, y0, T * N);
                 if (!(e <= NMSE_MAX)) {
                     print_error("[%s] matmul_bf16x %s T=%lld N=%lld K=%lld: nmse %.3g > %.3g\n", levels[l].name,
                                 qname[f], (long long)T, (long long)N, (long long)K, e, NMSE_MAX);
@@ -346,7 +283,7 @@ static void test_quant_matmul_vs_ref(void **state)
             free(x);
             free(y0);
             free(y1);
-            free_q(&W);
+            kt_free_q(&W);
         }
 }
 
@@ -357,12 +294,12 @@ static void check_t_invariance(const struct hy_kernel_table *kt)
     static const int64_t Ks[] = {96, 78, 608, 600};
     const int64_t TT = 40, N = 37;
     for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++)
-        for (int f = 0; f < Q_COUNT; f++) {
+        for (int f = 0; f < KT_QCOUNT; f++) {
             const int64_t K = Ks[ki];
-            struct hy_tensor W = make_q((enum qfmt)f, N, K);
+            struct hy_tensor W = kt_make_q((enum kt_qfmt)f, N, K);
             float *x = malloc((size_t)(TT * K) * 4), *y = malloc((size_t)(TT * N) * 4),
                   *ys = malloc((size_t)(TT * N) * 4);
-            fill(x, TT * K);
+            kt_fill(x, TT * K);
             kt->matmul(y, x, TT, &W);
             static const int64_t sub[] = {1, 2, 3, 5, 33};
             for (size_t si = 0; si < 5; si++)
@@ -394,7 +331,7 @@ static void check_t_invariance(const struct hy_kernel_table *kt)
             free(x);
             free(y);
             free(ys);
-            free_q(&W);
+            kt_free_q(&W);
         }
 }
 
@@ -411,14 +348,14 @@ static void check_threads(const struct hy_kernel_table *kt)
     static const int64_t Ts[] = {1, 2, 9};
     static const int64_t Ks[] = {512, 520};
     const int64_t N = 203; /* N*K*T > 65536: the threaded paths */
-    for (int f = 0; f < Q_COUNT; f++)
+    for (int f = 0; f < KT_QCOUNT; f++)
         for (size_t ki = 0; ki < 2; ki++)
             for (size_t ti = 0; ti < 3; ti++) {
                 const int64_t T = Ts[ti], K = Ks[ki];
-                struct hy_tensor W = make_q((enum qfmt)f, N, K);
+                struct hy_tensor W = kt_make_q((enum kt_qfmt)f, N, K);
                 float *x = malloc((size_t)(T * K) * 4), *y1 = malloc((size_t)(T * N) * 4),
                       *y2 = malloc((size_t)(T * N) * 4);
-                fill(x, T * K);
+                kt_fill(x, T * K);
                 omp_set_num_threads(1);
                 kt->matmul(y1, x, T, &W);
                 omp_set_num_threads(2);
@@ -431,7 +368,7 @@ static void check_threads(const struct hy_kernel_table *kt)
                 free(x);
                 free(y1);
                 free(y2);
-                free_q(&W);
+                kt_free_q(&W);
             }
 }
 
@@ -452,11 +389,11 @@ static void test_fold_and_nan_free(void **state)
 {
     (void)state;
     const int64_t N = 13, K = 100, TT = 40;
-    struct hy_tensor W = make_q(Q_FP8, N, K);
+    struct hy_tensor W = kt_make_q(KT_FP8, N, K);
     W.scale = 0x1p-7f; /* c = 2^113: an activation of 2^15 overflows x * c */
     float *x = malloc((size_t)(TT * K) * 4), *y = malloc((size_t)(TT * N) * 4), *ys = malloc((size_t)(TT * N) * 4),
           *y0 = malloc((size_t)(TT * N) * 4);
-    fill(x, TT * K);
+    kt_fill(x, TT * K);
     x[1 * K + 7] = 0x1p15f;  /* token 1: scaled row not finite */
     x[22 * K + 99] = 0x1p16f; /* token 22 too, in the last element */
     ref.matmul(y0, x, TT, &W);
@@ -465,7 +402,7 @@ static void test_fold_and_nan_free(void **state)
         for (int nf = 0; nf < 2; nf++) {
             W.nan_free = (uint8_t)nf;
             kt->matmul(y, x, TT, &W);
-            const double e = nmse(y, y0, TT * N);
+            const double e = kt_nmse(y, y0, TT * N);
             if (!(e <= NMSE_MAX)) {
                 print_error("[%s] fp8 fold nan_free=%d: nmse %.3g\n", kt->name, nf, e);
                 fail();
@@ -491,11 +428,12 @@ static void test_fold_and_nan_free(void **state)
     free(y);
     free(ys);
     free(y0);
-    free_q(&W);
+    kt_free_q(&W);
 }
 
 int main(void)
 {
+    kt_rng = 0x2545f4914f6cdd1dull; /* this file's data since it was written */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_exact),
         cmocka_unit_test(test_e4m3_nan),
