@@ -174,7 +174,7 @@ void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const stru
     }
     pack_x(x, T, K, Tp, Kc, xb);
     AMX_BARRIER();
-    const int in_place = W->qscheme == HY_QS_NONE && W->dtype == HY_DTYPE_BF16 && K % 32 == 0;
+    const int in_place = hy_bf16_in_place(W);
     const float oscale = hy_bf16_out_scale(W);
     const int64_t blocks = (N + 31) / 32;
     int failed = 0;

@@ -404,18 +404,6 @@ void hy_avx2q_scale_rows(const float *x, int64_t ldx, int64_t T, int64_t K, floa
     }
 }
 
-/* The tiles of tokens [t0, t0 + mt) x rows [n0, n0 + nr) (mt <= 2), in the scheme of token t0:
- * raw (qf, scaled xs) if ok[t0], else exact (qe, x). Callers only pair tokens with equal ok. */
-static void tokens_tile(const struct qw *qe, const struct qw *qf, q_tile_fn fe, q_tile_fn ff, const float *x,
-                        int64_t ldx, const float *xs, const uint8_t *ok, int64_t t0, int mt, int64_t n0, int nr,
-                        float *y, int64_t ldy)
-{
-    if (ok && ok[t0])
-        ff(mt, nr, qf, xs + t0 * qf->K, qf->K, n0, y + t0 * ldy, ldy);
-    else
-        fe(mt, nr, qe, x + t0 * ldx, ldx, n0, y + t0 * ldy, ldy);
-}
-
 /* How many tokens from t (1 or 2) share a tile: two when both exist and take the same scheme. */
 static int pair_len(const uint8_t *ok, int64_t t, int64_t T)
 {
@@ -431,6 +419,17 @@ struct qcall {
     uint8_t *ok;
 };
 
+/* The tiles of tokens [t0, t0 + mt) x rows [n0, n0 + nr) (mt <= 2), in the scheme of token t0:
+ * raw (qf, scaled xs) if ok[t0], else exact (qe, x). Callers only pair tokens with equal ok. */
+static void tokens_tile(const struct qcall *c, const float *x, int64_t ldx, int64_t t0, int mt, int64_t n0, int nr,
+                        float *y, int64_t ldy)
+{
+    if (c->ok && c->ok[t0])
+        c->ff(mt, nr, &c->qf, c->xs + t0 * c->qf.K, c->qf.K, n0, y + t0 * ldy, ldy);
+    else
+        c->fe(mt, nr, &c->qe, x + t0 * ldx, ldx, n0, y + t0 * ldy, ldy);
+}
+
 static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *x, int64_t ldx, int64_t T)
 {
     qw_init(&c->qe, W, 0);
@@ -443,7 +442,8 @@ static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *
         return;
     c->xs = malloc((size_t)(T * W->cols) * sizeof(float));
     c->ok = malloc((size_t)T);
-    if (!c->xs || !c->ok) { /* out of memory: the exact scheme gives the same values, up to rounding order */
+    if (!c->xs || !c->ok) { /* out of memory: every token exact (same values up to rounding order, so
+                              * T-invariance is only kept while memory lasts) */
         free(c->xs);
         free(c->ok);
         c->xs = NULL;
@@ -467,8 +467,7 @@ void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T
     for (int64_t t = 0; t < T;) {
         const int mt = pair_len(c.ok, t, T);
         for (int64_t j = 0; j < nb; j += 4)
-            tokens_tile(&c.qe, &c.qf, c.fe, c.ff, x, ldx, c.xs, c.ok, t, mt, n0 + j, (int)(nb - j < 4 ? nb - j : 4),
-                        y + j, ldy);
+            tokens_tile(&c, x, ldx, t, mt, n0 + j, (int)(nb - j < 4 ? nb - j : 4), y + j, ldy);
         t += mt;
     }
     qcall_free(&c);
@@ -489,7 +488,7 @@ void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *
         const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
         for (int64_t t = 0; t < T;) {
             const int mt = pair_len(c.ok, t, T);
-            tokens_tile(&c.qe, &c.qf, c.fe, c.ff, x, K, c.xs, c.ok, t, mt, n0, nr, y + n0, N);
+            tokens_tile(&c, x, K, t, mt, n0, nr, y + n0, N);
             t += mt;
         }
     }

@@ -98,7 +98,7 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
             xb[t * Kp + k] = hy_f32_to_bf16(x[t * K + k]);
         memset(xb + t * Kp + K, 0, (size_t)(Kp - K) * sizeof(uint16_t));
     }
-    const int in_place = W->qscheme == HY_QS_NONE && W->dtype == HY_DTYPE_BF16 && K % 32 == 0;
+    const int in_place = hy_bf16_in_place(W);
     const float oscale = hy_bf16_out_scale(W);
     int failed = 0;
 #pragma omp parallel if (blocks > 1)

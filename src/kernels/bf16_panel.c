@@ -13,6 +13,11 @@ int hy_bf16_form(const struct hy_tensor *W)
     return (W->dtype == HY_DTYPE_F8_E4M3 || W->dtype == HY_DTYPE_F4_E2M1) && hy_avx2q_supported(W);
 }
 
+int hy_bf16_in_place(const struct hy_tensor *W)
+{
+    return W->qscheme == HY_QS_NONE && W->dtype == HY_DTYPE_BF16 && W->cols % 32 == 0;
+}
+
 float hy_bf16_out_scale(const struct hy_tensor *W)
 {
     return W->qscheme == HY_QS_PER_TENSOR ? W->scale : 1.0f;

@@ -17,6 +17,10 @@
 /* 1 if W has a bf16 form (above): BF16 plain, or an F8_E4M3 / F4_E2M1 format the vector kernels read. */
 int hy_bf16_form(const struct hy_tensor *W);
 
+/* 1 if W's rows can be read in place as bf16 operands: plain BF16 with K a multiple of 32 (whole
+ * 32-element chunks per row, nothing to pad). */
+int hy_bf16_in_place(const struct hy_tensor *W);
+
 /* The factor the outputs of a bf16-panel matmul take: W->scale for HY_QS_PER_TENSOR, else 1. */
 float hy_bf16_out_scale(const struct hy_tensor *W);
 
