@@ -126,9 +126,12 @@ HY_AVX2_INLINE void dec32_e4m3(const int MUL, const int CHK, const uint8_t *p, _
     for (int h = 0; h < 2; h++) {
         const __m128i b = _mm_loadu_si128((const __m128i *)(p + 16 * h));
         const __m256i wd = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), sel);
-        /* b at bits 24..31 -> arithmetic >> 4, keep bit 31 and bits 20..26 */
-        w[2 * h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(_mm256_slli_epi32(wd, 16), 4), m));
-        w[2 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(wd, 4), m));
+        /* each word b << 8 -> arithmetic >> 4 (sign at 15..11, e and m at 10..4); the high word of a
+         * dword is then element j + 8 at bits 31 and 20..26 under the mask, the low word shifted up
+         * by 16 element j */
+        const __m256i ws = _mm256_srai_epi16(wd, 4);
+        w[2 * h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(ws, 16), m));
+        w[2 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(ws, m));
         if (MUL) {
             w[2 * h] = _mm256_mul_ps(w[2 * h], c);
             w[2 * h + 1] = _mm256_mul_ps(w[2 * h + 1], c);
@@ -390,14 +393,25 @@ static q_tile_fn tile_for(const struct qw *q)
     return q->nan_free ? tile_e4m3_t_nf : tile_e4m3_t;
 }
 
-void hy_avx2q_scale_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, float *xs, int64_t ldxs,
-                         uint8_t *ok)
+void HY_AVX2 hy_avx2q_scale_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, float *xs,
+                                 int64_t ldxs, uint8_t *ok)
 {
+    const __m256 cv = _mm256_set1_ps(c);
+    const __m256i em = _mm256_set1_epi32(0x7F800000);
+    const int64_t K8 = K & ~(int64_t)7;
     for (int64_t t = 0; t < T; t++) {
-        int finite = 1;
-        for (int64_t k = 0; k < K; k++) {
-            const float v = x[t * ldx + k] * c;
-            xs[t * ldxs + k] = v;
+        const float *xr = x + t * ldx;
+        float *d = xs + t * ldxs;
+        __m256i bad = _mm256_setzero_si256(); /* lanes whose product had an all-ones exponent */
+        for (int64_t k = 0; k < K8; k += 8) {
+            const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xr + k), cv);
+            _mm256_storeu_ps(d + k, v);
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v), em), em));
+        }
+        int finite = _mm256_testz_si256(bad, bad);
+        for (int64_t k = K8; k < K; k++) {
+            const float v = xr[k] * c;
+            d[k] = v;
             finite &= isfinite(v) != 0;
         }
         ok[t] = (uint8_t)finite;
@@ -416,7 +430,8 @@ struct qcall {
     struct qw qe, qf;
     q_tile_fn fe, ff;
     float *xs;
-    uint8_t *ok;
+    uint8_t *ok;  /* inside the xs allocation */
+    int owned;    /* xs was malloc'd for this call (else the thread's scratch) */
 };
 
 /* The tiles of tokens [t0, t0 + mt) x rows [n0, n0 + nr) (mt <= 2), in the scheme of token t0:
@@ -430,6 +445,32 @@ static void tokens_tile(const struct qcall *c, const float *x, int64_t ldx, int6
         c->fe(mt, nr, &c->qe, x + t0 * ldx, ldx, n0, y + t0 * ldy, ldy);
 }
 
+/* The calling thread's buffer for the raw scheme's scaled activations: decode calls (a few tokens)
+ * come once per 64-row band of every expert matrix, so a malloc per call was measurable; grown on
+ * demand up to QSCRATCH_MAX bytes and kept (one per thread that ran a kernel), larger requests are
+ * malloc'd per call. */
+#define QSCRATCH_MAX ((size_t)1 << 20)
+static _Thread_local void *qscratch;
+static _Thread_local size_t qscratch_cap;
+
+static void *qscratch_get(size_t n, int *owned)
+{
+    *owned = 0;
+    if (n <= qscratch_cap)
+        return qscratch;
+    if (n > QSCRATCH_MAX) {
+        *owned = 1;
+        return malloc(n);
+    }
+    void *p = malloc(QSCRATCH_MAX);
+    if (!p)
+        return NULL;
+    free(qscratch);
+    qscratch = p;
+    qscratch_cap = QSCRATCH_MAX;
+    return p;
+}
+
 static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *x, int64_t ldx, int64_t T)
 {
     qw_init(&c->qe, W, 0);
@@ -438,25 +479,22 @@ static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *
     c->ff = tile_for(&c->qf);
     c->xs = NULL;
     c->ok = NULL;
+    c->owned = 0;
     if (!c->qf.fold)
         return;
-    c->xs = malloc((size_t)(T * W->cols) * sizeof(float));
-    c->ok = malloc((size_t)T);
-    if (!c->xs || !c->ok) { /* out of memory: every token exact (same values up to rounding order, so
-                              * T-invariance is only kept while memory lasts) */
-        free(c->xs);
-        free(c->ok);
-        c->xs = NULL;
-        c->ok = NULL;
+    const size_t xb = (size_t)(T * W->cols) * sizeof(float);
+    c->xs = qscratch_get(xb + (size_t)T, &c->owned);
+    if (!c->xs) /* out of memory: every token exact (same values up to rounding order, so T-invariance
+                 * is only kept while memory lasts) */
         return;
-    }
+    c->ok = (uint8_t *)c->xs + xb;
     hy_avx2q_scale_rows(x, ldx, T, W->cols, c->qf.cscale, c->xs, W->cols, c->ok);
 }
 
 static void qcall_free(struct qcall *c)
 {
-    free(c->xs);
-    free(c->ok);
+    if (c->owned)
+        free(c->xs);
 }
 
 void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
