@@ -327,13 +327,21 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
 }
 
 /* Outputs [n0, n1) on the calling thread: the decode path's register tiles (4 weight rows streamed
- * once, up to 3 tokens per pass; same chains as hy_avx2_matmul). Quantized weights go through
- * hy_avx2_matmul on the row view, so its qscheme dispatch stays the one place that picks them. */
+ * once, up to 3 tokens per pass; same chains as hy_avx2_matmul). Quantized weights at T <= 2 (the
+ * MoE bands of a decode step) go straight to hy_avx2q_rows, the tiles hy_avx2_matmul's decode
+ * branch runs (measured: the row view's dispatch, OpenMP region and output copy cost 1-4 us per
+ * 64-row band), opt-in W4A8 to its rows entry point (any T); every other quantized case goes through hy_avx2_matmul on the row view, so its
+ * qscheme dispatch stays the one place that picks them. */
 void HY_AVX2 hy_avx2_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
                                  int64_t n0, int64_t n1)
 {
-    if (W->qscheme != HY_QS_NONE) {
-        hy_matmul_rows_by_view(hy_avx2_matmul, y, ldy, x, T, W, n0, n1);
+    if (W->qscheme != HY_QS_NONE || !hy_dtype_is_kernel_float(W->dtype)) {
+        if (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8)
+            hy_avx2_matmul_rows_w4a8(y, ldy, x, T, W, n0, n1);
+        else if (T <= 2 && n1 > n0 && hy_avx2q_supported(W))
+            hy_avx2q_rows(y, ldy, x, W->cols, T, W, n0, n1 - n0);
+        else
+            hy_matmul_rows_by_view(hy_avx2_matmul, y, ldy, x, T, W, n0, n1);
         return;
     }
     const int64_t K = W->cols;

@@ -268,43 +268,89 @@ static HY_AVX2 void tile_fn(int fix, int mr, int nr, const struct hy_tensor *W, 
     }
 }
 
+/* The calling thread's quantized activations of x[T, K] in its scratch, laid out as
+ * [x copy | qn | qp | X | fx | q12]. A call with the same T, K and bitwise the same x as the
+ * thread's previous one reuses them: the MoE pass calls the kernel once per 64-row band of every
+ * expert matrix with the same token rows (measured: re-quantizing per band cost ~60% of an expert's
+ * gate/up time at batch 1). Returns 0, or -1 when out of memory (A untouched). */
+static _Thread_local int64_t memo_T = -1, memo_K = -1;
+
+static HY_AVX2 int act_prepare(const float *x, int64_t T, int64_t K, struct act *A)
+{
+    const int64_t nb = (K + 31) / 32, G = (K / 32) / 8;
+    *A = (struct act){.K = K, .nb = nb, .G = G};
+    A->ldn = ((K + 63) & ~(int64_t)63);
+    A->ldp = G * 256;
+    A->ldx = (nb + 15) & ~(int64_t)15;
+    const size_t xcopy = ((size_t)(T * K) * sizeof(float) + 63) & ~(size_t)63;
+    const size_t need = xcopy + (size_t)T * ((size_t)A->ldn + (size_t)A->ldp + (size_t)A->ldx * 12);
+    const size_t cap_before = scratch_cap;
+    char *s = scratch_get(need);
+    if (!s) {
+        memo_T = memo_K = -1;
+        return -1;
+    }
+    int8_t *qn = (int8_t *)(s + xcopy), *qp = qn + T * A->ldn;
+    int32_t *X = (int32_t *)(qp + T * A->ldp);
+    float *fx = (float *)(X + T * A->ldx);
+    int32_t *q12 = (int32_t *)(fx + T * A->ldx);
+    A->qn = qn;
+    A->qp = qp;
+    A->X = X;
+    A->fx = fx;
+    A->q12 = q12;
+    if (scratch_cap == cap_before && memo_T == T && memo_K == K && memcmp(s, x, (size_t)(T * K) * sizeof(float)) == 0)
+        return 0;
+    memcpy(s, x, (size_t)(T * K) * sizeof(float));
+    memo_T = T;
+    memo_K = K;
+#pragma omp parallel for schedule(static) if (T >= 8)
+    for (int64_t t = 0; t < T; t++)
+        quantize_token(x + t * K, K, nb, G, qn + t * A->ldn, A->ldn, X + t * A->ldx, A->ldx, qp + t * A->ldp,
+                       fx + t * A->ldx, q12 + t * A->ldx);
+    return 0;
+}
+
+/* Rows [n0, n1) of W for all T tokens: y[t * ldy + (n - n0)], groups of 4 rows from n0. */
+static HY_AVX2 void rows_range(float *y, int64_t ldy, const struct act *A, int64_t T, const struct hy_tensor *W,
+                               int64_t n0, int64_t n1)
+{
+    const int fix = rows_need_fix(W, A->nb, A->G, n0, (int)(n1 - n0 < 4 ? n1 - n0 : 4));
+    const int nr = (int)(n1 - n0 < 4 ? n1 - n0 : 4);
+    for (int64_t t = 0; t < T; t += 2)
+        tile_fn(fix, (int)(T - t < 2 ? T - t : 2), nr, W, A, t, n0, y + t * ldy, ldy);
+}
+
 void HY_AVX2 hy_avx2_matmul_w4a8(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    const int64_t N = W->rows, K = W->cols, nb = (K + 31) / 32, G = (K / 32) / 8;
-    struct act A = {.K = K, .nb = nb, .G = G};
-    A.ldn = ((K + 63) & ~(int64_t)63);
-    A.ldp = G * 256;
-    A.ldx = (nb + 15) & ~(int64_t)15;
-    const size_t need = (size_t)T * ((size_t)A.ldn + (size_t)A.ldp + (size_t)A.ldx * 12);
-    char *s = scratch_get(need);
-    if (!s) { /* out of memory: the scalar oracle computes the same numbers */
+    const int64_t N = W->rows, K = W->cols;
+    struct act A;
+    if (act_prepare(x, T, K, &A)) { /* out of memory: the scalar oracle computes the same numbers */
         hy_ref_matmul_w4a8(y, x, T, W);
         return;
     }
-    int8_t *qn = (int8_t *)s, *qp = qn + T * A.ldn;
-    int32_t *X = (int32_t *)(qp + T * A.ldp);
-    float *fx = (float *)(X + T * A.ldx);
-    int32_t *q12 = (int32_t *)(fx + T * A.ldx);
-    A.qn = qn;
-    A.qp = qp;
-    A.X = X;
-    A.fx = fx;
-    A.q12 = q12;
-#pragma omp parallel for schedule(static) if (T >= 8)
-    for (int64_t t = 0; t < T; t++)
-        quantize_token(x + t * K, K, nb, G, qn + t * A.ldn, A.ldn, X + t * A.ldx, A.ldx, qp + t * A.ldp,
-                       fx + t * A.ldx, q12 + t * A.ldx);
     const int64_t groups = (N + 3) / 4;
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
 #pragma omp parallel for schedule(dynamic, 16) if (par)
     for (int64_t gi = 0; gi < groups; gi++) {
         const int64_t n0 = gi * 4;
-        const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
-        const int fix = rows_need_fix(W, nb, G, n0, nr);
-        for (int64_t t = 0; t < T; t += 2)
-            tile_fn(fix, (int)(T - t < 2 ? T - t : 2), nr, W, &A, t, n0, y + t * N + n0, N);
+        rows_range(y + n0, N, &A, T, W, n0, n0 + 4 < N ? n0 + 4 : N);
     }
+}
+
+void HY_AVX2 hy_avx2_matmul_rows_w4a8(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
+                                      int64_t n0, int64_t n1)
+{
+    struct act A;
+    if (n1 <= n0 || T <= 0)
+        return;
+    if (act_prepare(x, T, W->cols, &A)) { /* out of memory: the oracle on the row view, same numbers */
+        hy_matmul_rows_by_view(hy_ref_matmul_w4a8, y, ldy, x, T, W, n0, n1);
+        return;
+    }
+    for (int64_t n = n0; n < n1; n += 4)
+        rows_range(y + (n - n0), ldy, &A, T, W, n, n + 4 < n1 ? n + 4 : n1);
 }
 
 #endif /* __x86_64__ */

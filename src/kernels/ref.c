@@ -60,6 +60,10 @@ void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *
 void hy_ref_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1)
 {
+    if (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) { /* as hy_ref_matmul */
+        hy_matmul_rows_by_view(hy_ref_matmul_w4a8, y, ldy, x, T, W, n0, n1);
+        return;
+    }
     const int64_t K = W->cols;
     float *buf = W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE ? NULL : malloc((size_t)K * sizeof(float));
     if (!buf && !(W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE)) { /* out of memory */

@@ -10,6 +10,8 @@
  *   non-finite (these also exercise the AVX2 quantizer against the scalar one: any q or X
  *   difference changes the integer dot).
  * - T-invariance: row t of a T-row call equals the T = 1 call on that row, bitwise (both levels).
+ * - Rows entry point: bands of hy_avx2_matmul_rows_w4a8 and of every table's matmul_rows equal ref,
+ *   also after the same x buffer is rewritten between calls (the per-thread activation reuse).
  * - Error vs the exact product sum_k x_k * w_k (double): per output
  *   |y - exact| <= sum_b (amax_b / 127) * sum_{k in b} |w_k| + 1e-5 * sum_k |x_k w_k|
  *   (|x - q 2^X| <= 2^X / 2 and 2^X < amax / 63.5), and nmse <= 2e-4 on uniform random data.
@@ -271,6 +273,48 @@ static void test_avx2_vs_ref(void **state)
         }
 }
 
+/* hy_avx2_matmul_rows_w4a8 (and every table's matmul_rows) on bands of rows equals the whole
+ * matmul bitwise, and its per-thread reuse of quantized activations follows the content of x: the
+ * same buffer rewritten between calls (one value changed, or a new row) gives the new result. */
+static void test_rows_and_memo(void **state)
+{
+    (void)state;
+    if (!have_avx2)
+        skip();
+    const int64_t N = 37, K = 544, bands[] = {1, 4, 6, 64};
+    struct hy_tensor W = make_w(N, K, 1);
+    float *x = malloc((size_t)(3 * K) * 4), *yr = malloc((size_t)(3 * N) * 4), *yb = malloc((size_t)(3 * N) * 4);
+    make_x(x, 3, K, 1);
+    struct hy_kernel_table tab;
+    for (int round = 0; round < 3; round++) {
+        if (round == 1)
+            x[K + 77] = x[K + 77] * 3.0f + 1.0f; /* token 1 changes in place */
+        if (round == 2)
+            x[5] = -x[5] - 0.25f;
+        for (int64_t T = 1; T <= 3; T++) {
+            hy_ref_matmul_w4a8(yr, x, T, &W);
+            for (size_t bi = 0; bi < sizeof(bands) / sizeof(bands[0]); bi++) {
+                memset(yb, 0, (size_t)(T * N) * 4);
+                for (int64_t n0 = 0; n0 < N; n0 += bands[bi])
+                    hy_avx2_matmul_rows_w4a8(yb + n0, N, x, T, &W, n0, n0 + bands[bi] < N ? n0 + bands[bi] : N);
+                assert_same(yb, yr, T * N, "avx2 rows bands vs ref");
+            }
+            for (int isa = HY_ISA_REF; isa < HY_ISA_COUNT; isa++) {
+                if (hy_kernels_table_for((enum hy_isa)isa, &tab))
+                    continue;
+                memset(yb, 0, (size_t)(T * N) * 4);
+                for (int64_t n0 = 0; n0 < N; n0 += 6)
+                    tab.matmul_rows(yb + n0, N, x, T, &W, n0, n0 + 6 < N ? n0 + 6 : N);
+                assert_same(yb, yr, T * N, tab.name);
+            }
+        }
+    }
+    free(x);
+    free(yr);
+    free(yb);
+    free_w(&W);
+}
+
 static void test_error_bound(void **state)
 {
     (void)state;
@@ -353,6 +397,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantizer),
         cmocka_unit_test(test_avx2_vs_ref),
+        cmocka_unit_test(test_rows_and_memo),
         cmocka_unit_test(test_error_bound),
         cmocka_unit_test(test_dispatch),
     };
