@@ -280,7 +280,9 @@ void HY_AVX512 hy_avx512_matmul_rows(float *y, int64_t ldy, const float *x, int6
                                      int64_t n0, int64_t n1)
 {
     if (is_quant(W)) {
-        if (!hy_avx512q_supported(W) || (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8))
+        if (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) /* opt-in W4A8 (avx2 code) */
+            hy_avx2_matmul_rows_w4a8(y, ldy, x, T, W, n0, n1);
+        else if (!hy_avx512q_supported(W))
             hy_matmul_rows_by_view(hy_avx512_matmul, y, ldy, x, T, W, n0, n1);
         else
             hy_avx512q_rows(y, ldy, x, W->cols, T, W, n0, n1 - n0);
