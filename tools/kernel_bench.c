@@ -1,7 +1,7 @@
 /* kernel_bench.c - micro-benchmark of the matmul kernels per ISA level and thread count (not a test).
  * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/kernel_bench.c build/libhyinfer.a \
  *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1) -lm -o build/kernel_bench
- * Run:   nice build/kernel_bench [reps] [all|bf16|quant]
+ * Run:   nice build/kernel_bench [reps] [all|bf16|quant|bands]
  * bf16 section: GEMV figures rotate over 3 weight matrices so the 32 MiB L3 does not hold them
  * (DRAM-bound). Figures are best-of-reps wall time; with 1 thread also "cpu": best-of-reps thread
  * CPU time, which leaves out time the thread was descheduled (useful on a shared machine).
@@ -12,7 +12,9 @@
  * fraction of the read bandwidth measured by hy_bench_mem_bw with the same thread count. Then
  * prefill GEMM T=128 at 4096x4096, GFLOP/s, formats interleaved. With 1 thread the GEMV lines also
  * give the median over thread CPU time (leaves out time the thread was descheduled).
- * KB_THREADS=1 or 2 runs only that thread count of the quant section. */
+ * KB_THREADS=1 or 2 runs only that thread count of the quant section.
+ * bands section (only with "bands"): per quantized format, the MoE expert shapes through matmul_rows
+ * as one call vs forward.c's 64 / 128-row bands (1 thread, same matrix): the per-call cost. */
 #include "bench/probe.h"
 #include "kernels/kernel_table.h"
 #include "kernels/w4a8.h"
@@ -245,12 +247,80 @@ static void quant_section(int reps)
     free(y);
 }
 
+/* The MoE expert shapes as forward.c's decode pass calls them: the whole matrix in one matmul_rows
+ * call vs bands of BAND rows (64 for gate/up at 1536x4096, 128 for down at 4096x1536), 1 thread,
+ * T = 1, the same matrix (L3-resident, so per-call costs show), the two ways interleaved; best and
+ * median of thread CPU time over reps. */
+static void rows_call(const struct hy_kernel_table *k, int f, float *y, int64_t ldy, const float *x,
+                      const struct hy_tensor *W, int64_t n0, int64_t n1)
+{
+#if defined(__x86_64__) && !defined(KB_NO_W4A8_ROWS) /* -DKB_NO_W4A8_ROWS: libraries before the rows entry point */
+    if (f == F_W4A8 && k->isa != HY_ISA_REF) {
+        hy_avx2_matmul_rows_w4a8(y, ldy, x, 1, W, n0, n1);
+        return;
+    }
+#elif defined(__x86_64__)
+    if (f == F_W4A8 && k->isa != HY_ISA_REF) {
+        hy_matmul_rows_by_view(hy_avx2_matmul_w4a8, y, ldy, x, 1, W, n0, n1);
+        return;
+    }
+#endif
+    if (f == F_W4A8)
+        hy_matmul_rows_by_view(hy_ref_matmul_w4a8, y, ldy, x, 1, W, n0, n1);
+    else
+        k->matmul_rows(y, ldy, x, 1, W, n0, n1);
+}
+
+static void bands_section(int reps)
+{
+    struct hy_kernel_table k;
+    if (hy_kernels_table_for(hy_kernels_best_isa(), &k))
+        return;
+    make_pools();
+    omp_set_num_threads(1);
+    static const int64_t shapes[2][3] = {{1536, 4096, 64}, {4096, 1536, 128}};
+    float *x = malloc(4096 * 4), *y = malloc(4096 * 4);
+    for (int i = 0; i < 4096; i++)
+        x[i] = (float)(i % 7) * 0.1f - 0.3f;
+    double *tw = malloc(sizeof(double) * (size_t)reps), *tb = malloc(sizeof(double) * (size_t)reps);
+    printf("bands [%s] 1 thread, T=1, matmul_rows: whole matrix vs forward.c's bands (thread CPU time)\n", k.name);
+    for (int s = 0; s < 2; s++)
+        for (int f = F_FP8; f < F_COUNT; f++) {
+            const int64_t N = shapes[s][0], K = shapes[s][1], band = shapes[s][2];
+            struct hy_tensor W = next_tensor(f, N, K);
+            rows_call(&k, f, y, N, x, &W, 0, N);
+            for (int r = 0; r < reps; r++) {
+                double c0 = cpu_now();
+                rows_call(&k, f, y, N, x, &W, 0, N);
+                tw[r] = cpu_now() - c0;
+                c0 = cpu_now();
+                for (int64_t n0 = 0; n0 < N; n0 += band)
+                    rows_call(&k, f, y + n0, N, x, &W, n0, n0 + band < N ? n0 + band : N);
+                tb[r] = cpu_now() - c0;
+            }
+            qsort(tw, (size_t)reps, sizeof(double), cmp_d);
+            qsort(tb, (size_t)reps, sizeof(double), cmp_d);
+            printf("  %4lldx%-4lld %-5s whole: best %7.1f us median %7.1f us | bands of %3lld: best %7.1f us median "
+                   "%7.1f us (bands / whole, best: %.3f)\n",
+                   (long long)N, (long long)K, fname[f], tw[0] * 1e6, tw[reps / 2] * 1e6, (long long)band,
+                   tb[0] * 1e6, tb[reps / 2] * 1e6, tb[0] / tw[0]);
+        }
+    free(tw);
+    free(tb);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
     const char *what = argc > 2 ? argv[2] : "all";
     if (reps < 1)
         reps = 1;
+    if (!strcmp(what, "bands")) {
+        bands_section(reps);
+        return 0;
+    }
     if (strcmp(what, "bf16")) {
         quant_section(reps);
         if (!strcmp(what, "quant"))
