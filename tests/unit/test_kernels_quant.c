@@ -13,6 +13,7 @@
  *   nmse >= 1e-6 (one E2M1/E4M3 step is >= 2^-4 relative).
  * - Contract (kernel_table.h): row t of a T-row call is bitwise the same for T in {1,2,3,5,17}
  *   (decode path T <= 2, prefill panel path T >= 3) and with 1 or 2 OpenMP threads.
+ * - matmul_rows in bands of rows (the MoE pass) equals matmul bitwise, on every level.
  * AVX-512 (widening with pad 16, the decode tiles against the panels) is checked on the real kernels
  * where the CPU has it, else on the same sources over SIMDe's emulated intrinsics (avx512_emu.h).
  * Shapes are ragged: N not a multiple of 4 or 16, K % 32 != 0 (MX8 and FP8 also odd K; FP4 K even).
@@ -431,6 +432,55 @@ static void test_fold_and_nan_free(void **state)
     kt_free_q(&W);
 }
 
+/* matmul_rows (what the MoE pass calls, per band of rows) equals matmul bitwise on every level:
+ * bands of 1, 3, 4, 7 and 64 rows, T in {1, 2, 3, 5} (decode tiles and, for T >= 3, the row view),
+ * ragged shapes, and per-tensor FP8 with a token whose scaled row overflows (raw scheme fallback). */
+static void check_rows(const struct hy_kernel_table *kt)
+{
+    static const int64_t shapes[][2] = {{13, 100}, {70, 64}, {9, 1031}, {5, 2}};
+    static const int64_t Ts[] = {1, 2, 3, 5}, bands[] = {1, 3, 4, 7, 64};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+        for (int f = 0; f < KT_QCOUNT; f++) {
+            const int64_t N = shapes[s][0], K = shapes[s][1];
+            if (f == KT_MXFP4 && (K & 1))
+                continue;
+            struct hy_tensor W = kt_make_q((enum kt_qfmt)f, N, K);
+            if (f == KT_FP8)
+                W.scale = 0x1p-7f; /* c = 2^113 */
+            float *x = malloc((size_t)(5 * K) * 4), *y0 = malloc((size_t)(5 * N) * 4),
+                  *y1 = malloc((size_t)(5 * N) * 4);
+            kt_fill(x, 5 * K);
+            x[1 * K + K / 2] = 0x1p15f; /* token 1: the FP8 scaled row overflows */
+            for (size_t ti = 0; ti < 4; ti++) {
+                const int64_t T = Ts[ti];
+                kt->matmul(y0, x, T, &W);
+                for (size_t bi = 0; bi < sizeof(bands) / sizeof(bands[0]); bi++) {
+                    memset(y1, 0xff, (size_t)(T * N) * 4);
+                    for (int64_t n0 = 0; n0 < N; n0 += bands[bi])
+                        kt->matmul_rows(y1 + n0, N, x, T, &W, n0, n0 + bands[bi] < N ? n0 + bands[bi] : N);
+                    if (memcmp(y0, y1, (size_t)(T * N) * 4)) {
+                        print_error("[%s] %s N=%lld K=%lld T=%lld: matmul_rows in bands of %lld != matmul\n",
+                                    kt->name, qname[f], (long long)N, (long long)K, (long long)T,
+                                    (long long)bands[bi]);
+                        fail();
+                    }
+                }
+            }
+            free(x);
+            free(y0);
+            free(y1);
+            kt_free_q(&W);
+        }
+}
+
+static void test_quant_rows(void **state)
+{
+    (void)state;
+    check_rows(&ref);
+    for (int l = 0; l < n_levels; l++)
+        check_rows(&levels[l]);
+}
+
 int main(void)
 {
     kt_rng = 0x2545f4914f6cdd1dull; /* this file's data since it was written */
@@ -441,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_quant_t_invariance),
         cmocka_unit_test(test_quant_threads),
         cmocka_unit_test(test_fold_and_nan_free),
+        cmocka_unit_test(test_quant_rows),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

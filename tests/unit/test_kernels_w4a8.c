@@ -286,12 +286,12 @@ static void test_rows_and_memo(void **state)
     float *x = malloc((size_t)(3 * K) * 4), *yr = malloc((size_t)(3 * N) * 4), *yb = malloc((size_t)(3 * N) * 4);
     make_x(x, 3, K, 1);
     struct hy_kernel_table tab;
-    for (int round = 0; round < 3; round++) {
-        if (round == 1)
-            x[K + 77] = x[K + 77] * 3.0f + 1.0f; /* token 1 changes in place */
-        if (round == 2)
-            x[5] = -x[5] - 0.25f;
-        for (int64_t T = 1; T <= 3; T++) {
+    for (int64_t T = 1; T <= 3; T++)
+        for (int round = 0; round < 3; round++) { /* same T and K: only the content of x differs */
+            if (round == 1)
+                x[(T - 1) * K + 77] = x[(T - 1) * K + 77] * 3.0f + 1.0f; /* the last token changes in place */
+            if (round == 2)
+                x[5] = -x[5] - 0.25f;
             hy_ref_matmul_w4a8(yr, x, T, &W);
             for (size_t bi = 0; bi < sizeof(bands) / sizeof(bands[0]); bi++) {
                 memset(yb, 0, (size_t)(T * N) * 4);
@@ -308,7 +308,6 @@ static void test_rows_and_memo(void **state)
                 assert_same(yb, yr, T * N, tab.name);
             }
         }
-    }
     free(x);
     free(yr);
     free(yb);
