@@ -26,6 +26,7 @@
 
 #include "kernels/avx2_common.h"
 #include "kernels/kernel_table.h"
+#include "kernels/scratch.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -430,8 +431,7 @@ struct qcall {
     struct qw qe, qf;
     q_tile_fn fe, ff;
     float *xs;
-    uint8_t *ok;  /* inside the xs allocation */
-    int owned;    /* xs was malloc'd for this call (else the thread's scratch) */
+    uint8_t *ok; /* after the rows, in the same buffer (the thread's scratch) */
 };
 
 /* The tiles of tokens [t0, t0 + mt) x rows [n0, n0 + nr) (mt <= 2), in the scheme of token t0:
@@ -445,31 +445,9 @@ static void tokens_tile(const struct qcall *c, const float *x, int64_t ldx, int6
         c->fe(mt, nr, &c->qe, x + t0 * ldx, ldx, n0, y + t0 * ldy, ldy);
 }
 
-/* The calling thread's buffer for the raw scheme's scaled activations: decode calls (a few tokens)
- * come once per 64-row band of every expert matrix, so a malloc per call was measurable; grown on
- * demand up to QSCRATCH_MAX bytes and kept (one per thread that ran a kernel), larger requests are
- * malloc'd per call. */
-#define QSCRATCH_MAX ((size_t)1 << 20)
-static _Thread_local void *qscratch;
-static _Thread_local size_t qscratch_cap;
-
-static void *qscratch_get(size_t n, int *owned)
-{
-    *owned = 0;
-    if (n <= qscratch_cap)
-        return qscratch;
-    if (n > QSCRATCH_MAX) {
-        *owned = 1;
-        return malloc(n);
-    }
-    void *p = malloc(QSCRATCH_MAX);
-    if (!p)
-        return NULL;
-    free(qscratch);
-    qscratch = p;
-    qscratch_cap = QSCRATCH_MAX;
-    return p;
-}
+/* The calling thread's buffer for the raw scheme's scaled activations (decode calls come once per
+ * 64-row band of every expert matrix: a malloc per call was measurable). */
+static _Thread_local struct hy_scratch qscratch;
 
 static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *x, int64_t ldx, int64_t T)
 {
@@ -479,22 +457,15 @@ static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *
     c->ff = tile_for(&c->qf);
     c->xs = NULL;
     c->ok = NULL;
-    c->owned = 0;
     if (!c->qf.fold)
         return;
     const size_t xb = (size_t)(T * W->cols) * sizeof(float);
-    c->xs = qscratch_get(xb + (size_t)T, &c->owned);
+    c->xs = hy_scratch_get(&qscratch, xb + (size_t)T);
     if (!c->xs) /* out of memory: every token exact (same values up to rounding order, so T-invariance
                  * is only kept while memory lasts) */
         return;
     c->ok = (uint8_t *)c->xs + xb;
     hy_avx2q_scale_rows(x, ldx, T, W->cols, c->qf.cscale, c->xs, W->cols, c->ok);
-}
-
-static void qcall_free(struct qcall *c)
-{
-    if (c->owned)
-        free(c->xs);
 }
 
 void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
@@ -508,7 +479,6 @@ void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T
             tokens_tile(&c, x, ldx, t, mt, n0 + j, (int)(nb - j < 4 ? nb - j : 4), y + j, ldy);
         t += mt;
     }
-    qcall_free(&c);
 }
 
 void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *W)
@@ -530,7 +500,6 @@ void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *
             t += mt;
         }
     }
-    qcall_free(&c);
 }
 
 /* Widens the first K32 (a multiple of 32) elements of row r to f32 at d; one instance per format. */

@@ -25,6 +25,7 @@
 
 #include "kernels/avx2_common.h"
 #include "kernels/kernel_table.h"
+#include "kernels/scratch.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -48,20 +49,8 @@ struct act {
     int64_t K, nb, G;  /* blocks, full groups of 8 blocks */
 };
 
-/* Thread-local scratch, grown on demand (never shrunk; one per calling thread). */
-static _Thread_local void *scratch;
-static _Thread_local size_t scratch_cap;
-
-static void *scratch_get(size_t n)
-{
-    if (n <= scratch_cap)
-        return scratch;
-    free(scratch);
-    n = (n + 4095) & ~(size_t)4095;
-    scratch = aligned_alloc(64, n);
-    scratch_cap = scratch ? n : 0;
-    return scratch;
-}
+/* The calling thread's activations (act_prepare), kept between calls. */
+static _Thread_local struct hy_scratch scratch;
 
 /* One token row x[K] -> qn (natural, K bytes + zero pad to ldn), X (nb entries + zero pad), qp. */
 static HY_AVX2 void quantize_token(const float *x, int64_t K, int64_t nb, int64_t G, int8_t *qn, int64_t ldn,
@@ -284,8 +273,8 @@ static HY_AVX2 int act_prepare(const float *x, int64_t T, int64_t K, struct act 
     A->ldx = (nb + 15) & ~(int64_t)15;
     const size_t xcopy = ((size_t)(T * K) * sizeof(float) + 63) & ~(size_t)63;
     const size_t need = xcopy + (size_t)T * ((size_t)A->ldn + (size_t)A->ldp + (size_t)A->ldx * 12);
-    const size_t cap_before = scratch_cap;
-    char *s = scratch_get(need);
+    const size_t cap_before = scratch.cap;
+    char *s = hy_scratch_get(&scratch, need);
     if (!s) {
         memo_T = memo_K = -1;
         return -1;
@@ -299,7 +288,7 @@ static HY_AVX2 int act_prepare(const float *x, int64_t T, int64_t K, struct act 
     A->X = X;
     A->fx = fx;
     A->q12 = q12;
-    if (scratch_cap == cap_before && memo_T == T && memo_K == K && memcmp(s, x, (size_t)(T * K) * sizeof(float)) == 0)
+    if (scratch.cap == cap_before && memo_T == T && memo_K == K && memcmp(s, x, (size_t)(T * K) * sizeof(float)) == 0)
         return 0;
     memcpy(s, x, (size_t)(T * K) * sizeof(float));
     memo_T = T;
