@@ -4,15 +4,80 @@
 #include "cli/commands.h"
 
 #include "base/err.h"
+#include "base/fileio.h"
+#include "base/timing.h"
 #include "model/model.h"
+#include "model/place.h"
+#include "quant/calib.h"
 #include "quant/quantize.h"
+#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *usage_text =
-    "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]";
+    "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
+    "                 [--calib-data TEXT_FILE [--num-calibration-samples N] [--max-seq-length L]\n"
+    "                  [--dampening-frac F] [--no-actorder] [--calib-memory-gib G]]";
+
+/* GPTQ calibration options (flag names follow llm-compressor's oneshot / GPTQModifier). */
+struct calib_opts {
+    const char *data;     /* --calib-data: text file, NULL = round-to-nearest */
+    int         samples;  /* --num-calibration-samples */
+    int         seq_len;  /* --max-seq-length (0: min(512, max_position_embeddings)) */
+    float       damp;     /* --dampening-frac */
+    int         no_actorder;
+    float       mem_gib;  /* --calib-memory-gib (0: half of physical memory) */
+};
+
+/* Loads IN in fp32 mode (weights left in the file mapping), tokenizes the calibration text and collects
+ * the statistics into *c. Prints what it ran. */
+static int calibrate(const char *in, const struct calib_opts *co, struct hy_calib *c)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    struct hy_model *m = NULL;
+    struct hy_tokenizer *tok = NULL;
+    int rc = -1;
+    if (hy_file_read_all(co->data, &text, &len)) {
+        hy_err_prefix("--calib-data");
+        return -1;
+    }
+    hy_load_format_set_default(HY_LOAD_MMAP);
+    if (hy_model_load(in, HY_COMPUTE_F32, &m) || hy_tokenizer_load_dir(in, &tok)) {
+        hy_err_prefix("calibration: %s", in);
+        goto out;
+    }
+    if (hy_tokenizer_encode(tok, text, len, 0, &ids, &n_ids)) {
+        hy_err_prefix("--calib-data %s", co->data);
+        goto out;
+    }
+    const int32_t seq = co->seq_len ? co->seq_len
+                                    : (m->cfg.max_position_embeddings < 512 ? m->cfg.max_position_embeddings : 512);
+    const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    const uint64_t cap = (uint64_t)(co->mem_gib > 0.0f ? (double)co->mem_gib * 1073741824.0 : phys / 2.0);
+    const double t0 = hy_time_now();
+    if (hy_calib_init(c, m, cap))
+        goto out;
+    if (hy_calib_run(c, m, ids, (int64_t)n_ids, hy_tokenizer_add_bos(tok), co->samples, seq)) {
+        hy_calib_free(c);
+        goto out;
+    }
+    printf("  calibration: %d windows x %d tokens (%lld tokens) of %s, %d input groups (%.1f MiB), %.2f s\n",
+           c->samples, seq, (long long)c->tokens, co->data, c->n_acc, (double)c->bytes / 1048576.0,
+           hy_time_now() - t0);
+    rc = 0;
+out:
+    free(ids);
+    free(text);
+    hy_tokenizer_free(tok);
+    hy_model_free(m);
+    return rc;
+}
 
 /* --quant-target takes one or more words (space- or comma-separated); they are folded into *mask and
  * removed from argv (the rest goes to the table parser). */
@@ -66,6 +131,7 @@ static int take_targets(int *argc, char **argv, unsigned *mask, int *seen)
 int hy_cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *dtype = NULL, *unused_targets = NULL;
+    struct calib_opts co = {.samples = 64, .damp = 0.01f};
     int help = 0, tseen = 0;
     unsigned targets = 0;
     const struct hy_arg args[] = {
@@ -76,6 +142,18 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--quant-target", NULL, HY_ARG_STR, &unused_targets, NULL,
          "one or more of moe (routed + shared experts), attn-linear (q/k/v/o, MTP eh_proj), mlp (dense MLP); "
          "default: all three"},
+        {"--calib-data", NULL, HY_ARG_STR, &co.data, NULL,
+         "text file: round with GPTQ on statistics of the model's own layer inputs over this text "
+         "(default: round-to-nearest)"},
+        {"--num-calibration-samples", NULL, HY_ARG_INT, &co.samples, NULL,
+         "calibration windows, consecutive from the start of the text (default 64)"},
+        {"--max-seq-length", NULL, HY_ARG_INT, &co.seq_len, NULL,
+         "tokens per window, BOS included (default min(512, max_position_embeddings))"},
+        {"--dampening-frac", NULL, HY_ARG_FLOAT, &co.damp, NULL, "GPTQ dampening / mean(diag H) (default 0.01)"},
+        {"--no-actorder", NULL, HY_ARG_FLAG, &co.no_actorder, NULL,
+         "GPTQ columns in index order (default: by decreasing activation energy)"},
+        {"--calib-memory-gib", NULL, HY_ARG_FLOAT, &co.mem_gib, NULL,
+         "limit for the f64 statistics (default: half of physical memory)"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
@@ -104,8 +182,30 @@ int hy_cmd_quantize(int argc, char **argv)
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 2;
     }
+    if (!co.data && (co.samples != 64 || co.seq_len || co.damp != 0.01f || co.no_actorder || co.mem_gib != 0.0f)) {
+        fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");
+        return 2;
+    }
+    if (co.samples < 1 || co.seq_len < 0 || co.seq_len == 1 || !(co.damp >= 0.0f) || co.mem_gib < 0.0f) {
+        fprintf(stderr, "hyinfer quantize: --num-calibration-samples (%d) must be >= 1, --max-seq-length (%d) >= 2, "
+                        "--dampening-frac (%g) and --calib-memory-gib (%g) >= 0\n",
+                co.samples, co.seq_len, (double)co.damp, (double)co.mem_gib);
+        return 2;
+    }
+    struct hy_calib calib;
+    if (co.data) {
+        if (calibrate(in, &co, &calib)) {
+            fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
+            return 1;
+        }
+        o.calib = &calib;
+        o.gptq = (struct hy_gptq_opts){.dampening_frac = co.damp, .actorder = !co.no_actorder};
+    }
     struct hy_quantize_stats st;
-    if (hy_quantize_model(in, out, &o, &st)) {
+    const int qrc = hy_quantize_model(in, out, &o, &st);
+    if (co.data)
+        hy_calib_free(&calib);
+    if (qrc) {
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 1;
     }
@@ -117,6 +217,11 @@ int hy_cmd_quantize(int argc, char **argv)
     printf("  bytes: %llu in (tensor data) -> %llu out (model.safetensors), ratio %.3f\n",
            (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
            st.bytes_in ? (double)st.bytes_out / (double)st.bytes_in : 0.0);
+    if (co.data)
+        printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T)); %lld "
+               "round-to-nearest (no calibration tokens reached them)\n",
+               (long long)st.n_gptq, st.n_gptq ? st.gptq_ratio_sum / (double)st.n_gptq : 1.0,
+               (long long)st.n_gptq_rtn);
     printf("  seconds: %.2f\n", st.seconds);
     return 0;
 }

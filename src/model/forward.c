@@ -78,7 +78,7 @@ static int grouped_on(const struct hy_model *m, int64_t T)
         const char *e = getenv("HYINFER_MOE_GROUPED");
         env = e && e[0] == '0' ? 0 : 1;
     }
-    return env && !m->moe_per_expert && T <= FUSED_MAX_T;
+    return env && !m->moe_per_expert && !m->observe && T <= FUSED_MAX_T;
 }
 
 static int scratch_init(struct scratch *s, const struct hy_model *m, int64_t T)
@@ -198,6 +198,8 @@ static void maybe_round(const struct hy_model *m, float *x, int64_t n)
  * fp32 mode keeps hy_matmul's fixed, batch-invariant chain. */
 static void linear(const struct hy_model *m, float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
+    if (m->observe)
+        m->observe(m->observe_ctx, W, x, T);
     if (m->compute == HY_COMPUTE_BF16)
         hy_matmul_bf16x(y, x, T, W);
     else

@@ -98,6 +98,12 @@ struct hy_model {
     float                **v_cache_scale;    /* [main + MTP layers] -> NULL or [n_kv_heads]: static FP8 V
                                                 cache scales from the checkpoint (kv_scales.c) */
     int32_t                n_v_cache_scales; /* layers that have one */
+    /* Calibration observer (quant/calib.h), NULL normally: called by every linear layer of the forward
+     * pass with its weight and its whole input x [T, W->cols] (f32, valid during the call only), from
+     * the calling thread outside parallel regions. While it is set the per-expert / per-matrix path runs
+     * (as moe_per_expert = 1), so each matrix sees its input in one call. */
+    void (*observe)(void *ctx, const struct hy_tensor *W, const float *x, int64_t T);
+    void  *observe_ctx;
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every

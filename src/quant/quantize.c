@@ -8,6 +8,7 @@
 #include "config/model_config.h"
 #include "config/quant_config.h"
 #include "model/safetensors.h"
+#include "quant/calib.h"
 #include "quant/formats.h"
 
 #include <dirent.h>
@@ -386,9 +387,50 @@ static int cmp_entry(const void *a, const void *b)
     return x->seq - y->seq;
 }
 
-/* Quantizes q into w (weight bytes) and s (scale bytes). */
-static int quantize_mat(const struct qmat *q, uint8_t *w, uint8_t *s)
+/* GPTQ of q into w / s when o has statistics for it: 0 done, 1 not applicable (round to nearest
+ * instead), -1 error. */
+static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint8_t *w, uint8_t *s,
+                    struct hy_quantize_stats *st)
 {
+    int64_t K = 0;
+    const double *h = o->calib ? hy_calib_hessian(o->calib, q->module, &K, NULL) : NULL;
+    if (!h)
+        return 1;
+    if (K != q->cols)
+        return hy_err_set("internal: calibration statistics of %s are %lld wide, the matrix has K = %lld", q->module,
+                          (long long)K, (long long)q->cols);
+    float *buf = malloc((size_t)(q->rows * q->cols) * sizeof(float));
+    if (!buf)
+        return hy_err_set("out of memory for %s (%lld x %lld f32)", q->module, (long long)q->rows,
+                          (long long)q->cols);
+    for (int64_t r = 0; r < q->rows; r++)
+        if (src_row(q, r, buf + r * q->cols)) {
+            free(buf);
+            return -1;
+        }
+    double obj[2];
+    const int rc = hy_gptq_quantize(buf, h, q->rows, q->cols, q->f, q->scale, &o->gptq, w, s, obj);
+    free(buf);
+    if (rc == 0) {
+        st->n_gptq++;
+        st->gptq_ratio_sum += obj[0] > 0.0 ? obj[1] / obj[0] : 1.0;
+    } else if (rc == 1) {
+        hy_log_warn("quantize: %s: the calibration Hessian stayed indefinite after dampening; round-to-nearest",
+                    q->module);
+    }
+    return rc;
+}
+
+/* Quantizes q into w (weight bytes) and s (scale bytes): GPTQ when o has statistics for it, else
+ * round-to-nearest. */
+static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint8_t *w, uint8_t *s,
+                        struct hy_quantize_stats *st)
+{
+    const int g = gptq_mat(q, o, w, s, st);
+    if (g <= 0)
+        return g;
+    if (o->calib)
+        st->n_gptq_rtn++;
     const int64_t rb = q->f == HY_QF_MXFP4 ? q->cols / 2 : q->cols, nb = (q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
     int bad = 0;
     char msg[512] = "";
@@ -439,7 +481,8 @@ static int write_all(FILE *f, const void *p, size_t n, const char *path)
     return 0;
 }
 
-static int write_safetensors(const char *path, struct plan *p, uint64_t *bytes_out)
+static int write_safetensors(const char *path, struct plan *p, const struct hy_quantize_opts *qo,
+                             struct hy_quantize_stats *st)
 {
     qsort(p->e, p->n, sizeof(*p->e), cmp_entry);
     json_t *h = json_object();
@@ -510,7 +553,7 @@ static int write_safetensors(const char *path, struct plan *p, uint64_t *bytes_o
                 rc = hy_err_set("out of memory");
                 break;
             }
-            rc = quantize_mat(q, wbuf, sbuf) || write_all(f, wbuf, e->nbytes, path);
+            rc = quantize_mat(q, qo, wbuf, sbuf, st) || write_all(f, wbuf, e->nbytes, path);
             drop_src(q);
             have = q;
         } else { /* R_QSCALE_MX: follows its weight (stable sort, same size class) */
@@ -525,7 +568,7 @@ static int write_safetensors(const char *path, struct plan *p, uint64_t *bytes_o
     free(sbuf);
     if (fclose(f) && !rc)
         rc = hy_err_set("%s: close failed: %s", path, strerror(errno));
-    *bytes_out = 8 + hlen + off;
+    st->bytes_out = 8 + hlen + off;
     return rc ? -1 : 0;
 }
 
@@ -792,7 +835,7 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
     }
     made_tmp = 1;
     path = hy_path_join(tmp, "model.safetensors");
-    if (!path || write_safetensors(path, &p, &st->bytes_out))
+    if (!path || write_safetensors(path, &p, o, st))
         goto out;
     free(path);
     path = hy_path_join(tmp, "config.json");

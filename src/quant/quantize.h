@@ -15,9 +15,13 @@
  * Targets: HY_QT_MOE = routed experts + shared expert, HY_QT_ATTN = q/k/v/o_proj + MTP eh_proj,
  * HY_QT_MLP = dense MLP gate/up/down. Embedding, lm_head, norms, router, expert_bias are copied as they are.
  * Fused experts (mlp.experts.gate_up_proj / down_proj) are written per expert when quantized.
+ * Rounding: round-to-nearest, or with calibration statistics GPTQ (gptq.h) in the same layouts and
+ * with the same scales.
  */
 #ifndef HY_QUANT_QUANTIZE_H
 #define HY_QUANT_QUANTIZE_H
+
+#include "quant/gptq.h"
 
 #include <stdint.h>
 
@@ -25,9 +29,14 @@ enum hy_quant_dtype { HY_QD_FP8 = 0, HY_QD_MXFP8, HY_QD_MXFP4, HY_QD_HYBRID };
 
 enum { HY_QT_MOE = 1, HY_QT_ATTN = 2, HY_QT_MLP = 4, HY_QT_ALL = 7 };
 
+struct hy_calib;
+
 struct hy_quantize_opts {
-    enum hy_quant_dtype dtype;
-    unsigned            targets; /* HY_QT_* bits, non-zero */
+    enum hy_quant_dtype     dtype;
+    unsigned                targets; /* HY_QT_* bits, non-zero */
+    const struct hy_calib  *calib;   /* NULL: round-to-nearest; else GPTQ (quant/gptq.h) with these
+                                        statistics for every matrix that has them (quant/calib.h) */
+    struct hy_gptq_opts     gptq;    /* used with calib */
 };
 
 struct hy_quantize_stats {
@@ -36,6 +45,10 @@ struct hy_quantize_stats {
     int64_t  n_files;        /* other files copied */
     uint64_t bytes_in;       /* tensor data bytes of IN */
     uint64_t bytes_out;      /* size of OUT/model.safetensors */
+    int64_t  n_gptq;         /* matrices rounded by GPTQ (with calib) */
+    int64_t  n_gptq_rtn;     /* with calib, matrices left to round-to-nearest: no statistics (an expert no
+                                calibration token was routed to) or an indefinite Hessian */
+    double   gptq_ratio_sum; /* sum over the GPTQ matrices of objective(GPTQ) / objective(RTN) */
     double   seconds;
 };
 

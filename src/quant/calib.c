@@ -1,0 +1,277 @@
+/* calib.c - GPTQ calibration statistics from the forward pass (conventions: calib.h). */
+#include "quant/calib.h"
+
+#include "base/err.h"
+#include "cache/kv_cache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Growing arrays of the set-up pass. */
+struct builder {
+    struct hy_calib *c;
+    int32_t          cap_acc, cap_names;
+};
+
+static int new_acc(struct builder *b, const struct hy_tensor *w)
+{
+    struct hy_calib *c = b->c;
+    if (c->n_acc == b->cap_acc) {
+        const int32_t nc = b->cap_acc ? 2 * b->cap_acc : 64;
+        struct hy_calib_acc *na = realloc(c->acc, (size_t)nc * sizeof(*na));
+        if (!na)
+            return -1;
+        c->acc = na;
+        b->cap_acc = nc;
+    }
+    c->acc[c->n_acc] = (struct hy_calib_acc){.w = w, .K = w->cols};
+    c->bytes += (uint64_t)(w->cols * w->cols) * sizeof(double);
+    return c->n_acc++;
+}
+
+static int add_name(struct builder *b, int acc, const char *fmt, int L, int e, const char *leaf)
+{
+    struct hy_calib *c = b->c;
+    if (c->n_names == b->cap_names) {
+        const int32_t nc = b->cap_names ? 2 * b->cap_names : 64;
+        struct hy_calib_name *nn = realloc(c->names, (size_t)nc * sizeof(*nn));
+        if (!nn)
+            return -1;
+        c->names = nn;
+        b->cap_names = nc;
+    }
+    struct hy_calib_name *n = &c->names[c->n_names++];
+    char mid[64];
+    snprintf(mid, sizeof(mid), fmt, e);
+    snprintf(n->module, sizeof(n->module), "model.layers.%d.%s%s", L, mid, leaf);
+    n->acc = acc;
+    return 0;
+}
+
+/* gate/up (shared input) and down of one SwiGLU MLP; prefix like "mlp." or "mlp.experts.%d.". */
+static int add_mlp(struct builder *b, const struct hy_expert *x, int L, const char *prefix, int e)
+{
+    if (!x->gate.data || x->gate.rows == 0)
+        return 0;
+    const int gu = new_acc(b, &x->gate);
+    if (gu < 0 || add_name(b, gu, prefix, L, e, "gate_proj") || add_name(b, gu, prefix, L, e, "up_proj"))
+        return -1;
+    const int dn = new_acc(b, &x->down);
+    if (dn < 0 || add_name(b, dn, prefix, L, e, "down_proj"))
+        return -1;
+    return 0;
+}
+
+static int cmp_acc(const void *a, const void *b)
+{
+    const uintptr_t x = (uintptr_t)((const struct hy_calib_acc *)a)->w, y = (uintptr_t)((const struct hy_calib_acc *)b)->w;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const struct hy_calib_name *)a)->module, ((const struct hy_calib_name *)b)->module);
+}
+
+int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes)
+{
+    memset(c, 0, sizeof(*c));
+    struct builder b = {.c = c};
+    const int n_layers = m->cfg.num_hidden_layers + (m->has_mtp ? 1 : 0);
+    for (int L = 0; L < n_layers; L++) {
+        const struct hy_layer *ly = &m->layers[L];
+        const int qkv = new_acc(&b, &ly->wq), o = qkv < 0 ? -1 : new_acc(&b, &ly->wo);
+        if (o < 0 || add_name(&b, qkv, "self_attn.", L, 0, "q_proj") || add_name(&b, qkv, "self_attn.", L, 0, "k_proj") ||
+            add_name(&b, qkv, "self_attn.", L, 0, "v_proj") || add_name(&b, o, "self_attn.", L, 0, "o_proj"))
+            goto oom;
+        if (ly->eh_proj.data) {
+            const int eh = new_acc(&b, &ly->eh_proj);
+            if (eh < 0 || add_name(&b, eh, "", L, 0, "eh_proj"))
+                goto oom;
+        }
+        if (!ly->is_moe) {
+            if (add_mlp(&b, &ly->mlp, L, "mlp.", 0))
+                goto oom;
+            continue;
+        }
+        for (int e = 0; e < m->cfg.num_experts; e++)
+            if (add_mlp(&b, &ly->experts[e], L, "mlp.experts.%d.", e))
+                goto oom;
+        if (add_mlp(&b, &ly->shared, L, "mlp.shared_mlp.", 0))
+            goto oom;
+    }
+    /* the observer's lookup is by weight pointer, the quantizer's by module name: sort both, keeping
+     * the name -> accumulator links through the pointer */
+    const struct hy_tensor **wof = malloc((size_t)c->n_names * sizeof(*wof) + 1);
+    if (!wof)
+        goto oom;
+    for (int32_t i = 0; i < c->n_names; i++)
+        wof[i] = c->acc[c->names[i].acc].w;
+    qsort(c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
+    for (int32_t i = 0; i < c->n_names; i++) {
+        const struct hy_calib_acc key = {.w = wof[i]};
+        const struct hy_calib_acc *a = bsearch(&key, c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
+        c->names[i].acc = (int32_t)(a - c->acc);
+    }
+    free(wof);
+    qsort(c->names, (size_t)c->n_names, sizeof(*c->names), cmp_name);
+    if (c->bytes > max_bytes) {
+        hy_err_set("GPTQ calibration needs %.2f GiB for the input statistics of %d linear groups (K x K f64 each), "
+                   "more than the %.2f GiB allowed (--calib-memory-gib; default: half of physical memory); quantize "
+                   "without --calib-data (round-to-nearest) or raise the limit",
+                   (double)c->bytes / 1073741824.0, c->n_acc, (double)max_bytes / 1073741824.0);
+        hy_calib_free(c);
+        return -1;
+    }
+    for (int32_t i = 0; i < c->n_acc; i++) {
+        c->acc[i].g = calloc((size_t)(c->acc[i].K * c->acc[i].K), sizeof(double));
+        if (!c->acc[i].g)
+            goto oom;
+    }
+    return 0;
+oom:
+    hy_calib_free(c);
+    return hy_err_set("GPTQ calibration: out of memory");
+}
+
+/* The observer: g += x^T x (lower triangle; mirrored when the run ends). */
+static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_t T)
+{
+    struct hy_calib *c = ctx;
+    const struct hy_calib_acc key = {.w = W};
+    struct hy_calib_acc *a = bsearch(&key, c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
+    if (!a || T <= 0)
+        return;
+    const int64_t K = a->K;
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int64_t i = 0; i < K; i++) {
+        double *gi = a->g + i * K;
+        for (int64_t t = 0; t < T; t++) {
+            const float *xt = x + t * K;
+            const double xi = xt[i];
+            if (xi == 0.0)
+                continue;
+            for (int64_t j = 0; j <= i; j++)
+                gi[j] += xi * (double)xt[j];
+        }
+    }
+    a->n += T;
+}
+
+int hy_calib_run(struct hy_calib *c, struct hy_model *m, const int32_t *ids, int64_t n_ids, int32_t bos,
+                 int32_t samples, int32_t seq_len)
+{
+    const int32_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
+    if (seq_len < 2 || seq_len > m->cfg.max_position_embeddings)
+        return hy_err_set("calibration sequence length %d: must be in [2, %d] (max_position_embeddings)", seq_len,
+                          m->cfg.max_position_embeddings);
+    if (samples < 1)
+        return hy_err_set("calibration samples %d: must be >= 1", samples);
+    const int64_t per = bos >= 0 ? seq_len - 1 : seq_len;
+    if (n_ids < per)
+        return hy_err_set("calibration text has %lld tokens; one window of %d needs %lld", (long long)n_ids, seq_len,
+                          (long long)per);
+    for (int64_t i = 0; i < n_ids; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return hy_err_set("calibration token %lld has id %d, outside the vocabulary [0, %d)", (long long)i,
+                              ids[i], V);
+    if ((int64_t)samples > n_ids / per)
+        samples = (int32_t)(n_ids / per);
+    const int32_t bs = 16, nb = (seq_len + bs - 1) / bs;
+    int32_t *win = malloc((size_t)seq_len * sizeof(int32_t)), *pos = malloc((size_t)seq_len * sizeof(int32_t));
+    int32_t *seq = calloc((size_t)seq_len, sizeof(int32_t)), *table = malloc((size_t)nb * sizeof(int32_t));
+    int64_t *slots = malloc((size_t)seq_len * sizeof(int64_t));
+    float *hid = malloc((size_t)seq_len * (size_t)H * sizeof(float));
+    struct hy_kv_cache kv;
+    int rc = -1, kv_ok = 0;
+    if (!win || !pos || !seq || !table || !slots || !hid) {
+        hy_err_set("calibration: out of memory");
+        goto out;
+    }
+    if (hy_model_kv_cache_init(m, &kv, bs, nb))
+        goto out;
+    kv_ok = 1;
+    for (int32_t i = 0; i < nb; i++)
+        table[i] = i;
+    for (int32_t i = 0; i < seq_len; i++) {
+        pos[i] = i;
+        slots[i] = i;
+    }
+    const int32_t *tables[1] = {table};
+    m->observe = observe;
+    m->observe_ctx = c;
+    c->tokens = 0;
+    for (int32_t w = 0; w < samples; w++) {
+        int32_t len = 0;
+        if (bos >= 0)
+            win[len++] = bos;
+        for (int64_t i = (int64_t)w * per; len < seq_len; i++)
+            win[len++] = ids[i];
+        const struct hy_batch bt = {len, win, pos, slots, seq, tables, 0, NULL};
+        if (hy_model_forward(m, &kv, &bt, NULL, hid)) {
+            hy_err_prefix("calibration window %d", w);
+            goto out;
+        }
+        if (m->has_mtp) { /* MTP row p: token p + 1 with the main model's hidden state p (spec §4.1) */
+            const struct hy_batch bm = {len - 1, win + 1, pos, slots, seq, tables, 0, NULL};
+            if (hy_model_forward_mtp(m, &kv, &bm, hid, NULL, NULL)) {
+                hy_err_prefix("calibration window %d (MTP)", w);
+                goto out;
+            }
+        }
+        c->tokens += len;
+    }
+    c->samples = samples;
+    for (int32_t i = 0; i < c->n_acc; i++) {
+        struct hy_calib_acc *a = &c->acc[i];
+        const double inv = a->n ? 1.0 / (double)a->n : 0.0;
+        for (int64_t r = 0; r < a->K; r++)
+            for (int64_t j = 0; j <= r; j++) {
+                a->g[r * a->K + j] *= inv;
+                a->g[j * a->K + r] = a->g[r * a->K + j];
+            }
+    }
+    rc = 0;
+out:
+    m->observe = NULL;
+    m->observe_ctx = NULL;
+    if (kv_ok)
+        hy_kv_cache_free(&kv);
+    free(win);
+    free(pos);
+    free(seq);
+    free(table);
+    free(slots);
+    free(hid);
+    return rc;
+}
+
+const double *hy_calib_hessian(const struct hy_calib *c, const char *module, int64_t *K, int64_t *rows)
+{
+    char canon[96];
+    const char *alt = strstr(module, ".shared_experts.");
+    if (alt && snprintf(canon, sizeof(canon), "%.*s.shared_mlp.%s", (int)(alt - module), module,
+                        alt + strlen(".shared_experts.")) < (int)sizeof(canon))
+        module = canon;
+    struct hy_calib_name key;
+    if (snprintf(key.module, sizeof(key.module), "%s", module) >= (int)sizeof(key.module))
+        return NULL;
+    const struct hy_calib_name *n = bsearch(&key, c->names, (size_t)c->n_names, sizeof(*c->names), cmp_name);
+    if (!n || c->acc[n->acc].n == 0)
+        return NULL;
+    if (K)
+        *K = c->acc[n->acc].K;
+    if (rows)
+        *rows = c->acc[n->acc].n;
+    return c->acc[n->acc].g;
+}
+
+void hy_calib_free(struct hy_calib *c)
+{
+    for (int32_t i = 0; i < c->n_acc; i++)
+        free(c->acc[i].g);
+    free(c->acc);
+    free(c->names);
+    memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,49 @@
+/* gptq.h - GPTQ rounding of one weight matrix into the formats of `hyinfer quantize`.
+ *
+ * Math: Frantar et al. 2022, "GPTQ: Accurate Post-Training Quantization for Generative Pre-trained
+ * Transformers", Algorithm 1 (the Cholesky form of Optimal Brain Quantization). With H = E[x x^T]
+ * over calibration inputs x of the layer, the columns of W are rounded one at a time and the
+ * rounding error of column i is spread over the columns not yet rounded so that the layer output
+ * error tr((Q - W) H (Q - W)^T) stays small:
+ *   Hd = H + λ I, λ = dampening_frac * mean(diag H)   (diag entries that are 0, inputs never seen,
+ *                                                       are set to 1 first)
+ *   U  = upper Cholesky factor of Hd^-1 (Hd^-1 = U^T U), in the processing order of the columns
+ *   for each i: q_i = Q(w_i); e = (w_i - q_i) / U[i][i]; w_j -= e * U[i][j] for j > i
+ * Rows are independent (each has its own w), so they run in parallel. With actorder the columns are
+ * processed in order of decreasing diag H (vLLM / llm-compressor "actorder"; the stored layout is
+ * unchanged). Scales are fixed before rounding, from the original W, by the same rules as
+ * round-to-nearest (quantize.h): fp8 per-tensor s given by the caller, MX block scales the OCP rule
+ * of each block of W (llm-compressor's "static" groups). Q rounds to nearest even, saturating.
+ * With H = identity and dampening 0 the result is exactly round-to-nearest.
+ */
+#ifndef HY_QUANT_GPTQ_H
+#define HY_QUANT_GPTQ_H
+
+#include "config/quant_config.h"
+
+#include <stdint.h>
+
+struct hy_gptq_opts {
+    double dampening_frac; /* λ / mean(diag H); 0.01 is GPTQ's and llm-compressor's default */
+    int    actorder;       /* 1: columns by decreasing diag H; 0: in index order */
+};
+
+/* Quantizes w [N, K] (f32, row-major) with the Hessian proxy h [K, K] (f64, symmetric, e.g. the mean
+ * of x x^T over calibration rows; only read) into:
+ *   fmt HY_QF_FP8_TENSOR: wq [N, K] E4M3 codes of w / fp8_scale (sq unused, may be NULL);
+ *   fmt HY_QF_MXFP8:      wq [N, K] E4M3 codes, sq [N, ceil(K/32)] E8M0 block scales;
+ *   fmt HY_QF_MXFP4:      wq [N, K/2] E2M1 nibbles (element 2j low), sq [N, ceil(K/32)] (K even).
+ * obj (may be NULL) receives {RTN objective, GPTQ objective}: tr((Q - W) H (Q - W)^T) summed over
+ * rows, with the undamped h, for the round-to-nearest codes and for the GPTQ codes.
+ * If Hd is not positive definite, λ is multiplied by 10 up to 6 times. Returns 0; 1 when Hd stayed
+ * indefinite (nothing written: fall back to round-to-nearest); -1 out of memory or bad arguments
+ * (with hy_err_msg()). Threads: OpenMP over rows and over the Cholesky updates. Memory: about
+ * 3 K^2 doubles plus K doubles per thread. Time: O(K^3 + N K^2). */
+int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
+                     const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
+
+/* Value of column k's element code c under row r's scales (the dequantization the loader applies):
+ * fp8: e4m3(c) * fp8_scale; MX: elem(c) * 2^(sq[r, k/32] - 127). Exposed for tests. */
+double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8_t scale_byte);
+
+#endif

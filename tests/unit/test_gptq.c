@@ -1,0 +1,323 @@
+/* test_gptq.c - GPTQ rounding (src/quant/gptq.h) against an independent reference written here in
+ * the Optimal Brain Quantization form (Frantar & Alistarh 2022, "Optimal Brain Compression", eq. 3-4):
+ * the full inverse Hd^-1 by Gauss-Jordan elimination, and after each column the rank-1 downdate
+ * Hinv -= Hinv[:, i] Hinv[i, :] / Hinv[i][i] instead of gptq.c's Cholesky factor. Both are exact
+ * reformulations of one another, so the codes agree up to rounding-boundary flips of last-bit
+ * differences. Also: H = I with no dampening is exactly round-to-nearest; the objective drops on
+ * correlated inputs; indefinite H and bad arguments are reported. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "quant/formats.h"
+#include "quant/gptq.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static double urand(void) /* [0, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1p-53;
+}
+static double nrand(void)
+{
+    double a = urand() + 1e-12, b = urand();
+    return sqrt(-2.0 * log(a)) * cos(6.283185307179586 * b);
+}
+
+/* H = X^T X / n for n rows of correlated inputs x = z A (A random [K, K] mixing, plus a few loud
+ * channels as in LLM activations). */
+static double *correlated_h(int64_t K, int64_t n)
+{
+    double *a = malloc((size_t)(K * K) * sizeof(double)), *h = calloc((size_t)(K * K), sizeof(double));
+    double *x = malloc((size_t)K * sizeof(double)), *z = malloc((size_t)K * sizeof(double));
+    for (int64_t i = 0; i < K * K; i++)
+        a[i] = nrand() * (i % (K + 1) == 0 ? 3.0 : 0.5);
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t k = 0; k < K; k++)
+            z[k] = nrand() * (k % 7 == 0 ? 4.0 : 1.0);
+        for (int64_t j = 0; j < K; j++) {
+            double s = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                s += z[k] * a[k * K + j];
+            x[j] = s;
+        }
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < K; j++)
+                h[i * K + j] += x[i] * x[j] / (double)n;
+    }
+    free(a);
+    free(x);
+    free(z);
+    return h;
+}
+
+static float *random_w(int64_t N, int64_t K)
+{
+    float *w = malloc((size_t)(N * K) * sizeof(float));
+    for (int64_t i = 0; i < N * K; i++)
+        w[i] = (float)(nrand() * 0.02 * (i % 13 == 0 ? 3.0 : 1.0));
+    return w;
+}
+
+static float amax_scale(const float *w, int64_t n)
+{
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        m = fabsf(w[i]) > m ? fabsf(w[i]) : m;
+    return m / 448.0f;
+}
+
+static uint8_t code_of(const uint8_t *q, enum hy_qformat f, int64_t k)
+{
+    return f == HY_QF_MXFP4 ? (uint8_t)((q[k / 2] >> ((k & 1) * 4)) & 0xf) : q[k];
+}
+
+/* ---- the reference ------------------------------------------------------------------------- */
+
+/* In-place inverse of a [n, n] by Gauss-Jordan with partial pivoting; 0 or 1 (singular). */
+static int gj_inverse(double *a, int64_t n)
+{
+    double *b = calloc((size_t)(n * 2 * n), sizeof(double));
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(b + i * 2 * n, a + i * n, (size_t)n * sizeof(double));
+        b[i * 2 * n + n + i] = 1.0;
+    }
+    for (int64_t c = 0; c < n; c++) {
+        int64_t piv = c;
+        for (int64_t r = c + 1; r < n; r++)
+            if (fabs(b[r * 2 * n + c]) > fabs(b[piv * 2 * n + c]))
+                piv = r;
+        if (b[piv * 2 * n + c] == 0.0) {
+            free(b);
+            return 1;
+        }
+        for (int64_t j = 0; j < 2 * n; j++) {
+            double t = b[c * 2 * n + j];
+            b[c * 2 * n + j] = b[piv * 2 * n + j];
+            b[piv * 2 * n + j] = t;
+        }
+        const double d = b[c * 2 * n + c];
+        for (int64_t j = 0; j < 2 * n; j++)
+            b[c * 2 * n + j] /= d;
+        for (int64_t r = 0; r < n; r++) {
+            if (r == c || b[r * 2 * n + c] == 0.0)
+                continue;
+            const double f = b[r * 2 * n + c];
+            for (int64_t j = 0; j < 2 * n; j++)
+                b[r * 2 * n + j] -= f * b[c * 2 * n + j];
+        }
+    }
+    for (int64_t i = 0; i < n; i++)
+        memcpy(a + i * n, b + i * 2 * n + n, (size_t)n * sizeof(double));
+    free(b);
+    return 0;
+}
+
+/* Reference GPTQ (no retries of the dampening): codes into wq (layout of gptq.h), MX scales by the
+ * OCP rule of the original rows. */
+static void ref_gptq(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat f, float s8, double damp,
+                     int actorder, uint8_t *wq, uint8_t *sq)
+{
+    int64_t *p = malloc((size_t)K * sizeof(int64_t));
+    for (int64_t i = 0; i < K; i++)
+        p[i] = i;
+    if (actorder) /* decreasing diag, stable (selection of the earliest maximum) */
+        for (int64_t i = 0; i < K; i++) {
+            int64_t best = i;
+            for (int64_t j = i + 1; j < K; j++)
+                if (h[p[j] * K + p[j]] > h[p[best] * K + p[best]])
+                    best = j;
+            const int64_t t = p[best];
+            memmove(p + i + 1, p + i, (size_t)(best - i) * sizeof(int64_t));
+            p[i] = t;
+        }
+    double mean = 0.0;
+    for (int64_t i = 0; i < K; i++)
+        mean += h[i * K + i] == 0.0 ? 1.0 : h[i * K + i];
+    mean /= (double)K;
+    double *hinv0 = malloc((size_t)(K * K) * sizeof(double)), *hinv = malloc((size_t)(K * K) * sizeof(double));
+    for (int64_t i = 0; i < K; i++) {
+        for (int64_t j = 0; j < K; j++)
+            hinv0[i * K + j] = h[p[i] * K + p[j]];
+        if (hinv0[i * K + i] == 0.0)
+            hinv0[i * K + i] = 1.0;
+        hinv0[i * K + i] += damp * mean;
+    }
+    assert_int_equal(gj_inverse(hinv0, K), 0);
+    const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K, nb = (K + 31) / 32;
+    double *x = malloc((size_t)K * sizeof(double));
+    uint8_t *tmp = malloc((size_t)K);
+    for (int64_t r = 0; r < N; r++) {
+        uint8_t *sr = sq ? sq + r * nb : NULL;
+        if (f != HY_QF_FP8_TENSOR)
+            hy_mx_quantize_row(w + r * K, K, f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, tmp, sr);
+        memset(wq + r * rb, 0, (size_t)rb);
+        memcpy(hinv, hinv0, (size_t)(K * K) * sizeof(double));
+        for (int64_t i = 0; i < K; i++)
+            x[i] = w[r * K + p[i]];
+        for (int64_t i = 0; i < K; i++) {
+            const int64_t c = p[i];
+            const double scale = f == HY_QF_FP8_TENSOR ? s8 : ldexp(1.0, (int)sr[c / 32] - 127);
+            const float v = (float)x[i] * (float)(1.0 / scale);
+            const uint8_t code = f == HY_QF_MXFP4 ? hy_f32_to_e2m1(v) : hy_f32_to_e4m3(f == HY_QF_FP8_TENSOR
+                                                                                          ? (float)x[i] / s8
+                                                                                          : v);
+            if (f == HY_QF_MXFP4)
+                wq[r * rb + c / 2] |= (uint8_t)(code << ((c & 1) * 4));
+            else
+                wq[r * rb + c] = code;
+            const double q = (f == HY_QF_MXFP4 ? hy_e2m1_to_f32(code) : hy_e4m3_to_f32(code)) * scale;
+            const double e = (x[i] - q) / hinv[i * K + i];
+            for (int64_t j = i + 1; j < K; j++)
+                x[j] -= e * hinv[i * K + j];
+            /* remove column/row i from the inverse: the inverse of Hd restricted to the columns left */
+            const double d = hinv[i * K + i];
+            for (int64_t a = i + 1; a < K; a++)
+                for (int64_t b = i + 1; b < K; b++)
+                    hinv[a * K + b] -= hinv[a * K + i] * hinv[i * K + b] / d;
+        }
+    }
+    free(p);
+    free(hinv0);
+    free(hinv);
+    free(x);
+    free(tmp);
+}
+
+/* d^T h d summed over rows, d = dequant(codes) - w. */
+static double objective(const float *w, const uint8_t *wq, const uint8_t *sq, const double *h, int64_t N, int64_t K,
+                        enum hy_qformat f, float s8)
+{
+    const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K, nb = (K + 31) / 32;
+    double tot = 0.0, *d = malloc((size_t)K * sizeof(double));
+    for (int64_t r = 0; r < N; r++) {
+        for (int64_t k = 0; k < K; k++)
+            d[k] = hy_gptq_dequant(f, code_of(wq + r * rb, f, k), s8, sq ? sq[r * nb + k / 32] : 0) - w[r * K + k];
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < K; j++)
+                tot += d[i] * h[i * K + j] * d[j];
+    }
+    free(d);
+    return tot;
+}
+
+static const enum hy_qformat FORMATS[3] = {HY_QF_FP8_TENSOR, HY_QF_MXFP8, HY_QF_MXFP4};
+
+/* H = I, no dampening: GPTQ spreads nothing and is round-to-nearest, code for code. */
+static void test_identity_is_rtn(void **state)
+{
+    (void)state;
+    const int64_t N = 24, K = 96, nb = K / 32;
+    float *w = random_w(N, K);
+    double *h = calloc((size_t)(K * K), sizeof(double));
+    for (int64_t i = 0; i < K; i++)
+        h[i * K + i] = 1.0;
+    uint8_t *q = malloc((size_t)(N * K)), *s = malloc((size_t)(N * nb)), *rq = malloc((size_t)K),
+            *rs = malloc((size_t)nb);
+    const float s8 = amax_scale(w, N * K);
+    for (int fi = 0; fi < 3; fi++) {
+        const enum hy_qformat f = FORMATS[fi];
+        const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K;
+        const struct hy_gptq_opts o = {.dampening_frac = 0.0, .actorder = 1};
+        double obj[2];
+        assert_int_equal(hy_gptq_quantize(w, h, N, K, f, s8, &o, q, s, obj), 0);
+        for (int64_t r = 0; r < N; r++) {
+            if (f == HY_QF_FP8_TENSOR) {
+                for (int64_t k = 0; k < K; k++)
+                    assert_int_equal(q[r * K + k], hy_f32_to_e4m3(w[r * K + k] / s8));
+                continue;
+            }
+            hy_mx_quantize_row(w + r * K, K, f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, rq, rs);
+            assert_memory_equal(q + r * rb, rq, (size_t)rb);
+            assert_memory_equal(s + r * nb, rs, (size_t)nb);
+        }
+        assert_true(obj[0] == obj[1]);
+    }
+    free(w);
+    free(h);
+    free(q);
+    free(s);
+    free(rq);
+    free(rs);
+}
+
+/* Correlated H: gptq.c equals the OBQ reference (codes; objective to 1e-6) and beats RTN. */
+static void test_matches_reference(void **state)
+{
+    (void)state;
+    const int64_t N = 16, K = 64, nb = K / 32;
+    float *w = random_w(N, K);
+    double *h = correlated_h(K, 4 * K);
+    h[5 * K + 5] = 0.0; /* a dead input: row/column 5 zero */
+    for (int64_t j = 0; j < K; j++)
+        h[5 * K + j] = h[j * K + 5] = 0.0;
+    uint8_t *q = malloc((size_t)(N * K)), *s = malloc((size_t)(N * nb)), *rq = malloc((size_t)(N * K)),
+            *rs = malloc((size_t)(N * nb));
+    const float s8 = amax_scale(w, N * K);
+    for (int fi = 0; fi < 3; fi++)
+        for (int act = 0; act < 2; act++) {
+            const enum hy_qformat f = FORMATS[fi];
+            const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = act};
+            double obj[2];
+            assert_int_equal(hy_gptq_quantize(w, h, N, K, f, s8, &o, q, s, obj), 0);
+            ref_gptq(w, h, N, K, f, s8, 0.01, act, rq, f == HY_QF_FP8_TENSOR ? NULL : rs);
+            int64_t same = 0;
+            const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K;
+            for (int64_t r = 0; r < N; r++)
+                for (int64_t k = 0; k < K; k++)
+                    same += code_of(q + r * rb, f, k) == code_of(rq + r * rb, f, k);
+            if (f != HY_QF_FP8_TENSOR)
+                assert_memory_equal(s, rs, (size_t)(N * nb));
+            const double og = objective(w, q, f == HY_QF_FP8_TENSOR ? NULL : s, h, N, K, f, s8),
+                         orf = objective(w, rq, f == HY_QF_FP8_TENSOR ? NULL : rs, h, N, K, f, s8);
+            print_message("format %d actorder %d: codes equal %lld/%lld, objective rtn %.4g gptq %.4g ref %.4g\n", fi,
+                          act, (long long)same, (long long)(N * K), obj[0], og, orf);
+            assert_true(same >= N * K - 2); /* last-bit differences may flip a tie or two */
+            assert_true(fabs(og - obj[1]) <= 1e-9 * og);
+            assert_true(fabs(og - orf) <= 1e-3 * orf);
+            assert_true(og < 0.8 * obj[0]);
+        }
+    free(w);
+    free(h);
+    free(q);
+    free(s);
+    free(rq);
+    free(rs);
+}
+
+static void test_indefinite_and_bad_args(void **state)
+{
+    (void)state;
+    const int64_t N = 4, K = 32;
+    float *w = random_w(N, K);
+    double *h = calloc((size_t)(K * K), sizeof(double));
+    for (int64_t i = 0; i < K; i++)
+        h[i * K + i] = -1.0;
+    uint8_t q[4 * 32], s[4];
+    const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = 1};
+    assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_MXFP8, 1.0f, &o, q, s, NULL), 1);
+    h[0] = 1.0;
+    assert_int_equal(hy_gptq_quantize(w, h, N, K - 1, HY_QF_MXFP4, 1.0f, &o, q, s, NULL), -1); /* odd K */
+    assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_FP8_TENSOR, 0.0f, &o, q, s, NULL), -1); /* scale 0 */
+    assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_NONE, 1.0f, &o, q, s, NULL), -1);
+    free(w);
+    free(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_identity_is_rtn),
+        cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_indefinite_and_bad_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
