@@ -19,12 +19,13 @@
 
 static const char *usage_text =
     "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
-    "                 [--calib-data TEXT_FILE [--num-calibration-samples N] [--max-seq-length L]\n"
+    "                 [--calib-data TEXT_FILE [--tokenizer DIR] [--num-calibration-samples N] [--max-seq-length L]\n"
     "                  [--dampening-frac F] [--no-actorder] [--calib-memory-gib G]]";
 
 /* GPTQ calibration options (flag names follow llm-compressor's oneshot / GPTQModifier). */
 struct calib_opts {
     const char *data;     /* --calib-data: text file, NULL = round-to-nearest */
+    const char *tokenizer; /* --tokenizer: directory of the tokenizer (default: IN) */
     int         samples;  /* --num-calibration-samples */
     int         seq_len;  /* --max-seq-length (0: min(512, max_position_embeddings)) */
     float       damp;     /* --dampening-frac */
@@ -48,7 +49,7 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
         return -1;
     }
     hy_load_format_set_default(HY_LOAD_MMAP);
-    if (hy_model_load(in, HY_COMPUTE_F32, &m) || hy_tokenizer_load_dir(in, &tok)) {
+    if (hy_model_load(in, HY_COMPUTE_F32, &m) || hy_tokenizer_load_dir(co->tokenizer ? co->tokenizer : in, &tok)) {
         hy_err_prefix("calibration: %s", in);
         goto out;
     }
@@ -145,6 +146,8 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--calib-data", NULL, HY_ARG_STR, &co.data, NULL,
          "text file: round with GPTQ on statistics of the model's own layer inputs over this text "
          "(default: round-to-nearest)"},
+        {"--tokenizer", NULL, HY_ARG_STR, &co.tokenizer, NULL,
+         "tokenizer directory for the calibration text (default: the model's)"},
         {"--num-calibration-samples", NULL, HY_ARG_INT, &co.samples, NULL,
          "calibration windows, consecutive from the start of the text (default 64)"},
         {"--max-seq-length", NULL, HY_ARG_INT, &co.seq_len, NULL,
@@ -182,7 +185,8 @@ int hy_cmd_quantize(int argc, char **argv)
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 2;
     }
-    if (!co.data && (co.samples != 64 || co.seq_len || co.damp != 0.01f || co.no_actorder || co.mem_gib != 0.0f)) {
+    if (!co.data && (co.samples != 64 || co.seq_len || co.damp != 0.01f || co.no_actorder || co.mem_gib != 0.0f ||
+                     co.tokenizer)) {
         fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");
         return 2;
     }
