@@ -99,9 +99,25 @@ def e8m0_decode(s):
 MX_BLOCK = 32
 
 
-def mx_quantize(w, bits):
+def _elems(scaled, bits):
+    return e4m3_decode(e4m3_encode(scaled)) if bits == 8 else e2m1_decode(e2m1_encode(scaled))
+
+
+def _block_sse(blocks, X, bits):
+    """Sum of squared errors per block [N, nb] with exponents X [N, nb], summed over k in order (as the C)."""
+    scaled = (blocks * np.exp2(-X.astype(np.float64))[:, :, None]).astype(np.float32)
+    d = blocks - _elems(scaled, bits).astype(np.float64) * np.exp2(X.astype(np.float64))[:, :, None]
+    e = np.zeros(X.shape, dtype=np.float64)
+    for k in range(blocks.shape[2]):
+        e = e + d[:, :, k] * d[:, :, k]
+    return e
+
+
+def mx_quantize(w, bits, rule="ocp"):
     """w float32 [N, K] -> (q, scales). OCP rule: X = floor(log2(amax)) - emax (emax 8 for E4M3, 2 for E2M1),
-    clamped to [-127, 127], X = -127 for an all-zero block; scale byte X + 127; elements = nearest(w / 2^X)."""
+    clamped to [-127, 127], X = -127 for an all-zero block; scale byte X + 127; elements = nearest(w / 2^X).
+    rule "mse": X + 1 instead where it gives a strictly smaller sum of squared errors over the block (the
+    block's elements only: a partial last block is not padded into the sum)."""
     w = np.asarray(w, dtype=np.float32)
     N, K = w.shape
     nb = (K + MX_BLOCK - 1) // MX_BLOCK
@@ -115,6 +131,14 @@ def mx_quantize(w, bits):
     _, ex = np.frexp(amax[nz])  # amax = f * 2^ex, f in [0.5, 1) -> floor(log2) = ex - 1
     X[nz] = ex.astype(np.int64) - 1 - emax
     X = np.clip(X, -127, 127)
+    if rule == "mse":
+        blocks_k = blocks.copy()
+        up = np.minimum(X + 1, 127)
+        # a partial last block: its padding zeros add nothing to either sum (0 quantizes to 0)
+        better = (_block_sse(blocks_k, up, bits) < _block_sse(blocks_k, X, bits)) & nz & (X < 127)
+        X = np.where(better, up, X)
+    elif rule != "ocp":
+        raise ValueError("unknown MX scale rule %r" % rule)
     scales = (X + 127).astype(np.uint8)
     scaled = (blocks * np.exp2(-X.astype(np.float64))[:, :, None]).reshape(N, nb * MX_BLOCK)[:, :K]
     scaled = scaled.astype(np.float32)  # exact for normal-range weights (power-of-two scaling)
@@ -178,7 +202,7 @@ def format_for(fmt, cat):
     return fmt
 
 
-def quantize_weight(w, f, fp8_scale_dtype="F32"):
+def quantize_weight(w, f, fp8_scale_dtype="F32", mx_rule="ocp"):
     """-> dict suffix -> (dtype, array) for module tensors ("weight", "weight_scale")."""
     if f == "fp8":
         q, s = fp8_tensor_quantize(w, fp8_scale_dtype)
@@ -186,7 +210,7 @@ def quantize_weight(w, f, fp8_scale_dtype="F32"):
             return {"weight": ("F8_E4M3", q), "weight_scale": ("BF16", np.array(s, dtype=np.float32))}
         return {"weight": ("F8_E4M3", q), "weight_scale": ("F32", np.array([s], dtype=np.float32))}
     bits = 8 if f == "mxfp8" else 4
-    q, sc = mx_quantize(w, bits)
+    q, sc = mx_quantize(w, bits, mx_rule)
     return {"weight": ("F8_E4M3" if bits == 8 else "U8", q), "weight_scale": ("U8", sc)}
 
 

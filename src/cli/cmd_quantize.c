@@ -19,6 +19,7 @@
 
 static const char *usage_text =
     "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
+    "                 [--mx-scale ocp|mse]\n"
     "                 [--calib-data TEXT_FILE [--tokenizer DIR] [--num-calibration-samples N] [--max-seq-length L]\n"
     "                  [--dampening-frac F] [--no-actorder] [--calib-memory-gib G]]";
 
@@ -131,7 +132,7 @@ static int take_targets(int *argc, char **argv, unsigned *mask, int *seen)
 
 int hy_cmd_quantize(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *dtype = NULL, *unused_targets = NULL;
+    const char *in = NULL, *out = NULL, *dtype = NULL, *unused_targets = NULL, *mx_scale = NULL;
     struct calib_opts co = {.samples = 64, .damp = 0.01f};
     int help = 0, tseen = 0;
     unsigned targets = 0;
@@ -143,6 +144,9 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--quant-target", NULL, HY_ARG_STR, &unused_targets, NULL,
          "one or more of moe (routed + shared experts), attn-linear (q/k/v/o, MTP eh_proj), mlp (dense MLP); "
          "default: all three"},
+        {"--mx-scale", NULL, HY_ARG_STR, &mx_scale, NULL,
+         "MX block scales: ocp (floor(log2 amax) - emax, the OCP MX conversion; default) | mse (that or one "
+         "exponent up, whichever has the smaller block error)"},
         {"--calib-data", NULL, HY_ARG_STR, &co.data, NULL,
          "text file: round with GPTQ on statistics of the model's own layer inputs over this text "
          "(default: round-to-nearest)"},
@@ -185,6 +189,11 @@ int hy_cmd_quantize(int argc, char **argv)
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 2;
     }
+    if (mx_scale && strcmp(mx_scale, "ocp") && strcmp(mx_scale, "mse")) {
+        fprintf(stderr, "hyinfer quantize: --mx-scale %s: expected ocp or mse\n", mx_scale);
+        return 2;
+    }
+    o.mx_scale = mx_scale && !strcmp(mx_scale, "mse") ? HY_MX_SCALE_MSE : HY_MX_SCALE_OCP;
     if (!co.data && (co.samples != 64 || co.seq_len || co.damp != 0.01f || co.no_actorder || co.mem_gib != 0.0f ||
                      co.tokenizer)) {
         fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");

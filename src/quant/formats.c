@@ -74,31 +74,65 @@ uint8_t hy_f32_to_e2m1(float x)
     return sign | c;
 }
 
-void hy_mx_quantize_row(const float *x, int64_t K, enum hy_mx_elem elem, uint8_t *q, uint8_t *scales)
+/* Shared exponent of the OCP rule for a block with this amax (NaN never wins; zero -> -127). */
+static int ocp_exponent(float amax, int emax)
+{
+    int X = -127;
+    if (amax > 0.0f && isfinite(amax)) {
+        int ex;
+        frexpf(amax, &ex);   /* amax in [2^(ex-1), 2^ex) */
+        X = (ex - 1) - emax; /* floor(log2(amax)) - emax */
+    } else if (isinf(amax)) {
+        X = 127;
+    }
+    return X < -127 ? -127 : X > 127 ? 127 : X;
+}
+
+static uint8_t encode_elem(enum hy_mx_elem elem, float v)
+{
+    return elem == HY_MX_E4M3 ? hy_f32_to_e4m3(v) : hy_f32_to_e2m1(v);
+}
+
+static float decode_elem(enum hy_mx_elem elem, uint8_t c)
+{
+    return elem == HY_MX_E4M3 ? hy_e4m3_to_f32(c) : hy_e2m1_to_f32(c);
+}
+
+/* Sum of squared errors of x[0..n) quantized with shared exponent X (f64). */
+static double block_sse(const float *x, int64_t n, enum hy_mx_elem elem, int X)
+{
+    const float inv = ldexpf(1.0f, -X);
+    double e = 0.0;
+    for (int64_t k = 0; k < n; k++) {
+        const double d = (double)x[k] - ldexp((double)decode_elem(elem, encode_elem(elem, x[k] * inv)), X);
+        e += d * d;
+    }
+    return e;
+}
+
+int hy_mx_block_exponent(const float *x, int64_t n, enum hy_mx_elem elem, enum hy_mx_scale_rule rule)
 {
     const int emax = elem == HY_MX_E4M3 ? 8 : 2;
+    float amax = 0.0f;
+    for (int64_t k = 0; k < n; k++) {
+        const float a = fabsf(x[k]);
+        if (a > amax) /* NaN never wins */
+            amax = a;
+    }
+    const int X = ocp_exponent(amax, emax);
+    if (rule != HY_MX_SCALE_MSE || X >= 127 || !(amax > 0.0f) || !isfinite(amax))
+        return X;
+    return block_sse(x, n, elem, X + 1) < block_sse(x, n, elem, X) ? X + 1 : X;
+}
+
+void hy_mx_quantize_row_rule(const float *x, int64_t K, enum hy_mx_elem elem, enum hy_mx_scale_rule rule, uint8_t *q,
+                             uint8_t *scales)
+{
     if (elem == HY_MX_E2M1)
         memset(q, 0, (size_t)((K + 1) / 2));
     for (int64_t b0 = 0, bi = 0; b0 < K; b0 += HY_MX_BLOCK, bi++) {
         const int64_t b1 = b0 + HY_MX_BLOCK < K ? b0 + HY_MX_BLOCK : K;
-        float amax = 0.0f;
-        for (int64_t k = b0; k < b1; k++) {
-            float a = fabsf(x[k]);
-            if (a > amax) /* NaN never wins */
-                amax = a;
-        }
-        int X = -127;
-        if (amax > 0.0f && isfinite(amax)) {
-            int ex;
-            frexpf(amax, &ex);   /* amax in [2^(ex-1), 2^ex) */
-            X = (ex - 1) - emax; /* floor(log2(amax)) - emax */
-        } else if (isinf(amax)) {
-            X = 127;
-        }
-        if (X < -127)
-            X = -127;
-        if (X > 127)
-            X = 127;
+        const int X = hy_mx_block_exponent(x + b0, b1 - b0, elem, rule);
         scales[bi] = (uint8_t)(X + 127);
         const float inv = ldexpf(1.0f, -X); /* exact power of two (2^127 at most) */
         for (int64_t k = b0; k < b1; k++) {
@@ -109,4 +143,9 @@ void hy_mx_quantize_row(const float *x, int64_t K, enum hy_mx_elem elem, uint8_t
                 q[k / 2] |= (uint8_t)(hy_f32_to_e2m1(v) << ((k & 1) * 4));
         }
     }
+}
+
+void hy_mx_quantize_row(const float *x, int64_t K, enum hy_mx_elem elem, uint8_t *q, uint8_t *scales)
+{
+    hy_mx_quantize_row_rule(x, K, elem, HY_MX_SCALE_OCP, q, scales);
 }

@@ -137,14 +137,15 @@ static uint8_t encode(enum hy_qformat fmt, float v)
 }
 
 /* Row r's RTN codes (and MX scales) into wq / sq: the exact round-to-nearest of quantize.c. */
-static void rtn_row(const float *w, int64_t K, enum hy_qformat fmt, float fp8_scale, uint8_t *wq, uint8_t *sq)
+static void rtn_row(const float *w, int64_t K, enum hy_qformat fmt, float fp8_scale, enum hy_mx_scale_rule rule,
+                    uint8_t *wq, uint8_t *sq)
 {
     if (fmt == HY_QF_FP8_TENSOR) {
         for (int64_t k = 0; k < K; k++)
             wq[k] = hy_f32_to_e4m3(w[k] / fp8_scale);
         return;
     }
-    hy_mx_quantize_row(w, K, fmt == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, wq, sq);
+    hy_mx_quantize_row_rule(w, K, fmt == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, rule, wq, sq);
 }
 
 static uint8_t code_at(const uint8_t *wq, enum hy_qformat fmt, int64_t k)
@@ -204,7 +205,7 @@ int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum
                 continue;
             const float *wr = w + r * K;
             uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
-            rtn_row(wr, K, fmt, fp8_scale, qr, sr); /* the scales (kept) and the RTN codes */
+            rtn_row(wr, K, fmt, fp8_scale, o->mx_scale, qr, sr); /* the scales (kept) and the RTN codes */
             if (obj)
                 o_rtn += row_objective(wr, qr, sr, h, K, fmt, fp8_scale, d);
             if (fmt == HY_QF_MXFP4)

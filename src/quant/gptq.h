@@ -12,20 +12,22 @@
  * Rows are independent (each has its own w), so they run in parallel. With actorder the columns are
  * processed in order of decreasing diag H (vLLM / llm-compressor "actorder"; the stored layout is
  * unchanged). Scales are fixed before rounding, from the original W, by the same rules as
- * round-to-nearest (quantize.h): fp8 per-tensor s given by the caller, MX block scales the OCP rule
- * of each block of W (llm-compressor's "static" groups). Q rounds to nearest even, saturating.
+ * round-to-nearest (quantize.h): fp8 per-tensor s given by the caller, MX block scales by the rule of
+ * o->mx_scale from each block of W (llm-compressor's "static" groups). Q rounds to nearest even, saturating.
  * With H = identity and dampening 0 the result is exactly round-to-nearest.
  */
 #ifndef HY_QUANT_GPTQ_H
 #define HY_QUANT_GPTQ_H
 
 #include "config/quant_config.h"
+#include "quant/formats.h"
 
 #include <stdint.h>
 
 struct hy_gptq_opts {
     double dampening_frac; /* λ / mean(diag H); 0.01 is GPTQ's and llm-compressor's default */
     int    actorder;       /* 1: columns by decreasing diag H; 0: in index order */
+    enum hy_mx_scale_rule mx_scale; /* MX block scales (quant/formats.h), fixed from W before rounding */
 };
 
 /* Quantizes w [N, K] (f32, row-major) with the Hessian proxy h [K, K] (f64, symmetric, e.g. the mean

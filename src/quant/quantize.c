@@ -394,6 +394,8 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
 {
     int64_t K = 0;
     const double *h = o->calib ? hy_calib_hessian(o->calib, q->module, &K, NULL) : NULL;
+    struct hy_gptq_opts go = o->gptq;
+    go.mx_scale = o->mx_scale;
     if (!h)
         return 1;
     if (K != q->cols)
@@ -409,7 +411,7 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
             return -1;
         }
     double obj[2];
-    const int rc = hy_gptq_quantize(buf, h, q->rows, q->cols, q->f, q->scale, &o->gptq, w, s, obj);
+    const int rc = hy_gptq_quantize(buf, h, q->rows, q->cols, q->f, q->scale, &go, w, s, obj);
     free(buf);
     if (rc == 0) {
         st->n_gptq++;
@@ -461,8 +463,8 @@ static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, 
                 for (int64_t k = 0; k < q->cols; k++)
                     w[r * rb + k] = hy_f32_to_e4m3(buf[k] / q->scale);
             } else {
-                hy_mx_quantize_row(buf, q->cols, q->f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, w + r * rb,
-                                   s + r * nb);
+                hy_mx_quantize_row_rule(buf, q->cols, q->f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, o->mx_scale,
+                                        w + r * rb, s + r * nb);
             }
         }
         free(buf);

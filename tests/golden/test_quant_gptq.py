@@ -122,6 +122,7 @@ def main():
         (["--calib-data", train, "--num-calibration-samples", "0"], 2, "--num-calibration-samples"),
         (["--calib-data", train, "--dampening-frac", "-1"], 2, "--dampening-frac"),
         (["--calib-data", train, "--calib-memory-gib", "0.000001"], 1, "GPTQ calibration needs"),
+        (["--mx-scale", "max"], 2, "--mx-scale max: expected ocp or mse"),
     ]
     for extra, want_rc, want_msg in cases:
         rc, _, err = run(base + extra)

@@ -47,7 +47,7 @@ def run(args, timeout=120):
     return p.returncode, p.stdout, p.stderr
 
 
-def expected_tensors(src, fmt, targets):
+def expected_tensors(src, fmt, targets, mx_rule="ocp"):
     """name -> (dtype, bytes) expected in `hyinfer quantize` output, from quant_ref."""
     cats = {"moe": ("routed", "shared"), "attn-linear": ("attn",), "mlp": ("mlp",)}
     on = set(c for t in targets for c in cats[t])
@@ -58,14 +58,14 @@ def expected_tensors(src, fmt, targets):
         if f is None:
             exp[name] = (dt, a.tobytes())
             continue
-        for suf, (d2, a2) in Q.quantize_weight(st.from_bf16(a), f).items():
+        for suf, (d2, a2) in Q.quantize_weight(st.from_bf16(a), f, mx_rule=mx_rule).items():
             exp[name[:-len(".weight")] + "." + suf] = (d2, np.ascontiguousarray(a2).tobytes())
     return exp
 
 
-def check_bytes(ck, d, src, fmt, targets):
+def check_bytes(ck, d, src, fmt, targets, mx_rule="ocp"):
     got = st.load(os.path.join(d, "model.safetensors"), widen_bf16=False)
-    exp = expected_tensors(src, fmt, targets)
+    exp = expected_tensors(src, fmt, targets, mx_rule)
     ck.check(set(got) == set(exp), "%s: tensor names differ: extra %s missing %s"
              % (d, sorted(set(got) - set(exp))[:4], sorted(set(exp) - set(got))[:4]))
     bad = [n for n in exp if n in got and (got[n][0] != exp[n][0] or got[n][1].tobytes() != exp[n][1])]
@@ -299,16 +299,19 @@ def main():
     print("hyinfer quantize vs tools/quant_ref.py (byte equality):")
     cases = []
     all_t = ["moe", "attn-linear", "mlp"]
-    for fmt, targets in (("fp8", all_t), ("mxfp8", all_t), ("mxfp4", all_t), ("hybrid", all_t),
-                         ("fp8", ["attn-linear"])):
-        tag = fmt if targets == all_t else fmt + "-attn"
+    for fmt, targets, rule in (("fp8", all_t, "ocp"), ("mxfp8", all_t, "ocp"), ("mxfp4", all_t, "ocp"),
+                               ("hybrid", all_t, "ocp"), ("fp8", ["attn-linear"], "ocp"), ("mxfp8", all_t, "mse"),
+                               ("hybrid", all_t, "mse")):
+        tag = (fmt if targets == all_t else fmt + "-attn") + ("-mse" if rule == "mse" else "")
         d = os.path.join(WORK, tag)
         args = ["quantize", "-m", TINY, "-o", d, "--quant-dtype", fmt, "--quant-target"] + targets
+        if rule != "ocp":
+            args += ["--mx-scale", rule]
         rc, out, err = run(args)
         if not ck.check(rc == 0, "%s: hyinfer quantize failed: %s" % (tag, err.strip()[-400:])):
             continue
         print("  " + " | ".join(ln.strip() for ln in out.strip().splitlines()[1:3]))
-        check_bytes(ck, d, src, fmt, targets)
+        check_bytes(ck, d, src, fmt, targets, rule)
         cases.append((tag, d))
 
     print("checkpoints written by tools/quant_ref.py:")

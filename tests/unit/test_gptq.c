@@ -124,7 +124,7 @@ static int gj_inverse(double *a, int64_t n)
 /* Reference GPTQ (no retries of the dampening): codes into wq (layout of gptq.h), MX scales by the
  * OCP rule of the original rows. */
 static void ref_gptq(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat f, float s8, double damp,
-                     int actorder, uint8_t *wq, uint8_t *sq)
+                     int actorder, enum hy_mx_scale_rule rule, uint8_t *wq, uint8_t *sq)
 {
     int64_t *p = malloc((size_t)K * sizeof(int64_t));
     for (int64_t i = 0; i < K; i++)
@@ -158,7 +158,7 @@ static void ref_gptq(const float *w, const double *h, int64_t N, int64_t K, enum
     for (int64_t r = 0; r < N; r++) {
         uint8_t *sr = sq ? sq + r * nb : NULL;
         if (f != HY_QF_FP8_TENSOR)
-            hy_mx_quantize_row(w + r * K, K, f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, tmp, sr);
+            hy_mx_quantize_row_rule(w + r * K, K, f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, rule, tmp, sr);
         memset(wq + r * rb, 0, (size_t)rb);
         memcpy(hinv, hinv0, (size_t)(K * K) * sizeof(double));
         for (int64_t i = 0; i < K; i++)
@@ -263,12 +263,15 @@ static void test_matches_reference(void **state)
             *rs = malloc((size_t)(N * nb));
     const float s8 = amax_scale(w, N * K);
     for (int fi = 0; fi < 3; fi++)
-        for (int act = 0; act < 2; act++) {
+        for (int act = 0; act < 4; act++) { /* bit 0: actorder, bit 1: MX scale rule mse */
             const enum hy_qformat f = FORMATS[fi];
-            const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = act};
+            const enum hy_mx_scale_rule rule = act & 2 ? HY_MX_SCALE_MSE : HY_MX_SCALE_OCP;
+            if (f == HY_QF_FP8_TENSOR && rule != HY_MX_SCALE_OCP)
+                continue;
+            const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = act & 1, .mx_scale = rule};
             double obj[2];
             assert_int_equal(hy_gptq_quantize(w, h, N, K, f, s8, &o, q, s, obj), 0);
-            ref_gptq(w, h, N, K, f, s8, 0.01, act, rq, f == HY_QF_FP8_TENSOR ? NULL : rs);
+            ref_gptq(w, h, N, K, f, s8, 0.01, act & 1, rule, rq, f == HY_QF_FP8_TENSOR ? NULL : rs);
             int64_t same = 0;
             const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K;
             for (int64_t r = 0; r < N; r++)
@@ -278,8 +281,8 @@ static void test_matches_reference(void **state)
                 assert_memory_equal(s, rs, (size_t)(N * nb));
             const double og = objective(w, q, f == HY_QF_FP8_TENSOR ? NULL : s, h, N, K, f, s8),
                          orf = objective(w, rq, f == HY_QF_FP8_TENSOR ? NULL : rs, h, N, K, f, s8);
-            print_message("format %d actorder %d: codes equal %lld/%lld, objective rtn %.4g gptq %.4g ref %.4g\n", fi,
-                          act, (long long)same, (long long)(N * K), obj[0], og, orf);
+            print_message("format %d actorder %d mse %d: codes equal %lld/%lld, objective rtn %.4g gptq %.4g ref %.4g\n",
+                          fi, act & 1, act >> 1, (long long)same, (long long)(N * K), obj[0], og, orf);
             assert_true(same >= N * K - 2); /* last-bit differences may flip a tie or two */
             assert_true(fabs(og - obj[1]) <= 1e-9 * og);
             assert_true(fabs(og - orf) <= 1e-3 * orf);

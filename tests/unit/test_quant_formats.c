@@ -223,6 +223,70 @@ static void test_mx_random_nearest(void **state)
     }
 }
 
+/* HY_MX_SCALE_MSE: each block's exponent is the OCP one or one above, whichever has the smaller sum
+ * of squared errors of the nearest-value elements (computed here with the spec decoders; ties: OCP);
+ * the elements are then nearest on that grid. K = 77: two full blocks and a partial one. */
+static void test_mx_mse_rule(void **state)
+{
+    (void)state;
+    enum { K = 77 };
+    float x[K];
+    uint8_t q[K], sc[3], q0[K], sc0[3];
+    int ups = 0, blocks = 0;
+    srand(11);
+    for (int trial = 0; trial < 300; trial++) {
+        const int p = (rand() % 30) - 15;
+        for (int k = 0; k < K; k++)
+            x[k] = (float)ldexp((double)rand() / RAND_MAX - 0.5, p + (rand() % 5) - 2);
+        if (trial == 0)
+            memset(x + 32, 0, 32 * sizeof(float)); /* an all-zero block stays at byte 0 */
+        for (int el = 0; el < 2; el++) {
+            hy_mx_quantize_row_rule(x, K, (enum hy_mx_elem)el, HY_MX_SCALE_MSE, q, sc);
+            hy_mx_quantize_row(x, K, (enum hy_mx_elem)el, q0, sc0);
+            for (int b = 0; b < 3; b++) {
+                const int n = b * 32 + 32 <= K ? 32 : K - b * 32;
+                double sse[2] = {0, 0};
+                for (int u = 0; u < 2; u++) {
+                    const double s = ldexp(1.0, sc0[b] - 127 + u);
+                    for (int k = b * 32; k < b * 32 + n; k++) {
+                        double best = INFINITY;
+                        for (int c = 0; c < (el == HY_MX_E4M3 ? 256 : 16); c++) {
+                            double v = (el == HY_MX_E4M3 ? spec_e4m3(c) : (double)hy_e2m1_to_f32((uint8_t)c)) * s;
+                            if (!isnan(v))
+                                best = fmin(best, fabs(v - x[k]));
+                        }
+                        sse[u] += best * best;
+                    }
+                }
+                if (trial == 0 && b == 1) {
+                    assert_int_equal(sc[b], 0);
+                    continue;
+                }
+                const int want = sse[1] < sse[0] ? sc0[b] + 1 : sc0[b];
+                if (fabs(sse[1] - sse[0]) > 1e-12 * sse[0]) /* away from exact ties */
+                    assert_int_equal(sc[b], want);
+                assert_true(sc[b] == sc0[b] || sc[b] == sc0[b] + 1);
+                ups += sc[b] != sc0[b];
+                blocks++;
+                assert_int_equal(hy_mx_block_exponent(x + b * 32, n, (enum hy_mx_elem)el, HY_MX_SCALE_MSE),
+                                 sc[b] - 127);
+            }
+            for (int k = 0; k < K; k++) { /* elements nearest on the chosen grid */
+                const double s = ldexp(1.0, sc[k / 32] - 127), got = mx_value(q, sc, k, (enum hy_mx_elem)el);
+                double best = INFINITY;
+                for (int c = 0; c < (el == HY_MX_E4M3 ? 256 : 16); c++) {
+                    double v = (el == HY_MX_E4M3 ? spec_e4m3(c) : (double)hy_e2m1_to_f32((uint8_t)c)) * s;
+                    if (!isnan(v))
+                        best = fmin(best, fabs(v - x[k]));
+                }
+                assert_true(fabs(got - x[k]) == best);
+            }
+        }
+    }
+    print_message("mse rule: %d of %d blocks one exponent above OCP\n", ups, blocks);
+    assert_true(ups > blocks / 20 && ups < blocks); /* the rule does something, and not everywhere */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_e2m1),
         cmocka_unit_test(test_e8m0),
         cmocka_unit_test(test_mx_known_rows),
+        cmocka_unit_test(test_mx_mse_rule),
         cmocka_unit_test(test_mx_random_nearest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
