@@ -2,6 +2,7 @@
  *                  [--quant-target moe attn-linear mlp]`, and `hyinfer info -m DIR`'s model part. */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 
 #include "base/err.h"
 #include "base/fileio.h"
@@ -134,7 +135,7 @@ int hy_cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *dtype = NULL, *unused_targets = NULL, *mx_scale = NULL;
     struct calib_opts co = {.samples = 64, .damp = 0.01f};
-    int help = 0, tseen = 0;
+    int help = 0, tseen = 0, threads = 0;
     unsigned targets = 0;
     const struct hy_arg args[] = {
         {"--model", "-m", HY_ARG_STR, &in, NULL, "input model directory (BF16 / F16 / F32 safetensors)"},
@@ -161,6 +162,7 @@ int hy_cmd_quantize(int argc, char **argv)
          "GPTQ columns in index order (default: by decreasing activation energy)"},
         {"--calib-memory-gib", NULL, HY_ARG_FLOAT, &co.mem_gib, NULL,
          "limit for the f64 statistics (default: half of physical memory)"},
+        {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
@@ -186,6 +188,10 @@ int hy_cmd_quantize(int argc, char **argv)
         return 2;
     }
     if (hy_quant_dtype_parse(dtype, &o.dtype)) {
+        fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
+        return 2;
+    }
+    if (hy_cli_set_threads(&threads)) {
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 2;
     }
