@@ -1,5 +1,7 @@
 /* cmd_quantize.c - `hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid
- *                  [--quant-target moe attn-linear mlp]`, and `hyinfer info -m DIR`'s model part. */
+ *                  [--quant-target moe attn-linear mlp] [--mx-scale ocp|mse] [--calib-data TEXT ...]`
+ * (round-to-nearest, or GPTQ with calibration: quant/gptq.h, quant/calib.h), and `hyinfer info -m DIR`'s
+ * model part. */
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -213,7 +215,7 @@ int hy_cmd_quantize(int argc, char **argv)
     }
     struct hy_calib calib;
     if (co.data) {
-        if (calibrate(in, &co, &calib)) {
+        if (hy_quantize_check_out(in, out) || calibrate(in, &co, &calib)) {
             fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
             return 1;
         }

@@ -774,6 +774,12 @@ static int copy_other_files(const char *in, const char *tmp, int64_t *n)
     return rc;
 }
 
+int hy_quantize_check_out(const char *in_dir, const char *out_dir)
+{
+    int exists;
+    return check_out(out_dir, &exists) || check_out_not_in(in_dir, out_dir) ? -1 : 0;
+}
+
 int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_quantize_opts *o,
                       struct hy_quantize_stats *st)
 {

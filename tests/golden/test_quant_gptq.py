@@ -10,8 +10,8 @@ cuts it); quality is measured on the held-out tail, so calibration and evaluatio
    0.6x round-to-nearest's and its top-1 agreement is not lower (both printed). The math itself is checked
    against an independent reference in tests/unit/test_gptq.c.
 3. Bad input: calibration flags without --calib-data, a missing or empty text file, a window longer than
-   max_position_embeddings, a statistics memory limit that is too small: clear errors, exit 1 or 2, nothing
-   left in OUT.
+   max_position_embeddings, a statistics memory limit that is too small, a bad --mx-scale: clear errors,
+   exit 1 or 2, nothing left in OUT; a non-empty OUT is refused before the calibration runs.
 Exit 0 pass, 1 fail, 77 skip (no models/hy3-tiny or no corpus).
 """
 import json
@@ -128,6 +128,13 @@ def main():
         rc, _, err = run(base + extra)
         check(rc == want_rc and want_msg in err and not os.path.exists(out_bad),
               "bad input %s: exit %d, %r (got %d: %s)" % (extra, want_rc, want_msg, rc, err.strip()[-160:]))
+    # a non-empty OUT is refused before the calibration runs (and left as it was)
+    busy = os.path.join(WORK, "busy-out")
+    os.makedirs(busy)
+    open(os.path.join(busy, "keep"), "w").close()
+    rc, out, err = run(["quantize", "-m", TINY, "-o", busy, "--quant-dtype", "fp8", "--calib-data", train])
+    check(rc == 1 and "not empty" in err and "calibration:" not in out and os.listdir(busy) == ["keep"],
+          "non-empty OUT refused before calibrating (got %d: %s)" % (rc, err.strip()[-160:]))
     return 1 if fails else 0
 
 
