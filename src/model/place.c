@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "base/timing.h"
 #include "model/model.h"
+#include "quant/formats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,6 +322,56 @@ static int copy_into_arena(struct hy_model *m)
     return 0;
 }
 
+struct nan_scan_ctx {
+    struct hy_tensor **t;
+    size_t             n, cap;
+    int                oom;
+};
+
+static void nan_collect_fn(struct hy_tensor *t, void *ctx)
+{
+    struct nan_scan_ctx *c = ctx;
+    if (t->dtype != HY_DTYPE_F8_E4M3 || !t->data || c->oom)
+        return;
+    if (c->n == c->cap) {
+        const size_t nc = c->cap ? 2 * c->cap : 256;
+        struct hy_tensor **nt = realloc(c->t, nc * sizeof(*nt));
+        if (!nt) {
+            c->oom = 1;
+            return;
+        }
+        c->t = nt;
+        c->cap = nc;
+    }
+    c->t[c->n++] = t;
+}
+
+/* Marks every E4M3 weight free of NaN codes (0x7f / 0xff) or not (tensor.h nan_free). NaN codes are
+ * legal E4M3 (they give NaN outputs); knowing there are none lets the kernels drop a per-block test.
+ * One pass over the placed bytes, tensors in parallel: after a copy they are in the arena (DRAM); in
+ * mmap mode this is the pass that faults the file pages in. Out of memory leaves nan_free = 0 (the
+ * kernels then test per block: slower, same results). */
+static void scan_nan_free(struct hy_model *m)
+{
+    struct nan_scan_ctx c = {0};
+    const double t0 = hy_time_now();
+    for_each_tensor(m, nan_collect_fn, &c);
+    int64_t n_free = 0, bytes = 0;
+    if (!c.oom) {
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : n_free, bytes)
+        for (size_t i = 0; i < c.n; i++) {
+            const int64_t nb = c.t[i]->rows * hy_tensor_row_bytes(c.t[i]);
+            c.t[i]->nan_free = !hy_e4m3_has_nan(c.t[i]->data, (size_t)nb);
+            n_free += c.t[i]->nan_free;
+            bytes += nb;
+        }
+    }
+    if (c.n)
+        hy_log(HY_LOG_DEBUG, "load: %lld of %zu E4M3 weights free of NaN codes (%.3f GB scanned in %.2f s)",
+               (long long)n_free, c.n, (double)bytes / 1e9, hy_time_now() - t0);
+    free(c.t);
+}
+
 int hy_model_place(struct hy_model *m, enum hy_load_format f)
 {
     if (m->arena)
@@ -338,6 +389,7 @@ int hy_model_place(struct hy_model *m, enum hy_load_format f)
         hy_log_warn("%s: weights stay mmapped", hy_err_msg());
         m->place.format = HY_LOAD_MMAP;
     }
+    scan_nan_free(m);
     m->place.seconds = hy_time_now() - t0;
     m->place.rss_after = hy_proc_rss_bytes();
     m->place.anon_huge = hy_proc_anon_huge_bytes();

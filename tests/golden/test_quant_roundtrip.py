@@ -201,6 +201,27 @@ def bad_inputs(ck, mx8, fp8):
     write_variant(mx8, b, shape)
     expect_error(ck, "wrong scale shape", b, "an MX weight_scale ([N, ceil(K/32)]) implies")
 
+    # E4M3 NaN codes are legal: the load marks every other weight NaN-free (the kernels' fast path) and
+    # the outputs are NaN; without one every weight is marked
+    env = dict(os.environ, HYINFER_LOG="debug")
+    p = subprocess.run([BIN, "logits", "-m", fp8, "--prompt-ids", "1,2"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    ck.check(p.returncode == 0 and "132 of 132 E4M3 weights free of NaN codes" in p.stderr,
+             "fp8 load: NaN-free marks: %s" % [ln for ln in p.stderr.splitlines() if "NaN" in ln])
+    w0 = "model.layers.1.self_attn.q_proj.weight"
+
+    def nancode(t):
+        a = t[w0][1].copy()
+        a[3, 5] = 0x7f
+        t[w0] = (t[w0][0], a)
+    write_variant(fp8, b, nancode)
+    p = subprocess.run([BIN, "logits", "-m", b, "--prompt-ids", "1,2"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    ck.check(p.returncode == 0 and "131 of 132 E4M3 weights free of NaN codes" in p.stderr and "nan" in p.stdout[:200],
+             "fp8 with one NaN code: rc %d, %s, logits %r" % (p.returncode, [ln for ln in p.stderr.splitlines()
+                                                                             if "NaN" in ln], p.stdout[:60]))
+    print("  ok   E4M3 NaN code: 131 of 132 weights marked NaN-free, logits NaN")
+
     def nanf(t):
         t[s0] = ("F32", np.array([np.nan], dtype=np.float32))
     write_variant(fp8, b, nanf)
