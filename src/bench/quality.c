@@ -21,6 +21,7 @@ void hy_quality_summarize(const struct hy_quality_stats *s, struct hy_quality_su
         return;
     const double n = (double)s->positions;
     out->top1_agreement = (double)s->top1_agree / n;
+    out->top1_stderr = sqrt(out->top1_agreement * (1.0 - out->top1_agreement) / n);
     out->top5_agreement = (double)s->a_in_b_top5 / n;
     out->mean_kl = s->sum_kl / n;
     out->max_kl = s->max_kl;

@@ -55,6 +55,9 @@ struct hy_quality_stats {
 /* Derived figures of a stats struct (all 0 when positions == 0). */
 struct hy_quality_summary {
     double top1_agreement;     /* 0..1 */
+    double top1_stderr;        /* binomial standard error sqrt(p (1 - p) / positions): a scale for how far
+                                  two agreements must differ to mean something (positions of one text are
+                                  not independent, so it is an underestimate) */
     double top5_agreement;     /* fraction of rows with A's top-1 in B's top-5 */
     double mean_kl;            /* nats */
     double max_kl;             /* nats */

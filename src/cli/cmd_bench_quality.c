@@ -253,6 +253,7 @@ int hy_cmd_bench_quality(int argc, char **argv)
     if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "top1_agreement", json_real(su.top1_agreement));
+        json_object_set_new(o, "top1_agreement_stderr", json_real(su.top1_stderr));
         json_object_set_new(o, "mean_kl", json_real(su.mean_kl));
         json_object_set_new(o, "positions", json_integer(st.positions));
         json_object_set_new(o, "max_kl", json_real(su.max_kl));
@@ -303,8 +304,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
         printf("  positions   %lld in %lld window(s) of <= %d tokens, fresh KV cache each%s\n",
                (long long)st.positions, (long long)st.windows, context, bos >= 0 ? ", BOS first" : "");
         printf("\n");
-        printf("  top-1 agreement            %.4f  (%lld / %lld)\n", su.top1_agreement, (long long)st.top1_agree,
-               (long long)st.positions);
+        printf("  top-1 agreement            %.4f  (%lld / %lld; binomial standard error %.4f)\n", su.top1_agreement,
+               (long long)st.top1_agree, (long long)st.positions, su.top1_stderr);
         printf("  model top-1 in ref top-5   %.4f\n", su.top5_agreement);
         printf("  mean KL(ref || model)      %.6g nats\n", su.mean_kl);
         printf("  max KL                     %.6g nats (position %lld)\n", su.max_kl, (long long)st.max_kl_position);

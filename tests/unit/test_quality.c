@@ -164,6 +164,8 @@ static void test_accumulate(void **state)
     assert_true(fabs(su.ppl_a - exp(na / N)) <= 1e-10 * su.ppl_a);
     assert_true(fabs(su.ppl_b - exp(nb / N)) <= 1e-10 * su.ppl_b);
     assert_true(su.top1_agreement == (double)agree / N);
+    const double p = (double)agree / N;
+    assert_true(fabs(su.top1_stderr - sqrt(p * (1.0 - p) / N)) <= 1e-15);
 }
 
 /* Not a timing assertion: prints the cost of 64 rows of a 128k vocabulary (the CLI's step). */
