@@ -28,7 +28,8 @@ static int chol_lower(double *a, int64_t n)
             return 1;
         const double ljj = sqrt(d);
         a[j * n + j] = ljj;
-#pragma omp parallel for schedule(static) if (n - j > 256)
+        /* one thread: a parallel region per column costs a barrier per column, which under a loaded
+         * machine took seconds at K = 1024 (n^3 / 6 flops: about 5 s at K = 4096) */
         for (int64_t i = j + 1; i < n; i++) {
             double s = a[i * n + j];
             for (int64_t k = 0; k < j; k++)
@@ -47,24 +48,28 @@ static int inv_upper_factor(const double *l, int64_t n, double *u)
     double *m = calloc((size_t)(n * n), sizeof(double));
     if (!m)
         return -1;
-    /* M = L^-1, column by column (forward substitution of the unit vectors) */
+    /* m = (L^-1)^T, row c = column c of L^-1 (forward substitution of unit vector c): every inner
+     * loop below is a dot product of two contiguous rows */
 #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t c = 0; c < n; c++) {
-        m[c * n + c] = 1.0 / l[c * n + c];
+        double *mc = m + c * n;
+        mc[c] = 1.0 / l[c * n + c];
         for (int64_t i = c + 1; i < n; i++) {
+            const double *li = l + i * n;
             double s = 0.0;
             for (int64_t k = c; k < i; k++)
-                s += l[i * n + k] * m[k * n + c];
-            m[i * n + c] = -s / l[i * n + i];
+                s += li[k] * mc[k];
+            mc[i] = -s / li[i];
         }
     }
-    /* Hinv[i][j] = sum_k M[k][i] M[k][j], k >= max(i, j); lower triangle into u */
+    /* Hinv[i][j] = sum_k L^-1[k][i] L^-1[k][j] = m[i] . m[j] over k >= max(i, j); lower triangle into u */
 #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j <= i; j++) {
+            const double *mi = m + i * n, *mj = m + j * n;
             double s = 0.0;
             for (int64_t k = i; k < n; k++)
-                s += m[k * n + i] * m[k * n + j];
+                s += mi[k] * mj[k];
             u[i * n + j] = s;
         }
     free(m);
@@ -169,6 +174,8 @@ static double row_objective(const float *w, const uint8_t *wq, const uint8_t *sq
     return s;
 }
 
+#define OBJ_ROWS 64 /* rows the objectives are measured on (all when N <= 64, else every (N / 64)-th) */
+
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2])
 {
@@ -206,7 +213,8 @@ int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum
             const float *wr = w + r * K;
             uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
             rtn_row(wr, K, fmt, fp8_scale, o->mx_scale, qr, sr); /* the scales (kept) and the RTN codes */
-            if (obj)
+            const int sampled = obj && (N <= OBJ_ROWS || r % (N / OBJ_ROWS) == 0);
+            if (sampled)
                 o_rtn += row_objective(wr, qr, sr, h, K, fmt, fp8_scale, d);
             if (fmt == HY_QF_MXFP4)
                 memset(qr, 0, (size_t)rb);
@@ -230,7 +238,7 @@ int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum
                 for (int64_t j = i + 1; j < K; j++)
                     x[j] -= e * ui[j];
             }
-            if (obj)
+            if (sampled)
                 o_gptq += row_objective(wr, qr, sr, h, K, fmt, fp8_scale, d);
         }
         free(x);

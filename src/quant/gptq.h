@@ -36,7 +36,8 @@ struct hy_gptq_opts {
  *   fmt HY_QF_MXFP8:      wq [N, K] E4M3 codes, sq [N, ceil(K/32)] E8M0 block scales;
  *   fmt HY_QF_MXFP4:      wq [N, K/2] E2M1 nibbles (element 2j low), sq [N, ceil(K/32)] (K even).
  * obj (may be NULL) receives {RTN objective, GPTQ objective}: tr((Q - W) H (Q - W)^T) summed over
- * rows, with the undamped h, for the round-to-nearest codes and for the GPTQ codes.
+ * rows, with the undamped h, for the round-to-nearest codes and for the GPTQ codes; over all rows
+ * when N <= 64, else over every (N / 64)-th row (a diagnostic: 2 K^2 per row measured).
  * If Hd is not positive definite, λ is multiplied by 10 up to 6 times. Returns 0; 1 when Hd stayed
  * indefinite (nothing written: fall back to round-to-nearest); -1 out of memory or bad arguments
  * (with hy_err_msg()). Threads: OpenMP over rows and over the Cholesky updates. Memory: about
