@@ -144,7 +144,7 @@ static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_
     if (!a || T <= 0)
         return;
     const int64_t K = a->K;
-#pragma omp parallel for schedule(dynamic, 8)
+#pragma omp parallel for schedule(dynamic, 8) if (K * K * T >= ((int64_t)1 << 26))
     for (int64_t i = 0; i < K; i++) {
         double *gi = a->g + i * K;
         for (int64_t t = 0; t < T; t++) {
