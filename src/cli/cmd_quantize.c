@@ -9,15 +9,19 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/timing.h"
+#include "bench/quality.h"
 #include "model/model.h"
 #include "model/place.h"
 #include "quant/calib.h"
 #include "quant/quantize.h"
 #include "text/tokenizer.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *usage_text =
@@ -31,10 +35,10 @@ struct calib_opts {
     const char *data;     /* --calib-data: text file, NULL = round-to-nearest */
     const char *tokenizer; /* --tokenizer: directory of the tokenizer (default: IN) */
     int         samples;  /* --num-calibration-samples */
-    int         seq_len;  /* --max-seq-length (0: min(512, max_position_embeddings)) */
+    int         seq_len;  /* --max-seq-length (-1: min(512, max_position_embeddings)) */
     float       damp;     /* --dampening-frac */
     int         no_actorder;
-    float       mem_gib;  /* --calib-memory-gib (0: half of physical memory) */
+    float       mem_gib;  /* --calib-memory-gib (< 0: half of physical memory) */
 };
 
 /* Loads IN in fp32 mode (weights left in the file mapping), tokenizes the calibration text and collects
@@ -48,23 +52,41 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
     struct hy_model *m = NULL;
     struct hy_tokenizer *tok = NULL;
     int rc = -1;
+    struct stat sb;
+    if (stat(co->data, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return hy_err_set("--calib-data %s: %s", co->data, stat(co->data, &sb) != 0 ? strerror(errno)
+                                                                                   : "not a regular file");
     if (hy_file_read_all(co->data, &text, &len)) {
         hy_err_prefix("--calib-data");
         return -1;
     }
+    if (hy_quality_utf8_chars(text, len) < 0) { /* the same rule as bench quality --text */
+        hy_err_prefix("--calib-data %s", co->data);
+        goto out;
+    }
     hy_load_format_set_default(HY_LOAD_MMAP);
-    if (hy_model_load(in, HY_COMPUTE_F32, &m) || hy_tokenizer_load_dir(co->tokenizer ? co->tokenizer : in, &tok)) {
+    if (hy_model_load(in, HY_COMPUTE_F32, &m)) {
         hy_err_prefix("calibration: %s", in);
+        goto out;
+    }
+    if (m->quant.method != HY_QM_NONE) {
+        hy_err_set("%s already has a quantization_config: quantize reads an unquantized (BF16/F16/F32) checkpoint",
+                   in);
+        goto out;
+    }
+    if (hy_tokenizer_load_dir(co->tokenizer ? co->tokenizer : in, &tok)) {
+        hy_err_prefix("%s", co->tokenizer ? "--tokenizer" : "calibration tokenizer");
         goto out;
     }
     if (hy_tokenizer_encode(tok, text, len, 0, &ids, &n_ids)) {
         hy_err_prefix("--calib-data %s", co->data);
         goto out;
     }
-    const int32_t seq = co->seq_len ? co->seq_len
-                                    : (m->cfg.max_position_embeddings < 512 ? m->cfg.max_position_embeddings : 512);
+    const int32_t seq = co->seq_len >= 0 ? co->seq_len
+                                         : (m->cfg.max_position_embeddings < 512 ? m->cfg.max_position_embeddings : 512);
     const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    const uint64_t cap = (uint64_t)(co->mem_gib > 0.0f ? (double)co->mem_gib * 1073741824.0 : phys / 2.0);
+    const double want = co->mem_gib >= 0.0f ? (double)co->mem_gib * 1073741824.0 : phys / 2.0;
+    const uint64_t cap = want >= 1.8e19 ? UINT64_MAX : (uint64_t)want;
     const double t0 = hy_time_now();
     if (hy_calib_init(c, m, cap))
         goto out;
@@ -72,8 +94,9 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
         hy_calib_free(c);
         goto out;
     }
-    printf("  calibration: %d windows x %d tokens (%lld tokens) of %s, %d input groups (%.1f MiB), %.2f s\n",
-           c->samples, seq, (long long)c->tokens, co->data, c->n_acc, (double)c->bytes / 1048576.0,
+    printf("  calibration: %d windows x %d tokens (%lld tokens) of %s%s, %d input groups (%.1f MiB), %.2f s\n",
+           c->samples, seq, (long long)c->tokens, co->data,
+           c->samples < co->samples ? " (all the text holds)" : "", c->n_acc, (double)c->bytes / 1048576.0,
            hy_time_now() - t0);
     rc = 0;
 out:
@@ -136,7 +159,8 @@ static int take_targets(int *argc, char **argv, unsigned *mask, int *seen)
 int hy_cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *dtype = NULL, *unused_targets = NULL, *mx_scale = NULL;
-    struct calib_opts co = {.samples = 64, .damp = 0.01f};
+    /* -1 / NaN: not given (the calibration flags need --calib-data; defaults are filled in below) */
+    struct calib_opts co = {.samples = -1, .seq_len = -1, .damp = NAN, .mem_gib = NAN};
     int help = 0, tseen = 0, threads = 0;
     unsigned targets = 0;
     const struct hy_arg args[] = {
@@ -158,7 +182,7 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--num-calibration-samples", NULL, HY_ARG_INT, &co.samples, NULL,
          "calibration windows, consecutive from the start of the text (default 64)"},
         {"--max-seq-length", NULL, HY_ARG_INT, &co.seq_len, NULL,
-         "tokens per window, BOS included (default min(512, max_position_embeddings))"},
+         "tokens per window, BOS included, >= 2 (default min(512, max_position_embeddings))"},
         {"--dampening-frac", NULL, HY_ARG_FLOAT, &co.damp, NULL, "GPTQ dampening / mean(diag H) (default 0.01)"},
         {"--no-actorder", NULL, HY_ARG_FLAG, &co.no_actorder, NULL,
          "GPTQ columns in index order (default: by decreasing activation energy)"},
@@ -202,17 +226,29 @@ int hy_cmd_quantize(int argc, char **argv)
         return 2;
     }
     o.mx_scale = mx_scale && !strcmp(mx_scale, "mse") ? HY_MX_SCALE_MSE : HY_MX_SCALE_OCP;
-    if (!co.data && (co.samples != 64 || co.seq_len || co.damp != 0.01f || co.no_actorder || co.mem_gib != 0.0f ||
-                     co.tokenizer)) {
+    const int given = co.samples != -1 || co.seq_len != -1 || !isnan(co.damp) || !isnan(co.mem_gib) ||
+                      co.no_actorder || co.tokenizer;
+    if (!co.data && given) {
         fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");
         return 2;
     }
-    if (co.samples < 1 || co.seq_len < 0 || co.seq_len == 1 || !(co.damp >= 0.0f) || co.mem_gib < 0.0f) {
-        fprintf(stderr, "hyinfer quantize: --num-calibration-samples (%d) must be >= 1, --max-seq-length (%d) >= 2, "
-                        "--dampening-frac (%g) and --calib-memory-gib (%g) >= 0\n",
-                co.samples, co.seq_len, (double)co.damp, (double)co.mem_gib);
+    const char *bad = co.samples != -1 && co.samples < 1                ? "--num-calibration-samples must be >= 1"
+                      : co.seq_len != -1 && co.seq_len < 2                  ? "--max-seq-length must be >= 2"
+                      : !isnan(co.damp) && !(co.damp >= 0.0f)                ? "--dampening-frac must be >= 0"
+                      : !isnan(co.mem_gib) && !(co.mem_gib > 0.0f)           ? "--calib-memory-gib must be > 0"
+                                                                             : NULL;
+    if (bad) {
+        fprintf(stderr, "hyinfer quantize: %s\n", bad);
         return 2;
     }
+    if (co.samples == -1)
+        co.samples = 64;
+    if (isnan(co.damp))
+        co.damp = 0.01f;
+    if (isnan(co.mem_gib))
+        co.mem_gib = -1.0f; /* default: half of physical memory */
+    if (o.mx_scale == HY_MX_SCALE_MSE && o.dtype == HY_QD_FP8)
+        fprintf(stderr, "hyinfer quantize: warning: --mx-scale applies to MX formats; fp8 has one per-tensor scale\n");
     struct hy_calib calib;
     if (co.data) {
         if (hy_quantize_check_out(in, out) || calibrate(in, &co, &calib)) {
@@ -239,10 +275,10 @@ int hy_cmd_quantize(int argc, char **argv)
            (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
            st.bytes_in ? (double)st.bytes_out / (double)st.bytes_in : 0.0);
     if (co.data)
-        printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T)); %lld "
-               "round-to-nearest (no calibration tokens reached them)\n",
+        printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T)); "
+               "round-to-nearest: %lld (no calibration tokens reached them), %lld (Hessian indefinite)\n",
                (long long)st.n_gptq, st.n_gptq ? st.gptq_ratio_sum / (double)st.n_gptq : 1.0,
-               (long long)st.n_gptq_rtn);
+               (long long)st.n_gptq_rtn, (long long)st.n_gptq_indefinite);
     printf("  seconds: %.2f\n", st.seconds);
     return 0;
 }

@@ -117,8 +117,8 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
     free(wof);
     qsort(c->names, (size_t)c->n_names, sizeof(*c->names), cmp_name);
     if (c->bytes > max_bytes) {
-        hy_err_set("GPTQ calibration needs %.2f GiB for the input statistics of %d linear groups (K x K f64 each), "
-                   "more than the %.2f GiB allowed (--calib-memory-gib; default: half of physical memory); quantize "
+        hy_err_set("GPTQ calibration needs %.3g GiB for the input statistics of %d linear groups (K x K f64 each), "
+                   "more than the %.3g GiB allowed (--calib-memory-gib; default: half of physical memory); quantize "
                    "without --calib-data (round-to-nearest) or raise the limit",
                    (double)c->bytes / 1073741824.0, c->n_acc, (double)max_bytes / 1073741824.0);
         hy_calib_free(c);

@@ -119,7 +119,9 @@ static int hinv_factor(const double *h, int64_t K, const int64_t *p, double damp
     mean /= (double)K;
     double lambda = damp * mean;
     int rc = 1;
-    for (int attempt = 0; attempt <= 6 && rc == 1; attempt++, lambda = lambda > 0.0 ? lambda * 10.0 : 1e-6 * mean) {
+    /* retries: 10x, starting from at least 1e-6 * mean (a tiny or zero λ cannot rescue a rank-deficient H) */
+    for (int attempt = 0; attempt <= 6 && rc == 1;
+         attempt++, lambda = lambda * 10.0 > 1e-6 * mean ? lambda * 10.0 : 1e-6 * mean) {
         for (int64_t i = 0; i < K; i++) {
             for (int64_t j = 0; j <= i; j++)
                 a[i * K + j] = h[p[i] * K + p[j]];

@@ -38,7 +38,7 @@ struct hy_gptq_opts {
  * obj (may be NULL) receives {RTN objective, GPTQ objective}: tr((Q - W) H (Q - W)^T) summed over
  * rows, with the undamped h, for the round-to-nearest codes and for the GPTQ codes; over all rows
  * when N <= 64, else over every (N / 64)-th row (a diagnostic: 2 K^2 per row measured).
- * If Hd is not positive definite, λ is multiplied by 10 up to 6 times. Returns 0; 1 when Hd stayed
+ * If Hd is not positive definite, λ is raised (10x, and to at least 1e-6 mean(diag H)) up to 6 times. Returns 0; 1 when Hd stayed
  * indefinite (nothing written: fall back to round-to-nearest); -1 out of memory or bad arguments
  * (with hy_err_msg()). Threads: OpenMP over rows and over the Cholesky updates. Memory: about
  * 3 K^2 doubles plus K doubles per thread. Time: O(K^3 + N K^2). */

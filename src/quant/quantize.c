@@ -417,6 +417,7 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
         st->n_gptq++;
         st->gptq_ratio_sum += obj[0] > 0.0 ? obj[1] / obj[0] : 1.0;
     } else if (rc == 1) {
+        st->n_gptq_indefinite++;
         hy_log_warn("quantize: %s: the calibration Hessian stayed indefinite after dampening; round-to-nearest",
                     q->module);
     }
@@ -428,10 +429,11 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
 static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint8_t *w, uint8_t *s,
                         struct hy_quantize_stats *st)
 {
+    const int64_t indef = st->n_gptq_indefinite;
     const int g = gptq_mat(q, o, w, s, st);
     if (g <= 0)
         return g;
-    if (o->calib)
+    if (o->calib && st->n_gptq_indefinite == indef)
         st->n_gptq_rtn++;
     const int64_t rb = q->f == HY_QF_MXFP4 ? q->cols / 2 : q->cols, nb = (q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
     int bad = 0;
@@ -777,7 +779,25 @@ static int copy_other_files(const char *in, const char *tmp, int64_t *n)
 int hy_quantize_check_out(const char *in_dir, const char *out_dir)
 {
     int exists;
-    return check_out(out_dir, &exists) || check_out_not_in(in_dir, out_dir) ? -1 : 0;
+    if (check_out(out_dir, &exists) || check_out_not_in(in_dir, out_dir))
+        return -1;
+    /* the temporary sibling is created in OUT's parent: it must be a directory we can write */
+    char *par = strdup(out_dir);
+    if (!par)
+        return hy_err_set("out of memory");
+    size_t l = strlen(par);
+    while (l > 1 && par[l - 1] == '/')
+        par[--l] = '\0';
+    char *slash = strrchr(par, '/');
+    const char *dir = slash ? (slash == par ? "/" : (*slash = '\0', par)) : ".";
+    struct stat sb;
+    int rc = 0;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        rc = hy_err_set("output %s: its parent directory %s does not exist", out_dir, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        rc = hy_err_set("output %s: cannot write into %s: %s", out_dir, dir, strerror(errno));
+    free(par);
+    return rc;
 }
 
 int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_quantize_opts *o,

@@ -48,7 +48,8 @@ struct hy_quantize_stats {
     uint64_t bytes_out;      /* size of OUT/model.safetensors */
     int64_t  n_gptq;         /* matrices rounded by GPTQ (with calib) */
     int64_t  n_gptq_rtn;     /* with calib, matrices left to round-to-nearest: no statistics (an expert no
-                                calibration token was routed to) or an indefinite Hessian */
+                                calibration token was routed to) ... */
+    int64_t  n_gptq_indefinite; /* ... or (counted here, not in n_gptq_rtn) a Hessian indefinite after damping */
     double   gptq_ratio_sum; /* sum over the GPTQ matrices of objective(GPTQ) / objective(RTN) */
     double   seconds;
 };

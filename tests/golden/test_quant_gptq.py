@@ -110,8 +110,18 @@ def main():
         check(qg["top1_agreement"] >= qr["top1_agreement"], "%s: GPTQ top-1 %.3f >= RTN %.3f"
               % (fmt, qg["top1_agreement"], qr["top1_agreement"]))
 
+    # few tokens give a rank-deficient H: a tiny dampening must still end in GPTQ, not in fallbacks
+    rc, out, err = run(["quantize", "-m", TINY, "-o", os.path.join(WORK, "tiny-damp"), "--quant-dtype", "fp8",
+                        "--calib-data", train, "--num-calibration-samples", "2", "--max-seq-length", "16",
+                        "--dampening-frac", "1e-30"])
+    check(rc == 0 and "GPTQ: 132 matrices" in out and "0 (Hessian indefinite)" in out,
+          "rank-deficient H with --dampening-frac 1e-30: %s" % [l for l in out.splitlines() if "GPTQ" in l])
+
     empty = os.path.join(WORK, "empty.txt")
     open(empty, "w").close()
+    garbage = os.path.join(WORK, "garbage.bin")
+    with open(garbage, "wb") as f:
+        f.write(bytes([0xff, 0xfe, 0x00, 0x41] * 100))
     out_bad = os.path.join(WORK, "bad-out")
     base = ["quantize", "-m", TINY, "-o", out_bad, "--quant-dtype", "fp8"]
     cases = [
@@ -123,11 +133,24 @@ def main():
         (["--calib-data", train, "--dampening-frac", "-1"], 2, "--dampening-frac"),
         (["--calib-data", train, "--calib-memory-gib", "0.000001"], 1, "GPTQ calibration needs"),
         (["--mx-scale", "max"], 2, "--mx-scale max: expected ocp or mse"),
+        (["--num-calibration-samples", "64"], 2, "need --calib-data"),
+        (["--calib-data", garbage], 1, "invalid UTF-8 at byte 0"),
+        (["--calib-data", "/dev/zero"], 1, "not a regular file"),
+        (["--calib-data", WORK], 1, "not a regular file"),
+        (["--calib-data", train, "--max-seq-length", "0"], 2, "--max-seq-length must be >= 2"),
+        (["--calib-data", train, "--tokenizer", WORK], 1, "--tokenizer"),
     ]
     for extra, want_rc, want_msg in cases:
         rc, _, err = run(base + extra)
         check(rc == want_rc and want_msg in err and not os.path.exists(out_bad),
               "bad input %s: exit %d, %r (got %d: %s)" % (extra, want_rc, want_msg, rc, err.strip()[-160:]))
+    rc, _, err = run(["quantize", "-m", TINY, "-o", os.path.join(WORK, "no", "such", "out"), "--quant-dtype", "fp8",
+                      "--calib-data", train])
+    check(rc == 1 and "parent directory" in err, "OUT without a parent directory: %s" % err.strip()[-160:])
+    rc, _, err = run(["quantize", "-m", os.path.join(WORK, "fp8-rtn"), "-o", out_bad, "--quant-dtype", "fp8",
+                      "--calib-data", train])
+    check(rc == 1 and "already has a quantization_config" in err and not os.path.exists(out_bad),
+          "already quantized IN with --calib-data: %s" % err.strip()[-160:])
     # a non-empty OUT is refused before the calibration runs (and left as it was)
     busy = os.path.join(WORK, "busy-out")
     os.makedirs(busy)

@@ -307,6 +307,18 @@ static void test_indefinite_and_bad_args(void **state)
     uint8_t q[4 * 32], s[4];
     const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = 1};
     assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_MXFP8, 1.0f, &o, q, s, NULL), 1);
+    /* rank-deficient H (2 rows of inputs) with a tiny dampening: the retries reach a usable λ */
+    memset(h, 0, (size_t)(K * K) * sizeof(double));
+    for (int r = 0; r < 2; r++) {
+        double x[32];
+        for (int64_t i = 0; i < K; i++)
+            x[i] = nrand();
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < K; j++)
+                h[i * K + j] += x[i] * x[j] / 2.0;
+    }
+    const struct hy_gptq_opts tiny = {.dampening_frac = 1e-30, .actorder = 1};
+    assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_MXFP8, 1.0f, &tiny, q, s, NULL), 0);
     h[0] = 1.0;
     assert_int_equal(hy_gptq_quantize(w, h, N, K - 1, HY_QF_MXFP4, 1.0f, &o, q, s, NULL), -1); /* odd K */
     assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_FP8_TENSOR, 0.0f, &o, q, s, NULL), -1); /* scale 0 */
