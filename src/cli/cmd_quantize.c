@@ -275,10 +275,11 @@ int hy_cmd_quantize(int argc, char **argv)
            (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
            st.bytes_in ? (double)st.bytes_out / (double)st.bytes_in : 0.0);
     if (co.data)
-        printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T)); "
-               "round-to-nearest: %lld (no calibration tokens reached them), %lld (Hessian indefinite)\n",
+        printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T); %lld H "
+               "factorizations); round-to-nearest: %lld (no calibration tokens reached them), %lld (Hessian "
+               "indefinite)\n",
                (long long)st.n_gptq, st.n_gptq ? st.gptq_ratio_sum / (double)st.n_gptq : 1.0,
-               (long long)st.n_gptq_rtn, (long long)st.n_gptq_indefinite);
+               (long long)st.n_gptq_factors, (long long)st.n_gptq_rtn, (long long)st.n_gptq_indefinite);
     printf("  seconds: %.2f\n", st.seconds);
     return 0;
 }

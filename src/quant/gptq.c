@@ -178,27 +178,53 @@ static double row_objective(const float *w, const uint8_t *wq, const uint8_t *sq
 
 #define OBJ_ROWS 64 /* rows the objectives are measured on (all when N <= 64, else every (N / 64)-th) */
 
+int hy_gptq_factor_init(const double *h, int64_t K, const struct hy_gptq_opts *o, struct hy_gptq_factor *f)
+{
+    memset(f, 0, sizeof(*f));
+    if (K <= 0 || !h || !o || !(o->dampening_frac >= 0.0))
+        return hy_err_set("gptq: bad arguments (K %lld)", (long long)K);
+    f->perm = column_order(h, K, o->actorder);
+    f->u = malloc((size_t)(K * K) * sizeof(double));
+    int rc = f->perm && f->u ? hinv_factor(h, K, f->perm, o->dampening_frac, f->u) : -1;
+    if (rc) {
+        hy_gptq_factor_free(f);
+        return rc < 0 ? hy_err_set("gptq: out of memory for K = %lld", (long long)K) : 1;
+    }
+    f->K = K;
+    return 0;
+}
+
+void hy_gptq_factor_free(struct hy_gptq_factor *f)
+{
+    free(f->perm);
+    free(f->u);
+    memset(f, 0, sizeof(*f));
+}
+
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2])
 {
+    struct hy_gptq_factor f;
+    const int rc = hy_gptq_factor_init(h, K, o, &f);
+    if (rc)
+        return rc;
+    const int r2 = hy_gptq_quantize_factored(w, h, &f, N, fmt, fp8_scale, o, wq, sq, obj);
+    hy_gptq_factor_free(&f);
+    return r2;
+}
+
+int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_gptq_factor *f, int64_t N,
+                              enum hy_qformat fmt, float fp8_scale, const struct hy_gptq_opts *o, uint8_t *wq,
+                              uint8_t *sq, double obj[2])
+{
+    const int64_t K = f ? f->K : 0;
     if (N <= 0 || K <= 0 || !w || !h || !o || !wq || (fmt != HY_QF_FP8_TENSOR && !sq) ||
         (fmt != HY_QF_FP8_TENSOR && fmt != HY_QF_MXFP8 && fmt != HY_QF_MXFP4) || (fmt == HY_QF_MXFP4 && K % 2) ||
-        (fmt == HY_QF_FP8_TENSOR && !(fp8_scale > 0.0f)) || !(o->dampening_frac >= 0.0))
+        (fmt == HY_QF_FP8_TENSOR && !(fp8_scale > 0.0f)))
         return hy_err_set("gptq: bad arguments (N %lld, K %lld, format %d)", (long long)N, (long long)K, (int)fmt);
     const int64_t rb = fmt == HY_QF_MXFP4 ? K / 2 : K, nb = (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
-    int64_t *p = column_order(h, K, o->actorder);
-    double *u = malloc((size_t)(K * K) * sizeof(double));
-    if (!p || !u) {
-        free(p);
-        free(u);
-        return hy_err_set("gptq: out of memory for K = %lld", (long long)K);
-    }
-    int rc = hinv_factor(h, K, p, o->dampening_frac, u);
-    if (rc) {
-        free(p);
-        free(u);
-        return rc < 0 ? hy_err_set("gptq: out of memory for K = %lld", (long long)K) : 1;
-    }
+    const int64_t *p = f->perm;
+    const double *u = f->u;
     double o_rtn = 0.0, o_gptq = 0.0;
     int oom = 0;
 #pragma omp parallel reduction(+ : o_rtn, o_gptq)
@@ -246,8 +272,6 @@ int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum
         free(x);
         free(d);
     }
-    free(p);
-    free(u);
     if (oom)
         return hy_err_set("gptq: out of memory");
     if (obj) {

@@ -45,6 +45,25 @@ struct hy_gptq_opts {
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
 
+/* The factor of one H (column order and upper Cholesky factor of the damped inverse), which every
+ * matrix reading the same inputs (q/k/v, gate/up) can share: hy_gptq_quantize = init + factored + free. */
+struct hy_gptq_factor {
+    int64_t  K;
+    int64_t *perm; /* [K] processing order of the columns */
+    double  *u;    /* [K, K] upper factor in that order */
+};
+
+/* Factor of h [K, K] under o (dampening_frac, actorder). Returns 0, 1 (indefinite, as above; *f empty),
+ * -1 (out of memory / bad arguments, hy_err_msg()). Free with hy_gptq_factor_free. */
+int hy_gptq_factor_init(const double *h, int64_t K, const struct hy_gptq_opts *o, struct hy_gptq_factor *f);
+void hy_gptq_factor_free(struct hy_gptq_factor *f);
+
+/* hy_gptq_quantize with a factor from hy_gptq_factor_init of the same h and o (h is still read for
+ * obj; o->mx_scale is used here). Returns 0 or -1. */
+int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_gptq_factor *f, int64_t N,
+                              enum hy_qformat fmt, float fp8_scale, const struct hy_gptq_opts *o, uint8_t *wq,
+                              uint8_t *sq, double obj[2]);
+
 /* Value of column k's element code c under row r's scales (the dequantization the loader applies):
  * fp8: e4m3(c) * fp8_scale; MX: elem(c) * 2^(sq[r, k/32] - 127). Exposed for tests. */
 double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8_t scale_byte);

@@ -387,10 +387,47 @@ static int cmp_entry(const void *a, const void *b)
     return x->seq - y->seq;
 }
 
+/* The last two GPTQ factors, by statistics pointer: q/k/v and gate/up share one H, and in file order
+ * (k, o, q, v; down, gate, up) the sharers come within two matrices of each other. */
+struct factor_cache {
+    const double         *h[2];
+    struct hy_gptq_factor f[2];
+    int                   next;
+};
+
+static void factor_cache_free(struct factor_cache *c)
+{
+    for (int i = 0; i < 2; i++)
+        hy_gptq_factor_free(&c->f[i]);
+    memset(c, 0, sizeof(*c));
+}
+
+/* The factor of h (K wide) from c, computing it on a miss: 0 with *f, 1 indefinite, -1 error. */
+static int cached_factor(struct factor_cache *c, const double *h, int64_t K, const struct hy_gptq_opts *o,
+                         const struct hy_gptq_factor **f, int64_t *n_factors)
+{
+    for (int i = 0; i < 2; i++)
+        if (c->h[i] == h && c->f[i].K == K) {
+            *f = &c->f[i];
+            return 0;
+        }
+    const int slot = c->next;
+    hy_gptq_factor_free(&c->f[slot]);
+    c->h[slot] = NULL;
+    const int rc = hy_gptq_factor_init(h, K, o, &c->f[slot]);
+    (*n_factors)++;
+    if (rc)
+        return rc;
+    c->h[slot] = h;
+    c->next = 1 - slot;
+    *f = &c->f[slot];
+    return 0;
+}
+
 /* GPTQ of q into w / s when o has statistics for it: 0 done, 1 not applicable (round to nearest
  * instead), -1 error. */
 static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint8_t *w, uint8_t *s,
-                    struct hy_quantize_stats *st)
+                    struct hy_quantize_stats *st, struct factor_cache *fc)
 {
     int64_t K = 0;
     const double *h = o->calib ? hy_calib_hessian(o->calib, q->module, &K, NULL) : NULL;
@@ -411,7 +448,10 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
             return -1;
         }
     double obj[2];
-    const int rc = hy_gptq_quantize(buf, h, q->rows, q->cols, q->f, q->scale, &go, w, s, obj);
+    const struct hy_gptq_factor *f = NULL;
+    int rc = cached_factor(fc, h, K, &go, &f, &st->n_gptq_factors);
+    if (rc == 0)
+        rc = hy_gptq_quantize_factored(buf, h, f, q->rows, q->f, q->scale, &go, w, s, obj);
     free(buf);
     if (rc == 0) {
         st->n_gptq++;
@@ -427,10 +467,10 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
 /* Quantizes q into w (weight bytes) and s (scale bytes): GPTQ when o has statistics for it, else
  * round-to-nearest. */
 static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint8_t *w, uint8_t *s,
-                        struct hy_quantize_stats *st)
+                        struct hy_quantize_stats *st, struct factor_cache *fc)
 {
     const int64_t indef = st->n_gptq_indefinite;
-    const int g = gptq_mat(q, o, w, s, st);
+    const int g = gptq_mat(q, o, w, s, st, fc);
     if (g <= 0)
         return g;
     if (o->calib && st->n_gptq_indefinite == indef)
@@ -534,6 +574,8 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
     free(hs);
     uint8_t *wbuf = NULL, *sbuf = NULL;
     const struct qmat *have = NULL; /* q whose scales are in sbuf */
+    struct factor_cache fc;
+    memset(&fc, 0, sizeof(fc));
     for (size_t i = 0; !rc && i < p->n; i++) {
         struct entry *e = &p->e[i];
         if (e->role == R_COPY) {
@@ -557,7 +599,7 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
                 rc = hy_err_set("out of memory");
                 break;
             }
-            rc = quantize_mat(q, qo, wbuf, sbuf, st) || write_all(f, wbuf, e->nbytes, path);
+            rc = quantize_mat(q, qo, wbuf, sbuf, st, &fc) || write_all(f, wbuf, e->nbytes, path);
             drop_src(q);
             have = q;
         } else { /* R_QSCALE_MX: follows its weight (stable sort, same size class) */
@@ -570,6 +612,7 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
     }
     free(wbuf);
     free(sbuf);
+    factor_cache_free(&fc);
     if (fclose(f) && !rc)
         rc = hy_err_set("%s: close failed: %s", path, strerror(errno));
     st->bytes_out = 8 + hlen + off;
