@@ -201,9 +201,22 @@ void hy_gptq_factor_free(struct hy_gptq_factor *f)
     memset(f, 0, sizeof(*f));
 }
 
+/* 0 when the matrix arguments are usable, else -1 with the error set. */
+static int check_args(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
+                      const struct hy_gptq_opts *o, const uint8_t *wq, const uint8_t *sq)
+{
+    if (N <= 0 || K <= 0 || !w || !h || !o || !wq || (fmt != HY_QF_FP8_TENSOR && !sq) ||
+        (fmt != HY_QF_FP8_TENSOR && fmt != HY_QF_MXFP8 && fmt != HY_QF_MXFP4) || (fmt == HY_QF_MXFP4 && K % 2) ||
+        (fmt == HY_QF_FP8_TENSOR && !(fp8_scale > 0.0f)))
+        return hy_err_set("gptq: bad arguments (N %lld, K %lld, format %d)", (long long)N, (long long)K, (int)fmt);
+    return 0;
+}
+
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2])
 {
+    if (check_args(w, h, N, K, fmt, fp8_scale, o, wq, sq))
+        return -1;
     struct hy_gptq_factor f;
     const int rc = hy_gptq_factor_init(h, K, o, &f);
     if (rc)
@@ -218,10 +231,8 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
                               uint8_t *sq, double obj[2])
 {
     const int64_t K = f ? f->K : 0;
-    if (N <= 0 || K <= 0 || !w || !h || !o || !wq || (fmt != HY_QF_FP8_TENSOR && !sq) ||
-        (fmt != HY_QF_FP8_TENSOR && fmt != HY_QF_MXFP8 && fmt != HY_QF_MXFP4) || (fmt == HY_QF_MXFP4 && K % 2) ||
-        (fmt == HY_QF_FP8_TENSOR && !(fp8_scale > 0.0f)))
-        return hy_err_set("gptq: bad arguments (N %lld, K %lld, format %d)", (long long)N, (long long)K, (int)fmt);
+    if (check_args(w, h, N, K, fmt, fp8_scale, o, wq, sq))
+        return -1;
     const int64_t rb = fmt == HY_QF_MXFP4 ? K / 2 : K, nb = (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
     const int64_t *p = f->perm;
     const double *u = f->u;

@@ -296,6 +296,34 @@ static void test_matches_reference(void **state)
     free(rs);
 }
 
+/* One factor serves several matrices (q/k/v share H): bytes equal the one-shot call for each. */
+static void test_shared_factor(void **state)
+{
+    (void)state;
+    const int64_t N = 8, K = 64, nb = K / 32;
+    double *h = correlated_h(K, 2 * K);
+    const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = 1, .mx_scale = HY_MX_SCALE_MSE};
+    struct hy_gptq_factor f;
+    assert_int_equal(hy_gptq_factor_init(h, K, &o, &f), 0);
+    uint8_t q1[8 * 64], s1[8 * 2], q2[8 * 64], s2[8 * 2];
+    for (int m = 0; m < 3; m++) {
+        float *w = random_w(N, K);
+        const enum hy_qformat fm = FORMATS[m];
+        const float s8 = amax_scale(w, N * K);
+        double a[2], b[2];
+        assert_int_equal(hy_gptq_quantize_factored(w, h, &f, N, fm, s8, &o, q1, s1, a), 0);
+        assert_int_equal(hy_gptq_quantize(w, h, N, K, fm, s8, &o, q2, s2, b), 0);
+        assert_memory_equal(q1, q2, (size_t)(fm == HY_QF_MXFP4 ? N * K / 2 : N * K));
+        if (fm != HY_QF_FP8_TENSOR)
+            assert_memory_equal(s1, s2, (size_t)(N * nb));
+        assert_true(a[0] == b[0] && a[1] == b[1]);
+        free(w);
+    }
+    hy_gptq_factor_free(&f);
+    assert_null(f.u);
+    free(h);
+}
+
 static void test_indefinite_and_bad_args(void **state)
 {
     (void)state;
@@ -332,6 +360,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identity_is_rtn),
         cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_shared_factor),
         cmocka_unit_test(test_indefinite_and_bad_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
