@@ -14,17 +14,25 @@ struct builder {
     int32_t          cap_acc, cap_names;
 };
 
+/* Room for one more element in *arr (n used, *cap allocated, es bytes each): 0, or -1 out of memory. */
+static int reserve(void **arr, int32_t n, int32_t *cap, size_t es)
+{
+    if (n < *cap)
+        return 0;
+    const int32_t nc = *cap ? 2 * *cap : 64;
+    void *na = realloc(*arr, (size_t)nc * es);
+    if (!na)
+        return -1;
+    *arr = na;
+    *cap = nc;
+    return 0;
+}
+
 static int new_acc(struct builder *b, const struct hy_tensor *w)
 {
     struct hy_calib *c = b->c;
-    if (c->n_acc == b->cap_acc) {
-        const int32_t nc = b->cap_acc ? 2 * b->cap_acc : 64;
-        struct hy_calib_acc *na = realloc(c->acc, (size_t)nc * sizeof(*na));
-        if (!na)
-            return -1;
-        c->acc = na;
-        b->cap_acc = nc;
-    }
+    if (reserve((void **)&c->acc, c->n_acc, &b->cap_acc, sizeof(*c->acc)))
+        return -1;
     c->acc[c->n_acc] = (struct hy_calib_acc){.w = w, .K = w->cols};
     c->bytes += (uint64_t)(w->cols * w->cols) * sizeof(double);
     return c->n_acc++;
@@ -33,14 +41,8 @@ static int new_acc(struct builder *b, const struct hy_tensor *w)
 static int add_name(struct builder *b, int acc, const char *fmt, int L, int e, const char *leaf)
 {
     struct hy_calib *c = b->c;
-    if (c->n_names == b->cap_names) {
-        const int32_t nc = b->cap_names ? 2 * b->cap_names : 64;
-        struct hy_calib_name *nn = realloc(c->names, (size_t)nc * sizeof(*nn));
-        if (!nn)
-            return -1;
-        c->names = nn;
-        b->cap_names = nc;
-    }
+    if (reserve((void **)&c->names, c->n_names, &b->cap_names, sizeof(*c->names)))
+        return -1;
     struct hy_calib_name *n = &c->names[c->n_names++];
     char mid[64];
     snprintf(mid, sizeof(mid), fmt, e);

@@ -143,9 +143,8 @@ static uint8_t encode(enum hy_qformat fmt, float v)
     return fmt == HY_QF_MXFP4 ? hy_f32_to_e2m1(v) : hy_f32_to_e4m3(v);
 }
 
-/* Row r's RTN codes (and MX scales) into wq / sq: the exact round-to-nearest of quantize.c. */
-static void rtn_row(const float *w, int64_t K, enum hy_qformat fmt, float fp8_scale, enum hy_mx_scale_rule rule,
-                    uint8_t *wq, uint8_t *sq)
+void hy_quant_row_rtn(const float *w, int64_t K, enum hy_qformat fmt, float fp8_scale, enum hy_mx_scale_rule rule,
+                      uint8_t *wq, uint8_t *sq)
 {
     if (fmt == HY_QF_FP8_TENSOR) {
         for (int64_t k = 0; k < K; k++)
@@ -251,7 +250,7 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
                 continue;
             const float *wr = w + r * K;
             uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
-            rtn_row(wr, K, fmt, fp8_scale, o->mx_scale, qr, sr); /* the scales (kept) and the RTN codes */
+            hy_quant_row_rtn(wr, K, fmt, fp8_scale, o->mx_scale, qr, sr); /* the scales (kept) and the RTN codes */
             const int sampled = obj && (N <= OBJ_ROWS || r % (N / OBJ_ROWS) == 0);
             if (sampled)
                 o_rtn += row_objective(wr, qr, sr, h, K, fmt, fp8_scale, d);

@@ -64,6 +64,11 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
                               enum hy_qformat fmt, float fp8_scale, const struct hy_gptq_opts *o, uint8_t *wq,
                               uint8_t *sq, double obj[2]);
 
+/* Round-to-nearest of one row w[K] in fmt: fp8 codes of w / fp8_scale, or MX codes and block scales by
+ * rule (formats.h). The codes `hyinfer quantize` writes without calibration, and where GPTQ starts. */
+void hy_quant_row_rtn(const float *w, int64_t K, enum hy_qformat fmt, float fp8_scale, enum hy_mx_scale_rule rule,
+                      uint8_t *wq, uint8_t *sq);
+
 /* Value of column k's element code c under row r's scales (the dequantization the loader applies):
  * fp8: e4m3(c) * fp8_scale; MX: elem(c) * 2^(sq[r, k/32] - 127). Exposed for tests. */
 double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8_t scale_byte);

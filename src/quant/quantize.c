@@ -501,13 +501,8 @@ static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, 
                 }
                 continue;
             }
-            if (q->f == HY_QF_FP8_TENSOR) {
-                for (int64_t k = 0; k < q->cols; k++)
-                    w[r * rb + k] = hy_f32_to_e4m3(buf[k] / q->scale);
-            } else {
-                hy_mx_quantize_row_rule(buf, q->cols, q->f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, o->mx_scale,
-                                        w + r * rb, s + r * nb);
-            }
+            hy_quant_row_rtn(buf, q->cols, q->f, q->scale, o->mx_scale, w + r * rb,
+                             q->f == HY_QF_FP8_TENSOR ? NULL : s + r * nb);
         }
         free(buf);
     }

@@ -155,6 +155,18 @@ static double mx_value(const uint8_t *q, const uint8_t *sc, int64_t k, enum hy_m
     return (double)hy_e2m1_to_f32((uint8_t)(q[k / 2] >> ((k & 1) * 4))) * s;
 }
 
+/* Distance from x to the nearest value of the grid elem * s (brute force over all codes). */
+static double nearest_err(double x, double s, enum hy_mx_elem el)
+{
+    double best = INFINITY;
+    for (int c = 0; c < (el == HY_MX_E4M3 ? 256 : 16); c++) {
+        const double v = (el == HY_MX_E4M3 ? spec_e4m3(c) : (double)hy_e2m1_to_f32((uint8_t)c)) * s;
+        if (!isnan(v))
+            best = fmin(best, fabs(v - x));
+    }
+    return best;
+}
+
 static void test_mx_known_rows(void **state)
 {
     (void)state;
@@ -211,13 +223,7 @@ static void test_mx_random_nearest(void **state)
             }
             for (int k = 0; k < K; k++) {
                 const double s = ldexp(1.0, sc[k / 32] - 127), got = mx_value(q, sc, k, (enum hy_mx_elem)el);
-                double best = INFINITY;
-                for (int c = 0; c < (el == HY_MX_E4M3 ? 256 : 16); c++) {
-                    double v = (el == HY_MX_E4M3 ? spec_e4m3(c) : (double)hy_e2m1_to_f32((uint8_t)c)) * s;
-                    if (!isnan(v))
-                        best = fmin(best, fabs(v - x[k]));
-                }
-                assert_true(fabs(got - x[k]) == best);
+                assert_true(fabs(got - x[k]) == nearest_err(x[k], s, (enum hy_mx_elem)el));
             }
         }
     }
@@ -249,12 +255,7 @@ static void test_mx_mse_rule(void **state)
                 for (int u = 0; u < 2; u++) {
                     const double s = ldexp(1.0, sc0[b] - 127 + u);
                     for (int k = b * 32; k < b * 32 + n; k++) {
-                        double best = INFINITY;
-                        for (int c = 0; c < (el == HY_MX_E4M3 ? 256 : 16); c++) {
-                            double v = (el == HY_MX_E4M3 ? spec_e4m3(c) : (double)hy_e2m1_to_f32((uint8_t)c)) * s;
-                            if (!isnan(v))
-                                best = fmin(best, fabs(v - x[k]));
-                        }
+                        const double best = nearest_err(x[k], s, (enum hy_mx_elem)el);
                         sse[u] += best * best;
                     }
                 }
@@ -273,13 +274,7 @@ static void test_mx_mse_rule(void **state)
             }
             for (int k = 0; k < K; k++) { /* elements nearest on the chosen grid */
                 const double s = ldexp(1.0, sc[k / 32] - 127), got = mx_value(q, sc, k, (enum hy_mx_elem)el);
-                double best = INFINITY;
-                for (int c = 0; c < (el == HY_MX_E4M3 ? 256 : 16); c++) {
-                    double v = (el == HY_MX_E4M3 ? spec_e4m3(c) : (double)hy_e2m1_to_f32((uint8_t)c)) * s;
-                    if (!isnan(v))
-                        best = fmin(best, fabs(v - x[k]));
-                }
-                assert_true(fabs(got - x[k]) == best);
+                assert_true(fabs(got - x[k]) == nearest_err(x[k], s, (enum hy_mx_elem)el));
             }
         }
     }
