@@ -41,6 +41,10 @@ struct hy_kernel_table {
     /* Same contract as hy_kv_cache_attend (kv_cache.h). */
     void (*attend)(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
                    const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+    /* One scale evaluation of the FP8 scale fit (kernels/fp8_scale.h); bitwise equal at every level. */
+    void (*fp8_fit_pass)(const float *x, int64_t n, float s, float out[3]);
+    /* q[i] = hy_f32_to_e4m3(x[i] / s) for x[n] (f32), s > 0 (quant/formats.h); bitwise equal at every level. */
+    void (*fp8_encode)(const float *x, int64_t n, float s, uint8_t *q);
 };
 
 /* Fills *t with the kernels of level isa. Returns 0, or -1 with hy_err_msg() if the CPU/OS cannot
@@ -71,6 +75,8 @@ void hy_ref_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 void hy_ref_round_bf16(float *x, int64_t n);
 void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
                    const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
+void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
 
 /* AVX2 + FMA + F16C kernels (avx2.c, avx2_attn.c); call only if hy_cpu_supports(HY_ISA_AVX2). */
 void hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
@@ -84,6 +90,9 @@ void hy_avx2_silu_mul(float *out, const float *gate, const float *up, int64_t n)
 void hy_avx2_round_bf16(float *x, int64_t n);
 void hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
                     const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+/* The avx2 fp8_fit_pass and fp8_encode (avx2_fp8_fit.c); also the AVX-512 levels'. */
+void hy_avx2_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
+void hy_avx2_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
 /* hy_kv_cache_attend_multi for the avx2 table (bitwise equal to n_q hy_avx2_attend calls). */
 void hy_avx2_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
                           int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,

@@ -2,6 +2,7 @@
  * HYINFER_ISA=ref level. */
 #include "kernels/kernel_table.h"
 #include "kernels/w4a8.h"
+#include "quant/formats.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +18,27 @@ float hy_ref_dot_f32(const float *a, const float *b, int64_t n)
     for (int j = 0; k < n; k++, j++)
         acc[j] += a[k] * b[k];
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3])
+{
+    float e[8] = {0}, xc[8] = {0}, cc[8] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        const int j = (int)(i & 7);
+        const float r = hy_e4m3_round(x[i] / s), d = r * s - x[i];
+        e[j] += d * d;
+        xc[j] += x[i] * r;
+        cc[j] += r * r;
+    }
+    const float *acc[3] = {e, xc, cc};
+    for (int k = 0; k < 3; k++)
+        out[k] = ((acc[k][0] + acc[k][4]) + (acc[k][2] + acc[k][6])) + ((acc[k][1] + acc[k][5]) + (acc[k][3] + acc[k][7]));
+}
+
+void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q)
+{
+    for (int64_t i = 0; i < n; i++)
+        q[i] = hy_f32_to_e4m3(x[i] / s);
 }
 
 /* Widens one weight row to f32 (returns the row itself for F32 weights). */

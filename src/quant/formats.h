@@ -60,6 +60,32 @@ static inline float hy_e8m0_to_f32(uint8_t s)
 /* f32 -> E4M3FN, round to nearest even, |x| > 448 saturates to +-448, NaN -> 0x7f (sign kept). */
 uint8_t hy_f32_to_e4m3(float x);
 
+/* The E4M3FN value nearest to x, as f32: hy_e4m3_to_f32(hy_f32_to_e4m3(x)) for every x that is not
+ * NaN (round to nearest even, |x| >= 448 saturates to +-448, the sign of zero kept); NaN -> NaN.
+ * Bit arithmetic only: normals round the f32 mantissa to 3 bits (the carry moves into the exponent),
+ * |x| < 2^-6 rounds on the subnormal grid 2^-9 by adding and subtracting 2^14 (whose ulp is 2^-9). */
+static inline float hy_e4m3_round(float x)
+{
+    uint32_t u, a;
+    memcpy(&u, &x, 4);
+    a = u & 0x7fffffffu;
+    float ax, r;
+    memcpy(&ax, &a, 4);
+    const uint32_t n = (a + 0x7ffffu + ((a >> 20) & 1u)) & ~0xfffffu;
+    memcpy(&r, &n, 4);
+    if (ax < 0x1p-6f)
+        r = (ax + 0x1p14f) - 0x1p14f;
+    if (ax >= 448.0f)
+        r = 448.0f;
+    if (ax != ax)
+        return x;
+    uint32_t ru;
+    memcpy(&ru, &r, 4);
+    ru |= u & 0x80000000u;
+    memcpy(&r, &ru, 4);
+    return r;
+}
+
 /* 1 if one of the n E4M3 bytes at p is a NaN code (0x7f or 0xff), else 0. */
 int hy_e4m3_has_nan(const uint8_t *p, size_t n);
 

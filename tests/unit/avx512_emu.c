@@ -147,6 +147,8 @@ int hy_test_avx512_emu_table(struct hy_kernel_table *t)
         .silu_mul = hy_avx2_silu_mul,
         .round_bf16 = hy_avx2_round_bf16,
         .attend = hy_avx2_attend,
+        .fp8_fit_pass = hy_avx2_fp8_fit_pass,
+        .fp8_encode = hy_avx2_fp8_encode,
     };
     *t = e;
     return 0;
