@@ -1,6 +1,7 @@
 #include "cache/kv_cache.h"
 
 #include "base/err.h"
+#include "kernels/fp8_scale.h"
 #include "kernels/kernel_table.h"
 #include "quant/formats.h"
 
@@ -73,6 +74,11 @@ int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_h
                           "blocks %d, dtype %s)", n_layers, n_kv_heads, head_dim, block_size, n_blocks,
                           hy_dtype_name(dtype));
     const int fp8 = dtype == HY_DTYPE_F8_E4M3;
+    const char *rule = getenv("HYINFER_KV_FP8_SCALE");
+    if (fp8 && rule && strcmp(rule, "mse") && strcmp(rule, "amax"))
+        return hy_err_set("HYINFER_KV_FP8_SCALE=\"%s\": not a KV scale rule (expected mse, the default, or amax)",
+                          rule);
+    kv->scale_fit = fp8 && !(rule && !strcmp(rule, "amax"));
     int32_t n_static = 0;
     for (int32_t l = 0; fp8 && v_static && l < n_layers; l++) {
         if (!v_static[l])
@@ -165,11 +171,14 @@ static void store_row(void *base, enum hy_dtype dt, int64_t off, const float *sr
 }
 
 /* One head's row x[n] -> E4M3 bytes q[n]. static_scale > 0: that scale (saturating); else the
- * dynamic amax / 448, returned. A zero scale stores zeros (dequantizes to 0, never NaN). */
-static float quant_head(const float *x, int64_t n, float static_scale, uint8_t *q)
+ * dynamic scale, returned: fitted (fit != 0, kernels/fp8_scale.h) or amax / 448. A zero scale stores
+ * zeros (dequantizes to 0, never NaN). */
+static float quant_head(const float *x, int64_t n, float static_scale, int fit, uint8_t *q)
 {
     float s = static_scale;
-    if (!(s > 0.0f)) {
+    if (!(s > 0.0f) && fit)
+        s = hy_fp8_scale_fit(x, n);
+    else if (!(s > 0.0f)) {
         float amax = 0.0f;
         for (int64_t i = 0; i < n; i++) {
             const float a = fabsf(x[i]);
@@ -182,9 +191,22 @@ static float quant_head(const float *x, int64_t n, float static_scale, uint8_t *
         memset(q, 0, (size_t)n);
         return 0.0f;
     }
-    for (int64_t i = 0; i < n; i++)
-        q[i] = hy_f32_to_e4m3(x[i] / s);
+    hy_kernels_active()->fp8_encode(x, n, s, q);
     return s;
+}
+
+/* KV head g of token slot `slot` into an FP8 cache: K and V rows k[head_dim], v[head_dim]. */
+static void write_head_fp8(struct hy_kv_cache *kv, int32_t layer, int64_t slot, int32_t g, const float *k,
+                           const float *v)
+{
+    const int64_t D = kv->head_dim, si = slot * kv->n_kv_heads + g;
+    uint8_t *kq = (uint8_t *)kv->k[layer] + si * D, *vq = (uint8_t *)kv->v[layer] + si * D;
+    const float *vs = kv->v_static[layer];
+    kv->k_scale[layer][si] = quant_head(k, D, 0.0f, kv->scale_fit, kq);
+    if (vs)
+        quant_head(v, D, vs[g], 0, vq);
+    else
+        kv->v_scale[layer][si] = quant_head(v, D, 0.0f, kv->scale_fit, vq);
 }
 
 void hy_kv_cache_write(struct hy_kv_cache *kv, int32_t layer, int64_t slot, const float *k, const float *v)
@@ -195,16 +217,22 @@ void hy_kv_cache_write(struct hy_kv_cache *kv, int32_t layer, int64_t slot, cons
         store_row(kv->v[layer], kv->dtype, slot * row, v, row);
         return;
     }
-    uint8_t *kq = (uint8_t *)kv->k[layer] + slot * row, *vq = (uint8_t *)kv->v[layer] + slot * row;
-    const float *vs = kv->v_static[layer];
-    for (int32_t g = 0; g < kv->n_kv_heads; g++) {
-        const int64_t si = slot * kv->n_kv_heads + g;
-        kv->k_scale[layer][si] = quant_head(k + g * D, D, 0.0f, kq + g * D);
-        if (vs)
-            quant_head(v + g * D, D, vs[g], vq + g * D);
-        else
-            kv->v_scale[layer][si] = quant_head(v + g * D, D, 0.0f, vq + g * D);
+    for (int32_t g = 0; g < kv->n_kv_heads; g++)
+        write_head_fp8(kv, layer, slot, g, k + g * D, v + g * D);
+}
+
+void hy_kv_cache_write_batch(struct hy_kv_cache *kv, int32_t layer, int64_t T, const int64_t *slot_mapping,
+                             const float *k, const float *v)
+{
+    const int64_t G = kv->n_kv_heads, D = kv->head_dim;
+    if (kv->dtype != HY_DTYPE_F8_E4M3) {
+        for (int64_t t = 0; t < T; t++)
+            hy_kv_cache_write(kv, layer, slot_mapping[t], k + t * G * D, v + t * G * D);
+        return;
     }
+#pragma omp parallel for schedule(static) if (T * G > 1)
+    for (int64_t i = 0; i < T * G; i++)
+        write_head_fp8(kv, layer, slot_mapping[i / G], (int32_t)(i % G), k + i * D, v + i * D);
 }
 
 /* Head g's row of `slot` (K: which = 0, V: 1) as f32: a pointer into the cache for f32, else

@@ -9,12 +9,15 @@
  * the caller / scheduler.
  *
  * FP8 (HY_DTYPE_F8_E4M3, spec §5.3 "C8"): element = e4m3(x / s), value = e4m3_to_f32(byte) * s.
- *  - K: dynamic scale per (token, kv_head): s = amax(|k[head_dim]|) / 448, kept in f32 next to the
- *    cache in k_scale[layer][slot * n_kv_heads + head].
+ *  - K: dynamic scale per (token, kv_head), kept in f32 next to the cache in
+ *    k_scale[layer][slot * n_kv_heads + head]: by default the least-squared-error fit of
+ *    kernels/fp8_scale.h (searched from s0 = amax(|k[head_dim]|) / 448; never a larger error than
+ *    s0), or s0 itself when HYINFER_KV_FP8_SCALE=amax (read at init; any other value than mse or
+ *    amax is an init error).
  *  - V: a static per-kv-head scale (checkpoint `self_attn.v_cache.scale`) for layers given one at
  *    init (v_static[layer][head]; elements saturate to +-448), else dynamic per (token, kv_head)
  *    like K, in v_scale[layer][slot * n_kv_heads + head].
- *  A row whose amax is 0 (or whose amax / 448 underflows to 0) gets scale 0 and zero bytes, so it
+ *  A row whose amax is 0 (or whose amax / 448 underflows to 0) gets scale 0 under either rule and zero bytes, so it
  *  dequantizes to exact zeros, never NaN/inf. Scales are pure functions of the token's own row, so
  *  fp32-mode batch/chunk invariance holds with FP8 too. The attention kernels read the bytes and
  *  scales directly (no dequantized copy of the cache).
@@ -40,6 +43,8 @@ struct hy_kv_cache {
     float       **k_scale;      /* [n_layers] -> [n_blocks*block_size, n_kv_heads] f32 multipliers */
     float       **v_scale;      /* [n_layers] -> same, dynamic V; NULL entry where v_static is set */
     float       **v_static;     /* [n_layers] -> NULL or [n_kv_heads] static V multipliers (> 0) */
+    int           scale_fit;    /* FP8: 1 = dynamic scales by the least-squares fit (kernels/fp8_scale.h,
+                                   the default), 0 = amax / 448 (HYINFER_KV_FP8_SCALE=amax) */
 };
 
 /* Allocates a zeroed cache of dtype F32, BF16 or F8_E4M3 (FP8 with dynamic V scales in every
@@ -77,6 +82,13 @@ const char *hy_kv_dtype_name(enum hy_dtype dt);
 /* Stores k[n_kv_heads*head_dim] and v[...] (f32) of one token into `slot` of `layer` (FP8:
  * quantized per head with the scales described at the top). */
 void hy_kv_cache_write(struct hy_kv_cache *kv, int32_t layer, int64_t slot, const float *k, const float *v);
+
+/* T tokens at once: token t's rows k[t, n_kv_heads, head_dim], v[same] (f32) into slot
+ * slot_mapping[t] (distinct slots). Equal to T hy_kv_cache_write calls; FP8 caches quantize the
+ * T * n_kv_heads (token, kv head) rows in parallel (OpenMP; each row's bytes and scale depend on
+ * that row alone, so the result does not depend on the thread count). */
+void hy_kv_cache_write_batch(struct hy_kv_cache *kv, int32_t layer, int64_t T, const int64_t *slot_mapping,
+                             const float *k, const float *v);
 
 /* FP8 scale multipliers of (layer, slot, kv head g): K and V. Only for F8_E4M3 caches. */
 static inline float hy_kv_cache_k_scale(const struct hy_kv_cache *kv, int32_t layer, int64_t slot, int32_t g)

@@ -152,10 +152,10 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
     {
         const enum hy_dtype kd = hy_model_kv_dtype(m, c->kv_cache_dtype);
         const size_t tb = hy_model_kv_token_bytes(m, c->kv_cache_dtype);
-        char vnote[96] = "";
+        char vnote[128] = "";
         if (kd == HY_DTYPE_F8_E4M3)
-            snprintf(vnote, sizeof(vnote), "; K scales dynamic, V scales static in %d of %d layers",
-                     m->n_v_cache_scales, e->kv.n_layers);
+            snprintf(vnote, sizeof(vnote), "; K scales dynamic (%s), V scales static in %d of %d layers",
+                     e->kv.scale_fit ? "least-squares fit" : "amax/448", m->n_v_cache_scales, e->kv.n_layers);
         hy_log_info("kv cache: %s, %d blocks of %d tokens (%lld token slots), %zu bytes per token, %.1f MiB%s",
                     hy_kv_dtype_name(kd), n_blocks, c->block_size, (long long)n_blocks * c->block_size, tb,
                     (double)tb * (double)n_blocks * (double)c->block_size / 1048576.0, vnote);

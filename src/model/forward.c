@@ -520,8 +520,7 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
     }
     maybe_round(m, s->q, T * nh * D);
     maybe_round(m, s->k, T * nkv * D);
-    for (int64_t t = 0; t < T; t++)
-        hy_kv_cache_write(kv, L, b->slot_mapping[t], s->k + t * nkv * D, s->v + t * nkv * D);
+    hy_kv_cache_write_batch(kv, L, T, b->slot_mapping, s->k, s->v);
     int32_t max_ctx = 1;
     for (int64_t t = 0; t < T; t++)
         if (b->positions[t] + 1 > max_ctx)

@@ -11,9 +11,10 @@
 3. next-token distributions over 4 windows x 256 tokens (1024 positions) of tinyshakespeare's
    held-out tail (last 10% of characters, the tiny model's validation split), via
    tests/golden/kv_quality_driver.c: top-1 agreement and mean KL(fp32 KV || fp8 KV) are printed
-   and must stay within regression bounds (measured: 0.944 / 0.0052 nats; the issue's target of
-   0.98 top-1 is NOT met on this flat-distribution model, see the printout: nearly all
-   disagreements sit at reference top-1/top-2 margins below 0.5 logits).
+   and must stay within regression bounds (measured with the default least-squares scales,
+   kernels/fp8_scale.h: 0.974 / 0.0009 nats; with HYINFER_KV_FP8_SCALE=amax, amax/448 scales:
+   0.944 / 0.0052, and the fitted KL must stay below 0.4x that; the printout shows every
+   disagreement at a reference top-1/top-2 margin below 0.5 logits).
 4. static V scales: per-head absmax/448 calibrated with tools/hy3_ref.py on training text, written
    to kv_cache_scales.safetensors (side file) and, in a second copy, into a shard named by
    model.safetensors.index.json (in the checkpoint); both are read (start-up line: "V scales static
@@ -42,9 +43,10 @@ WORK = os.path.join(ROOT, "build", "test_kv_fp8")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 NEAR_TIE = 0.5           # logits
-TOP1_MIN = 0.92          # regression bounds around the measured 0.944 / 0.0052
-MEAN_KL_MAX = 0.008
-TOP1_WIDE_MIN = 0.99     # top-1 agreement where the reference margin is >= 0.5 (measured 0.996)
+TOP1_MIN = 0.95          # regression bounds around the measured 0.974 / 0.0009 (amax/448: 0.944 / 0.0052)
+MEAN_KL_MAX = 0.0025
+TOP1_WIDE_MIN = 0.99     # top-1 agreement where the reference margin is >= 0.5 (measured 1.000)
+AMAX_KL_RATIO = 0.4      # fitted scales' KL against amax/448's (measured 0.17)
 
 failures = []
 
@@ -76,11 +78,11 @@ def build_driver():
     return exe
 
 
-def quality(driver, model, windows, wlen, test_kv="fp8"):
+def quality(driver, model, windows, wlen, test_kv="fp8", scale_rule="mse"):
     n_chars = os.path.getsize(TEXT)
     off = (n_chars * 9) // 10  # the tiny model's validation split: last 10% of characters
     r = run([driver, model, TEXT, str(off), str(windows), str(wlen), "auto", test_kv],
-            env=dict(os.environ, HYINFER_LOG="warn"))
+            env=dict(os.environ, HYINFER_LOG="warn", HYINFER_KV_FP8_SCALE=scale_rule))
     if r.returncode != 0:
         print("FAIL: driver: " + r.stderr)
         sys.exit(1)
@@ -255,6 +257,11 @@ def test_quality(driver):
     check(q["top1_agreement_margin_ge_0.5"] >= TOP1_WIDE_MIN,
           "top-1 agreement %.4f >= %.2f where the reference is not near a tie"
           % (q["top1_agreement_margin_ge_0.5"], TOP1_WIDE_MIN))
+    qa = quality(driver, MODEL, 4, 256, scale_rule="amax")
+    print("HYINFER_KV_FP8_SCALE=amax (dynamic scales amax/448): top-1 agreement %.4f, mean KL %.5f nats"
+          % (qa["top1_agreement"], qa["mean_kl"]))
+    check(q["mean_kl"] <= AMAX_KL_RATIO * qa["mean_kl"], "fitted scales: mean KL %.5f <= %.1f x amax/448's %.5f"
+          % (q["mean_kl"], AMAX_KL_RATIO, qa["mean_kl"]))
     return q
 
 

@@ -1,7 +1,10 @@
 /* test_kv_fp8.c - the FP8 E4M3 KV cache (kv_cache.h, spec §5.3):
  *  - write: bytes and scales equal a scalar reference of the rule (K and dynamic V: per (token,
- *    kv head) s = amax/448, byte = e4m3(x / s); static V: byte = e4m3(x / v_scale[head]),
- *    saturating), and the dequantized value is within E4M3's rounding of the input;
+ *    kv head) s = the least-squares fit of kernels/fp8_scale.h through the ref pass, or with
+ *    HYINFER_KV_FP8_SCALE=amax s = amax/448, byte = e4m3(x / s); static V: byte =
+ *    e4m3(x / v_scale[head]), saturating); under amax the dequantized value is within E4M3's
+ *    rounding of the input, under the fit the row's squared error is at most amax's; another
+ *    HYINFER_KV_FP8_SCALE value is an init error;
  *  - zero rows and rows whose amax/448 underflows: scale 0, zero bytes, finite attention;
  *  - static V scales: copied, used by write and by attention, invalid ones rejected;
  *  - attention: ref against a double-precision oracle over the dequantized values, every other
@@ -18,6 +21,7 @@
 
 #include "base/err.h"
 #include "engine/engine.h"
+#include "kernels/fp8_scale.h"
 #include "kernels/kernel_table.h"
 #include "quant/formats.h"
 
@@ -62,11 +66,14 @@ static int all_finite(const float *x, int64_t n)
     return 1;
 }
 
-/* Reference quantization of one head's row: the rule of kv_cache.h, written out independently. */
-static float ref_quant(const float *x, int n, float static_scale, uint8_t *q)
+/* Reference quantization of one head's row: the rule of kv_cache.h, written out independently
+ * (fit: the scale search of kernels/fp8_scale.h on the ref pass, tested in test_fp8_scale.c). */
+static float ref_quant(const float *x, int n, float static_scale, int fit, uint8_t *q)
 {
     float s = static_scale;
-    if (static_scale <= 0.0f) {
+    if (static_scale <= 0.0f && fit)
+        s = hy_fp8_scale_fit_with(hy_ref_fp8_fit_pass, x, n);
+    else if (static_scale <= 0.0f) {
         float amax = 0.0f;
         for (int i = 0; i < n; i++)
             amax = fmaxf(amax, fabsf(x[i]));
@@ -101,14 +108,32 @@ static int setup(void **state)
     return 0;
 }
 
-static void test_write_matches_reference(void **state)
+/* sum (e4m3(x / s) * s - x)^2 over a row, in double. */
+static double row_err(const uint8_t *b, float s, const float *x, int n)
 {
-    (void)state;
+    double e = 0;
+    for (int i = 0; i < n; i++) {
+        const double d = (double)hy_e4m3_to_f32(b[i]) * s - x[i];
+        e += d * d;
+    }
+    return e;
+}
+
+/* One rule (fit: the default, else HYINFER_KV_FP8_SCALE=amax) over every slot of a 2-layer cache. */
+static void write_matches_reference(int fit)
+{
     enum { NKV = 3, D = 40, BS = 4, NB = 5, L = 2 };
     const float vstat[NKV] = {0.01f, 0.5f, 3.0f};
     const float *vs_layers[L] = {NULL, vstat};
     struct hy_kv_cache kv;
+    if (fit)
+        unsetenv("HYINFER_KV_FP8_SCALE");
+    else
+        setenv("HYINFER_KV_FP8_SCALE", "amax", 1);
     assert_int_equal(hy_kv_cache_init_ex(&kv, L, NKV, D, BS, NB, HY_DTYPE_F8_E4M3, vs_layers), 0);
+    unsetenv("HYINFER_KV_FP8_SCALE");
+    assert_int_equal(kv.scale_fit, fit);
+    uint8_t qa[D];
     assert_null(kv.v_static[0]);
     assert_non_null(kv.v_scale[0]);
     assert_non_null(kv.v_static[1]);
@@ -130,16 +155,20 @@ static void test_write_matches_reference(void **state)
             for (int g = 0; g < NKV; g++) {
                 const uint8_t *kb = (const uint8_t *)kv.k[layer] + (slot * NKV + g) * D;
                 const uint8_t *vb = (const uint8_t *)kv.v[layer] + (slot * NKV + g) * D;
-                float s = ref_quant(k + g * D, D, 0.0f, q);
+                float s = ref_quant(k + g * D, D, 0.0f, fit, q);
                 assert_memory_equal(kb, q, D);
                 assert_true(hy_kv_cache_k_scale(&kv, layer, slot, g) == s);
-                for (int i = 0; i < D; i++) { /* within E4M3 rounding: half an ulp (2^-4 relative) or
-                                                 half the subnormal step s * 2^-10 */
-                    const float deq = hy_e4m3_to_f32(kb[i]) * s, x = k[g * D + i];
-                    assert_true(fabsf(deq - x) <= fmaxf(fabsf(x) * 0x1p-4f, s * 0x1p-10f) * 1.0001f);
-                }
+                if (fit) { /* the fitted row's error is at most the amax rule's */
+                    const float sa = ref_quant(k + g * D, D, 0.0f, 0, qa);
+                    assert_true(row_err(kb, s, k + g * D, D) <= row_err(qa, sa, k + g * D, D) * (1 + 1e-6));
+                } else
+                    for (int i = 0; i < D; i++) { /* within E4M3 rounding: half an ulp (2^-4 relative)
+                                                     or half the subnormal step s * 2^-10 */
+                        const float deq = hy_e4m3_to_f32(kb[i]) * s, x = k[g * D + i];
+                        assert_true(fabsf(deq - x) <= fmaxf(fabsf(x) * 0x1p-4f, s * 0x1p-10f) * 1.0001f);
+                    }
                 const float sv = layer == 1 ? vstat[g] : 0.0f;
-                s = ref_quant(v + g * D, D, sv, q);
+                s = ref_quant(v + g * D, D, sv, fit, q);
                 assert_memory_equal(vb, q, D);
                 assert_true(hy_kv_cache_v_scale(&kv, layer, slot, g) == s);
                 if (layer == 0)
@@ -151,6 +180,22 @@ static void test_write_matches_reference(void **state)
             }
         }
     hy_kv_cache_free(&kv);
+}
+
+static void test_write_matches_reference(void **state)
+{
+    (void)state;
+    write_matches_reference(1);
+    write_matches_reference(0);
+    /* a bad rule is an init error naming the variable; it does not matter for bf16 / fp32 caches */
+    struct hy_kv_cache kv;
+    setenv("HYINFER_KV_FP8_SCALE", "absmax", 1);
+    assert_int_equal(hy_kv_cache_init(&kv, 1, 1, 8, 4, 2, HY_DTYPE_F8_E4M3), -1);
+    assert_non_null(strstr(hy_err_msg(), "HYINFER_KV_FP8_SCALE=\"absmax\""));
+    assert_int_equal(hy_kv_cache_init(&kv, 1, 1, 8, 4, 2, HY_DTYPE_BF16), 0);
+    assert_int_equal(kv.scale_fit, 0);
+    hy_kv_cache_free(&kv);
+    unsetenv("HYINFER_KV_FP8_SCALE");
 }
 
 static void test_zero_rows(void **state)
