@@ -56,7 +56,8 @@ static int write_bench(int reps)
         }
     for (int r = 0; r < 2; r++) {
         printf("fp8 write, %s scales (%s level, %d threads): %7.2f us per token and layer, %7.3f ms per token over "
-               "81 layers\n", rules[r], hy_kernels_active()->name, omp_get_max_threads(), best[r] * 1e6, best[r] * 81e3);
+               "81 layers\n",
+               rules[r], hy_kernels_active()->name, omp_get_max_threads(), best[r] * 1e6, best[r] * 81e3);
         hy_kv_cache_free(&kv[r]);
     }
     free(k);

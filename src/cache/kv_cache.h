@@ -17,8 +17,8 @@
  *  - V: a static per-kv-head scale (checkpoint `self_attn.v_cache.scale`) for layers given one at
  *    init (v_static[layer][head]; elements saturate to +-448), else dynamic per (token, kv_head)
  *    like K, in v_scale[layer][slot * n_kv_heads + head].
- *  A row whose amax is 0 (or whose amax / 448 underflows to 0) gets scale 0 under either rule and zero bytes, so it
- *  dequantizes to exact zeros, never NaN/inf. Scales are pure functions of the token's own row, so
+ *  A row whose amax is 0 (or whose amax / 448 underflows to 0) gets scale 0 under either rule and
+ *  zero bytes, so it dequantizes to exact zeros, never NaN/inf. Scales are pure functions of the token's own row, so
  *  fp32-mode batch/chunk invariance holds with FP8 too. The attention kernels read the bytes and
  *  scales directly (no dequantized copy of the cache).
  */

@@ -34,9 +34,10 @@
 typedef void (*hy_fp8_fit_pass_fn)(const float *x, int64_t n, float s, float out[3]);
 
 /* The fitted scale of row x[n] (n >= 1, f32), by the search above with pass (a level's
- * fp8_fit_pass, kernel_table.h). Rows whose s0 = amax / 448 is 0 (all zero, or amax / 448
- * underflows), infinite or NaN (NaN elements never win the amax) return s0 unchanged, the amax
- * rule's value. Deterministic: a function of x's bits and of the pass. */
+ * fp8_fit_pass, kernel_table.h). Rows whose s0 = amax / 448 is 0 (all zero or NaN elements: NaN
+ * never wins the amax; or amax / 448 underflows) or infinite (an infinite element) return s0, the
+ * amax rule's value; NaN elements elsewhere make every error NaN, so s0 is kept. Deterministic: a
+ * function of x's bits and of the pass. */
 float hy_fp8_scale_fit_with(hy_fp8_fit_pass_fn pass, const float *x, int64_t n);
 
 /* hy_fp8_scale_fit_with through the active kernel table (kernels.h): bitwise the same at every

@@ -31,8 +31,10 @@ void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3])
         cc[j] += r * r;
     }
     const float *acc[3] = {e, xc, cc};
-    for (int k = 0; k < 3; k++)
-        out[k] = ((acc[k][0] + acc[k][4]) + (acc[k][2] + acc[k][6])) + ((acc[k][1] + acc[k][5]) + (acc[k][3] + acc[k][7]));
+    for (int k = 0; k < 3; k++) {
+        const float *a = acc[k];
+        out[k] = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    }
 }
 
 void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q)
