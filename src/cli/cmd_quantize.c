@@ -8,7 +8,6 @@
 
 #include "base/err.h"
 #include "base/fileio.h"
-#include "base/timing.h"
 #include "bench/quality.h"
 #include "model/model.h"
 #include "model/place.h"
@@ -41,18 +40,19 @@ struct calib_opts {
     float       mem_gib;  /* --calib-memory-gib (< 0: half of physical memory) */
 };
 
-/* Loads IN in fp32 mode (weights left in the file mapping), tokenizes the calibration text and collects
- * the statistics into *c. Prints what it ran. */
-static int calibrate(const char *in, const struct calib_opts *co, struct hy_calib *c)
+/* Loads IN in fp32 mode (weights left in the file mapping, *m: the caller frees it after quantizing),
+ * tokenizes the calibration text and binds it to *c; the statistics are collected while quantizing
+ * (quant/calib.h: in passes that fit --calib-memory-gib). */
+static int calibrate(const char *in, const struct calib_opts *co, struct hy_calib *c, struct hy_model **m)
 {
     char *text = NULL;
     size_t len = 0;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    struct hy_model *m = NULL;
     struct hy_tokenizer *tok = NULL;
     int rc = -1;
     struct stat sb;
+    *m = NULL;
     if (stat(co->data, &sb) != 0 || !S_ISREG(sb.st_mode))
         return hy_err_set("--calib-data %s: %s", co->data, stat(co->data, &sb) != 0 ? strerror(errno)
                                                                                    : "not a regular file");
@@ -65,11 +65,11 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
         goto out;
     }
     hy_load_format_set_default(HY_LOAD_MMAP);
-    if (hy_model_load(in, HY_COMPUTE_F32, &m)) {
+    if (hy_model_load(in, HY_COMPUTE_F32, m)) {
         hy_err_prefix("calibration: %s", in);
         goto out;
     }
-    if (m->quant.method != HY_QM_NONE) {
+    if ((*m)->quant.method != HY_QM_NONE) {
         hy_err_set("%s already has a quantization_config: quantize reads an unquantized (BF16/F16/F32) checkpoint",
                    in);
         goto out;
@@ -82,28 +82,25 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
         hy_err_prefix("--calib-data %s", co->data);
         goto out;
     }
-    const int32_t seq = co->seq_len >= 0 ? co->seq_len
-                                         : (m->cfg.max_position_embeddings < 512 ? m->cfg.max_position_embeddings : 512);
+    const int32_t mp = (*m)->cfg.max_position_embeddings, seq = co->seq_len >= 0 ? co->seq_len : (mp < 512 ? mp : 512);
     const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     const double want = co->mem_gib >= 0.0f ? (double)co->mem_gib * 1073741824.0 : phys / 2.0;
     const uint64_t cap = want >= 1.8e19 ? UINT64_MAX : (uint64_t)want;
-    const double t0 = hy_time_now();
-    if (hy_calib_init(c, m, cap))
+    if (hy_calib_init(c, *m, cap))
         goto out;
-    if (hy_calib_run(c, m, ids, (int64_t)n_ids, hy_tokenizer_add_bos(tok), co->samples, seq)) {
+    if (hy_calib_bind(c, *m, ids, (int64_t)n_ids, hy_tokenizer_add_bos(tok), co->samples, seq)) {
         hy_calib_free(c);
         goto out;
     }
-    printf("  calibration: %d windows x %d tokens (%lld tokens) of %s%s, %d input groups (%.1f MiB), %.2f s\n",
-           c->samples, seq, (long long)c->tokens, co->data,
-           c->samples < co->samples ? " (all the text holds)" : "", c->n_acc, (double)c->bytes / 1048576.0,
-           hy_time_now() - t0);
     rc = 0;
 out:
     free(ids);
     free(text);
     hy_tokenizer_free(tok);
-    hy_model_free(m);
+    if (rc) {
+        hy_model_free(*m);
+        *m = NULL;
+    }
     return rc;
 }
 
@@ -187,7 +184,7 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--no-actorder", NULL, HY_ARG_FLAG, &co.no_actorder, NULL,
          "GPTQ columns in index order (default: by decreasing activation energy)"},
         {"--calib-memory-gib", NULL, HY_ARG_FLOAT, &co.mem_gib, NULL,
-         "limit for the f64 statistics (default: half of physical memory)"},
+         "f64 statistics resident at once; more are collected in passes (default: half of physical memory)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
@@ -250,8 +247,9 @@ int hy_cmd_quantize(int argc, char **argv)
     if (o.mx_scale == HY_MX_SCALE_MSE && o.dtype == HY_QD_FP8)
         fprintf(stderr, "hyinfer quantize: warning: --mx-scale applies to MX formats; fp8 has one per-tensor scale\n");
     struct hy_calib calib;
+    struct hy_model *cm = NULL;
     if (co.data) {
-        if (hy_quantize_check_out(in, out) || calibrate(in, &co, &calib)) {
+        if (hy_quantize_check_out(in, out) || calibrate(in, &co, &calib, &cm)) {
             fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
             return 1;
         }
@@ -260,8 +258,18 @@ int hy_cmd_quantize(int argc, char **argv)
     }
     struct hy_quantize_stats st;
     const int qrc = hy_quantize_model(in, out, &o, &st);
-    if (co.data)
+    if (co.data && !qrc)
+        printf("  calibration: %d windows x %d tokens (%lld tokens) of %s%s; %d input groups (%.1f MiB in all) in %d "
+               "pass%s%s (largest %.1f MiB, --calib-memory-gib %.3g), %.2f s\n",
+               calib.samples, calib.seq_len, (long long)calib.tokens, co.data,
+               calib.samples < co.samples ? " (all the text holds)" : "", calib.n_acc, (double)calib.bytes / 1048576.0,
+               calib.passes_run, calib.passes_run == 1 ? "" : "es",
+               calib.passes_run != calib.n_passes ? " (fewer planned: a pass ran again)" : "",
+               (double)calib.pass_bytes_max / 1048576.0, (double)calib.max_bytes / 1073741824.0, calib.seconds);
+    if (co.data) {
         hy_calib_free(&calib);
+        hy_model_free(cm);
+    }
     if (qrc) {
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 1;

@@ -648,9 +648,11 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
         return hy_err_set("forward: out of memory");
     }
     embed_rows(m, b->token_ids, T, x);
-    for (int L = 0; L < m->cfg.num_hidden_layers; L++)
+    const int n_layers = m->cfg.num_hidden_layers,
+              stop = m->observe && m->observe_layers > 0 && m->observe_layers < n_layers ? m->observe_layers : 0;
+    for (int L = 0; L < (stop ? stop : n_layers); L++)
         layer_forward(m, kv, L, b, x, &s);
-    int rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, &s);
+    int rc = stop ? 0 : head_forward(m, x, m->final_norm, b, logits, hidden_out, &s);
     free(x);
     scratch_free(&s);
     prof_finish(prof, t0, before, T);

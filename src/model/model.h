@@ -104,6 +104,10 @@ struct hy_model {
      * (as moe_per_expert = 1), so each matrix sees its input in one call. */
     void (*observe)(void *ctx, const struct hy_tensor *W, const float *x, int64_t T);
     void  *observe_ctx;
+    /* With observe set and 0 < observe_layers < num_hidden_layers, hy_model_forward runs layers
+     * [0, observe_layers) only and returns 0 without logits or hidden_out (a calibration pass that
+     * observes no later layer needs no more; earlier layers are computed exactly as in a full pass). */
+    int32_t observe_layers;
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every

@@ -2,6 +2,7 @@
 #include "quant/calib.h"
 
 #include "base/err.h"
+#include "base/timing.h"
 #include "cache/kv_cache.h"
 
 #include <stdio.h>
@@ -28,12 +29,12 @@ static int reserve(void **arr, int32_t n, int32_t *cap, size_t es)
     return 0;
 }
 
-static int new_acc(struct builder *b, const struct hy_tensor *w)
+static int new_acc(struct builder *b, const struct hy_tensor *w, int L)
 {
     struct hy_calib *c = b->c;
     if (reserve((void **)&c->acc, c->n_acc, &b->cap_acc, sizeof(*c->acc)))
         return -1;
-    c->acc[c->n_acc] = (struct hy_calib_acc){.w = w, .K = w->cols};
+    c->acc[c->n_acc] = (struct hy_calib_acc){.w = w, .K = w->cols, .pass = -1, .layer = L};
     c->bytes += (uint64_t)(w->cols * w->cols) * sizeof(double);
     return c->n_acc++;
 }
@@ -56,10 +57,10 @@ static int add_mlp(struct builder *b, const struct hy_expert *x, int L, const ch
 {
     if (!x->gate.data || x->gate.rows == 0)
         return 0;
-    const int gu = new_acc(b, &x->gate);
+    const int gu = new_acc(b, &x->gate, L);
     if (gu < 0 || add_name(b, gu, prefix, L, e, "gate_proj") || add_name(b, gu, prefix, L, e, "up_proj"))
         return -1;
-    const int dn = new_acc(b, &x->down);
+    const int dn = new_acc(b, &x->down, L);
     if (dn < 0 || add_name(b, dn, prefix, L, e, "down_proj"))
         return -1;
     return 0;
@@ -79,16 +80,17 @@ static int cmp_name(const void *a, const void *b)
 int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes)
 {
     memset(c, 0, sizeof(*c));
+    c->cur_pass = -1;
     struct builder b = {.c = c};
     const int n_layers = m->cfg.num_hidden_layers + (m->has_mtp ? 1 : 0);
     for (int L = 0; L < n_layers; L++) {
         const struct hy_layer *ly = &m->layers[L];
-        const int qkv = new_acc(&b, &ly->wq), o = qkv < 0 ? -1 : new_acc(&b, &ly->wo);
+        const int qkv = new_acc(&b, &ly->wq, L), o = qkv < 0 ? -1 : new_acc(&b, &ly->wo, L);
         if (o < 0 || add_name(&b, qkv, "self_attn.", L, 0, "q_proj") || add_name(&b, qkv, "self_attn.", L, 0, "k_proj") ||
             add_name(&b, qkv, "self_attn.", L, 0, "v_proj") || add_name(&b, o, "self_attn.", L, 0, "o_proj"))
             goto oom;
         if (ly->eh_proj.data) {
-            const int eh = new_acc(&b, &ly->eh_proj);
+            const int eh = new_acc(&b, &ly->eh_proj, L);
             if (eh < 0 || add_name(&b, eh, "", L, 0, "eh_proj"))
                 goto oom;
         }
@@ -118,24 +120,14 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
     }
     free(wof);
     qsort(c->names, (size_t)c->n_names, sizeof(*c->names), cmp_name);
-    if (c->bytes > max_bytes) {
-        hy_err_set("GPTQ calibration needs %.3g GiB for the input statistics of %d linear groups (K x K f64 each), "
-                   "more than the %.3g GiB allowed (--calib-memory-gib; default: half of physical memory); quantize "
-                   "without --calib-data (round-to-nearest) or raise the limit",
-                   (double)c->bytes / 1073741824.0, c->n_acc, (double)max_bytes / 1073741824.0);
-        hy_calib_free(c);
-        return -1;
-    }
-    for (int32_t i = 0; i < c->n_acc; i++) {
-        c->acc[i].g = calloc((size_t)(c->acc[i].K * c->acc[i].K), sizeof(double));
-        if (!c->acc[i].g)
-            goto oom;
-    }
+    c->max_bytes = max_bytes;
     return 0;
 oom:
     hy_calib_free(c);
     return hy_err_set("GPTQ calibration: out of memory");
 }
+
+static uint64_t acc_bytes(const struct hy_calib_acc *a) { return (uint64_t)(a->K * a->K) * sizeof(double); }
 
 /* The observer: g += x^T x (lower triangle; mirrored when the run ends). */
 static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_t T)
@@ -143,7 +135,7 @@ static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_
     struct hy_calib *c = ctx;
     const struct hy_calib_acc key = {.w = W};
     struct hy_calib_acc *a = bsearch(&key, c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
-    if (!a || T <= 0)
+    if (!a || !a->g || T <= 0) /* not a quantizable linear, or not in the resident pass */
         return;
     const int64_t K = a->K;
 #pragma omp parallel for schedule(dynamic, 8) if (K * K * T >= ((int64_t)1 << 26))
@@ -161,10 +153,10 @@ static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_
     a->n += T;
 }
 
-int hy_calib_run(struct hy_calib *c, struct hy_model *m, const int32_t *ids, int64_t n_ids, int32_t bos,
-                 int32_t samples, int32_t seq_len)
+int hy_calib_bind(struct hy_calib *c, struct hy_model *m, const int32_t *ids, int64_t n_ids, int32_t bos,
+                  int32_t samples, int32_t seq_len)
 {
-    const int32_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
+    const int32_t V = m->cfg.vocab_size;
     if (seq_len < 2 || seq_len > m->cfg.max_position_embeddings)
         return hy_err_set("calibration sequence length %d: must be in [2, %d] (max_position_embeddings)", seq_len,
                           m->cfg.max_position_embeddings);
@@ -180,6 +172,117 @@ int hy_calib_run(struct hy_calib *c, struct hy_model *m, const int32_t *ids, int
                               ids[i], V);
     if ((int64_t)samples > n_ids / per)
         samples = (int32_t)(n_ids / per);
+    free(c->ids);
+    c->ids = malloc((size_t)n_ids * sizeof(int32_t));
+    if (!c->ids)
+        return hy_err_set("calibration: out of memory for %lld token ids", (long long)n_ids);
+    memcpy(c->ids, ids, (size_t)n_ids * sizeof(int32_t));
+    c->n_ids = n_ids;
+    c->m = m;
+    c->bos = bos;
+    c->samples = samples;
+    c->seq_len = seq_len;
+    c->tokens = (int64_t)samples * seq_len;
+    return 0;
+}
+
+/* The module name's accumulator, or NULL (`shared_experts` is read as `shared_mlp`). */
+static struct hy_calib_acc *find_acc(const struct hy_calib *c, const char *module)
+{
+    char canon[96];
+    const char *alt = strstr(module, ".shared_experts.");
+    if (alt && snprintf(canon, sizeof(canon), "%.*s.shared_mlp.%s", (int)(alt - module), module,
+                        alt + strlen(".shared_experts.")) < (int)sizeof(canon))
+        module = canon;
+    struct hy_calib_name key;
+    if (snprintf(key.module, sizeof(key.module), "%s", module) >= (int)sizeof(key.module))
+        return NULL;
+    const struct hy_calib_name *n = bsearch(&key, c->names, (size_t)c->n_names, sizeof(*c->names), cmp_name);
+    return n ? &c->acc[n->acc] : NULL;
+}
+
+int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n)
+{
+    /* a pass may only end where no group of it is asked for again later (q/k/v are asked for around
+     * o_proj in file order: k, o, q, v), else the next request would run the finished pass again */
+    int32_t *last = malloc(((size_t)c->n_acc + 1) * sizeof(int32_t));
+    if (!last)
+        return hy_err_set("GPTQ calibration: out of memory");
+    for (int32_t i = 0; i < c->n_acc; i++) {
+        c->acc[i].pass = -1;
+        last[i] = -1;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const struct hy_calib_acc *a = find_acc(c, modules[i]);
+        if (a)
+            last[a - c->acc] = i;
+    }
+    uint64_t cur = 0;
+    int32_t open_until = -1;
+    int rc = 0;
+    c->n_passes = 0;
+    c->pass_bytes_max = 0;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        struct hy_calib_acc *a = find_acc(c, modules[i]);
+        if (!a || a->pass >= 0)
+            continue;
+        const uint64_t b = acc_bytes(a);
+        if (c->n_passes == 0 || (cur + b > c->max_bytes && i > open_until)) {
+            c->n_passes++;
+            cur = 0;
+            open_until = -1;
+        }
+        a->pass = c->n_passes - 1;
+        cur += b;
+        if (last[a - c->acc] > open_until)
+            open_until = last[a - c->acc];
+        if (cur > c->pass_bytes_max)
+            c->pass_bytes_max = cur;
+        if (cur > c->max_bytes)
+            rc = hy_err_set("GPTQ calibration needs %.3g GiB at once for the input statistics up to %s (K x K f64 per "
+                            "input group; groups asked for around each other are collected together), more than the "
+                            "%.3g GiB allowed (--calib-memory-gib; default: half of physical memory); quantize "
+                            "without --calib-data (round-to-nearest) or raise the limit",
+                            (double)cur / 1073741824.0, modules[i], (double)c->max_bytes / 1073741824.0);
+    }
+    free(last);
+    return rc;
+}
+
+/* Frees the resident pass's statistics. */
+static void drop_pass(struct hy_calib *c)
+{
+    for (int32_t i = 0; i < c->n_acc; i++) {
+        free(c->acc[i].g);
+        c->acc[i].g = NULL;
+        c->acc[i].n = 0;
+    }
+    c->cur_pass = -1;
+}
+
+/* Collects the statistics of pass p: every calibration window through the model (and MTP), observing
+ * p's groups only; then each g becomes the mean. 0, or -1 (its statistics freed). */
+static int run_pass(struct hy_calib *c, int32_t p)
+{
+    struct hy_model *m = c->m;
+    drop_pass(c);
+    if (!m)
+        return hy_err_set("internal: calibration statistics asked for before hy_calib_bind");
+    int32_t last_layer = 0; /* layers [0, last_layer] run; the MTP layer's index is num_hidden_layers */
+    for (int32_t i = 0; i < c->n_acc; i++) {
+        if (c->acc[i].pass != p)
+            continue;
+        if (!(c->acc[i].g = calloc((size_t)(c->acc[i].K * c->acc[i].K), sizeof(double)))) {
+            drop_pass(c);
+            return hy_err_set("GPTQ calibration: out of memory for pass %d's statistics", p + 1);
+        }
+        if (c->acc[i].layer > last_layer)
+            last_layer = c->acc[i].layer;
+    }
+    const int run_mtp = m->has_mtp && last_layer >= m->cfg.num_hidden_layers;
+    const double t0 = hy_time_now();
+    const int32_t H = m->cfg.hidden_size, seq_len = c->seq_len;
+    const int64_t per = c->bos >= 0 ? seq_len - 1 : seq_len;
     const int32_t bs = 16, nb = (seq_len + bs - 1) / bs;
     int32_t *win = malloc((size_t)seq_len * sizeof(int32_t)), *pos = malloc((size_t)seq_len * sizeof(int32_t));
     int32_t *seq = calloc((size_t)seq_len, sizeof(int32_t)), *table = malloc((size_t)nb * sizeof(int32_t));
@@ -203,30 +306,30 @@ int hy_calib_run(struct hy_calib *c, struct hy_model *m, const int32_t *ids, int
     const int32_t *tables[1] = {table};
     m->observe = observe;
     m->observe_ctx = c;
-    c->tokens = 0;
-    for (int32_t w = 0; w < samples; w++) {
+    m->observe_layers = run_mtp ? 0 : last_layer + 1;
+    for (int32_t w = 0; w < c->samples; w++) {
         int32_t len = 0;
-        if (bos >= 0)
-            win[len++] = bos;
+        if (c->bos >= 0)
+            win[len++] = c->bos;
         for (int64_t i = (int64_t)w * per; len < seq_len; i++)
-            win[len++] = ids[i];
+            win[len++] = c->ids[i];
         const struct hy_batch bt = {len, win, pos, slots, seq, tables, 0, NULL};
         if (hy_model_forward(m, &kv, &bt, NULL, hid)) {
             hy_err_prefix("calibration window %d", w);
             goto out;
         }
-        if (m->has_mtp) { /* MTP row p: token p + 1 with the main model's hidden state p (spec §4.1) */
+        if (run_mtp) { /* MTP row p: token p + 1 with the main model's hidden state p (spec §4.1) */
             const struct hy_batch bm = {len - 1, win + 1, pos, slots, seq, tables, 0, NULL};
             if (hy_model_forward_mtp(m, &kv, &bm, hid, NULL, NULL)) {
                 hy_err_prefix("calibration window %d (MTP)", w);
                 goto out;
             }
         }
-        c->tokens += len;
     }
-    c->samples = samples;
     for (int32_t i = 0; i < c->n_acc; i++) {
         struct hy_calib_acc *a = &c->acc[i];
+        if (!a->g)
+            continue;
         const double inv = a->n ? 1.0 / (double)a->n : 0.0;
         for (int64_t r = 0; r < a->K; r++)
             for (int64_t j = 0; j <= r; j++) {
@@ -234,10 +337,13 @@ int hy_calib_run(struct hy_calib *c, struct hy_model *m, const int32_t *ids, int
                 a->g[j * a->K + r] = a->g[r * a->K + j];
             }
     }
+    c->cur_pass = p;
+    c->passes_run++;
     rc = 0;
 out:
     m->observe = NULL;
     m->observe_ctx = NULL;
+    m->observe_layers = 0;
     if (kv_ok)
         hy_kv_cache_free(&kv);
     free(win);
@@ -246,33 +352,38 @@ out:
     free(table);
     free(slots);
     free(hid);
+    if (rc)
+        drop_pass(c);
+    c->seconds += hy_time_now() - t0;
     return rc;
 }
 
-const double *hy_calib_hessian(const struct hy_calib *c, const char *module, int64_t *K, int64_t *rows)
+int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64_t *K, int64_t *rows,
+                 int32_t *group)
 {
-    char canon[96];
-    const char *alt = strstr(module, ".shared_experts.");
-    if (alt && snprintf(canon, sizeof(canon), "%.*s.shared_mlp.%s", (int)(alt - module), module,
-                        alt + strlen(".shared_experts.")) < (int)sizeof(canon))
-        module = canon;
-    struct hy_calib_name key;
-    if (snprintf(key.module, sizeof(key.module), "%s", module) >= (int)sizeof(key.module))
-        return NULL;
-    const struct hy_calib_name *n = bsearch(&key, c->names, (size_t)c->n_names, sizeof(*c->names), cmp_name);
-    if (!n || c->acc[n->acc].n == 0)
-        return NULL;
+    *h = NULL;
+    struct hy_calib_acc *a = find_acc(c, module);
+    if (!a || a->pass < 0)
+        return 0;
+    if (a->pass != c->cur_pass && run_pass(c, a->pass))
+        return -1;
+    if (a->n == 0)
+        return 0;
     if (K)
-        *K = c->acc[n->acc].K;
+        *K = a->K;
     if (rows)
-        *rows = c->acc[n->acc].n;
-    return c->acc[n->acc].g;
+        *rows = a->n;
+    if (group)
+        *group = (int32_t)(a - c->acc);
+    *h = a->g;
+    return 0;
 }
 
 void hy_calib_free(struct hy_calib *c)
 {
     for (int32_t i = 0; i < c->n_acc; i++)
         free(c->acc[i].g);
+    free(c->ids);
     free(c->acc);
     free(c->names);
     memset(c, 0, sizeof(*c));

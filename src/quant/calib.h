@@ -6,7 +6,16 @@
  * gate/up_proj of the dense MLP, of each routed expert and of the shared expert. o_proj, each
  * down_proj and the MTP eh_proj have their own. A routed expert only sees the tokens routed to it;
  * one never chosen has no statistics (its linears fall back to round-to-nearest). Statistics come from
- * the unquantized model (all layers at once, not layer-sequentially as llm-compressor's pipeline does).
+ * the unquantized model (not layer-sequentially from the partly quantized one, as llm-compressor's
+ * pipeline does).
+ *
+ * Memory: the statistics of all groups can exceed RAM (f64 [K, K] per group; a 4-layer Hy3-shaped model
+ * needs 18 GiB). They are collected in passes: hy_calib_plan cuts the groups, in the order the quantizer
+ * will ask for them, into passes of at most max_bytes; hy_calib_get runs the calibration forward passes
+ * over all windows again for each pass it reaches, observing only that pass's groups and running the
+ * layers up to the pass's last one only (the MTP layer when it has MTP groups), and frees the previous
+ * pass's statistics. The forward passes are deterministic, so the statistics, and GPTQ's
+ * output, are bitwise the same whatever the number of passes.
  * Module names are the checkpoint's (`model.layers.L.self_attn.q_proj`, `...mlp.experts.E.gate_proj`,
  * `...mlp.shared_mlp.up_proj`; `shared_experts` is accepted as the other Hy3 spelling).
  */
@@ -20,8 +29,10 @@
 struct hy_calib_acc {
     const struct hy_tensor *w;   /* the linear whose input is observed (the first of the group) */
     int64_t                 K;   /* input width */
-    double                 *g;   /* [K, K] sum of x x^T, then (hy_calib_run) the mean */
+    double                 *g;   /* [K, K] sum of x x^T, then the mean; NULL outside its pass */
     int64_t                 n;   /* input rows seen */
+    int32_t                 pass; /* hy_calib_plan's pass, -1 when no asked-for module reads it */
+    int32_t                 layer; /* its decoder layer (num_hidden_layers: the MTP layer) */
 };
 
 struct hy_calib_name {
@@ -35,27 +46,47 @@ struct hy_calib {
     struct hy_calib_name *names; /* sorted by module */
     int32_t               n_names;
     uint64_t              bytes; /* bytes of all g */
-    int64_t               tokens; /* calibration tokens run (set by hy_calib_run) */
-    int32_t               samples;
+    uint64_t              max_bytes; /* statistics resident at once (one pass) */
+    /* hy_calib_bind */
+    struct hy_model      *m;     /* borrowed */
+    int32_t              *ids;   /* owned copy of the token ids */
+    int64_t               n_ids;
+    int32_t               bos, seq_len;
+    int32_t               samples; /* windows each pass runs (fewer than asked when the text is short) */
+    int64_t               tokens; /* tokens per pass (main model) */
+    /* hy_calib_plan / hy_calib_get */
+    int32_t               n_passes;
+    uint64_t              pass_bytes_max; /* the largest pass's statistics */
+    int32_t               cur_pass; /* resident pass, -1 none */
+    int32_t               passes_run;
+    double                seconds; /* spent in calibration forward passes */
 };
 
-/* Sets up the accumulators of m's quantizable linears (main layers and MTP). Fails (-1, with
- * hy_err_msg() naming the need) when their [K, K] f64 matrices would take more than max_bytes, or on
- * out of memory. */
+/* Sets up the accumulators of m's quantizable linears (main layers and MTP), none allocated yet;
+ * max_bytes bounds the statistics resident at once. -1 with hy_err_msg() on out of memory. */
 int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes);
 
-/* Runs the calibration forward passes on m (then clears m's observer): `samples` windows of seq_len
- * tokens, window i = [bos] + ids[i * (seq_len - 1) ...] (no BOS when bos < 0: ids[i * seq_len ...]),
- * consecutive and non-overlapping from the start of ids; the MTP layer (if loaded) runs over each
- * window too. Fails when ids hold fewer tokens than one window; fewer windows than asked are run when
- * the text is short (c->samples says how many). Turns each g into the mean. Returns 0 or -1. */
-int hy_calib_run(struct hy_calib *c, struct hy_model *m, const int32_t *ids, int64_t n_ids, int32_t bos,
-                 int32_t samples, int32_t seq_len);
+/* Binds the calibration forward passes: `samples` windows of seq_len tokens on m, window i = [bos] +
+ * ids[i * (seq_len - 1) ...] (no BOS when bos < 0: ids[i * seq_len ...]), consecutive and
+ * non-overlapping from the start of ids (copied); the MTP layer (if loaded) runs over each window too.
+ * m must outlive c's passes. Fails (-1, hy_err_msg()) on a seq_len outside [2, max_position_embeddings],
+ * samples < 1, ids out of the vocabulary, fewer ids than one window; fewer windows than asked are run
+ * when the text is short (c->samples says how many). Runs nothing yet. */
+int hy_calib_bind(struct hy_calib *c, struct hy_model *m, const int32_t *ids, int64_t n_ids, int32_t bos,
+                  int32_t samples, int32_t seq_len);
 
-/* The mean x x^T [K, K] for module (see above), or NULL when the module has no statistics (not a
- * quantizable linear, or an expert no token was routed to). *K and *rows (may be NULL) get the width
- * and the rows seen. Owned by c. */
-const double *hy_calib_hessian(const struct hy_calib *c, const char *module, int64_t *K, int64_t *rows);
+/* Cuts the groups read by modules[0..n) (module names as below, in the order hy_calib_get will be asked
+ * for them; unknown names are skipped) into passes of at most max_bytes each. Groups no module reads are
+ * never collected. Fails (-1) when one group alone exceeds max_bytes, naming it and the sizes. */
+int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n);
+
+/* The mean x x^T [K, K] for module into *h (owned by c, valid until the next hy_calib_get), or *h = NULL
+ * when the module has no statistics (not planned, not a quantizable linear, or an expert no token was
+ * routed to). Runs the module's pass first when it is not the resident one. *K, *rows and *group (may be
+ * NULL) get the width, the rows seen and the group's index (the same for modules that share inputs).
+ * Returns 0, or -1 with hy_err_msg() when a pass fails (out of memory, a forward error). */
+int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64_t *K, int64_t *rows,
+                 int32_t *group);
 
 void hy_calib_free(struct hy_calib *c);
 

@@ -387,38 +387,45 @@ static int cmp_entry(const void *a, const void *b)
     return x->seq - y->seq;
 }
 
-/* The last two GPTQ factors, by statistics pointer: q/k/v and gate/up share one H, and in file order
+/* The last two GPTQ factors, by statistics group: q/k/v and gate/up share one H, and in file order
  * (k, o, q, v; down, gate, up) the sharers come within two matrices of each other. */
 struct factor_cache {
-    const double         *h[2];
+    int32_t               group[2]; /* hy_calib_get's group of each entry, -1 empty */
     struct hy_gptq_factor f[2];
     int                   next;
 };
+
+static void factor_cache_init(struct factor_cache *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->group[0] = c->group[1] = -1;
+}
 
 static void factor_cache_free(struct factor_cache *c)
 {
     for (int i = 0; i < 2; i++)
         hy_gptq_factor_free(&c->f[i]);
-    memset(c, 0, sizeof(*c));
+    factor_cache_init(c);
 }
 
-/* The factor of h (K wide) from c, computing it on a miss: 0 with *f, 1 indefinite, -1 error. */
-static int cached_factor(struct factor_cache *c, const double *h, int64_t K, const struct hy_gptq_opts *o,
-                         const struct hy_gptq_factor **f, int64_t *n_factors)
+/* The factor of h (K wide, statistics group `group`) from c, computing it on a miss: 0 with *f, 1
+ * indefinite, -1 error. Keyed by group, not by h's address: a later calibration pass may reuse it. */
+static int cached_factor(struct factor_cache *c, const double *h, int32_t group, int64_t K,
+                         const struct hy_gptq_opts *o, const struct hy_gptq_factor **f, int64_t *n_factors)
 {
     for (int i = 0; i < 2; i++)
-        if (c->h[i] == h && c->f[i].K == K) {
+        if (c->group[i] == group && c->f[i].K == K) {
             *f = &c->f[i];
             return 0;
         }
     const int slot = c->next;
     hy_gptq_factor_free(&c->f[slot]);
-    c->h[slot] = NULL;
+    c->group[slot] = -1;
     const int rc = hy_gptq_factor_init(h, K, o, &c->f[slot]);
     (*n_factors)++;
     if (rc)
         return rc;
-    c->h[slot] = h;
+    c->group[slot] = group;
     c->next = 1 - slot;
     *f = &c->f[slot];
     return 0;
@@ -430,7 +437,12 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
                     struct hy_quantize_stats *st, struct factor_cache *fc)
 {
     int64_t K = 0;
-    const double *h = o->calib ? hy_calib_hessian(o->calib, q->module, &K, NULL) : NULL;
+    int32_t group = -1;
+    const double *h = NULL;
+    if (o->calib && hy_calib_get(o->calib, q->module, &h, &K, NULL, &group)) {
+        hy_err_prefix("GPTQ statistics of %s", q->module);
+        return -1;
+    }
     struct hy_gptq_opts go = o->gptq;
     go.mx_scale = o->mx_scale;
     if (!h)
@@ -449,7 +461,7 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
         }
     double obj[2];
     const struct hy_gptq_factor *f = NULL;
-    int rc = cached_factor(fc, h, K, &go, &f, &st->n_gptq_factors);
+    int rc = cached_factor(fc, h, group, K, &go, &f, &st->n_gptq_factors);
     if (rc == 0)
         rc = hy_gptq_quantize_factored(buf, h, f, q->rows, q->f, q->scale, &go, w, s, obj);
     free(buf);
@@ -570,7 +582,19 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
     uint8_t *wbuf = NULL, *sbuf = NULL;
     const struct qmat *have = NULL; /* q whose scales are in sbuf */
     struct factor_cache fc;
-    memset(&fc, 0, sizeof(fc));
+    factor_cache_init(&fc);
+    if (!rc && qo->calib) { /* calibration passes in the order the matrices are written */
+        const char **order = malloc((p->n ? p->n : 1) * sizeof(*order));
+        int32_t n = 0;
+        if (!order)
+            rc = hy_err_set("out of memory");
+        for (size_t i = 0; order && i < p->n; i++)
+            if (p->e[i].role == R_QWEIGHT)
+                order[n++] = p->e[i].q->module;
+        if (order && hy_calib_plan(qo->calib, order, n))
+            rc = -1;
+        free(order);
+    }
     for (size_t i = 0; !rc && i < p->n; i++) {
         struct entry *e = &p->e[i];
         if (e->role == R_COPY) {

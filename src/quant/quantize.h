@@ -34,8 +34,9 @@ struct hy_calib;
 struct hy_quantize_opts {
     enum hy_quant_dtype     dtype;
     unsigned                targets; /* HY_QT_* bits, non-zero */
-    const struct hy_calib  *calib;   /* NULL: round-to-nearest; else GPTQ (quant/gptq.h) with these
-                                        statistics for every matrix that has them (quant/calib.h) */
+    struct hy_calib        *calib;   /* NULL: round-to-nearest; else GPTQ (quant/gptq.h) with these
+                                        statistics for every matrix that has them (quant/calib.h: bound,
+                                        planned here in file order, passes run as the matrices need them) */
     struct hy_gptq_opts     gptq;    /* used with calib (its mx_scale is taken from mx_scale below) */
     enum hy_mx_scale_rule   mx_scale; /* MX block-scale rule (formats.h); default HY_MX_SCALE_OCP */
 };

@@ -9,13 +9,17 @@ cuts it); quality is measured on the held-out tail, so calibration and evaluatio
 2. `hyinfer bench quality --dtype float32 --context 192` against the BF16 model: GPTQ's mean KL is below
    0.6x round-to-nearest's and its top-1 agreement is not lower (both printed). The math itself is checked
    against an independent reference in tests/unit/test_gptq.c.
-3. Bad input: calibration flags without --calib-data, a missing or empty text file, a window longer than
+3. Statistics in passes (calib.h): with --calib-memory-gib 0.002 (2 MiB of the 9.5 MiB of f64 statistics) the
+   hybrid checkpoint is collected in 5+ passes, none larger than the limit and none run twice, and its bytes equal
+   the one-pass checkpoint's.
+4. Bad input: calibration flags without --calib-data, a missing or empty text file, a window longer than
    max_position_embeddings, a statistics memory limit that is too small, a bad --mx-scale: clear errors,
    exit 1 or 2, nothing left in OUT; a non-empty OUT is refused before the calibration runs.
 Exit 0 pass, 1 fail, 77 skip (no models/hy3-tiny or no corpus).
 """
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -109,6 +113,22 @@ def main():
               % (fmt, qg["mean_kl"], qr["mean_kl"]))
         check(qg["top1_agreement"] >= qr["top1_agreement"], "%s: GPTQ top-1 %.3f >= RTN %.3f"
               % (fmt, qg["top1_agreement"], qr["top1_agreement"]))
+
+    # the statistics in passes: the same bytes as one pass (8 windows x 128 tokens keep it quick)
+    small = ["--quant-dtype", "hybrid", "--calib-data", train, "--num-calibration-samples", "8", "--max-seq-length", "128"]
+    single, multi = os.path.join(WORK, "hybrid-one-pass"), os.path.join(WORK, "hybrid-passes")
+    rc1, out1, err1 = run(["quantize", "-m", TINY, "-o", single] + small)
+    rc, out, err = run(["quantize", "-m", TINY, "-o", multi, "--calib-memory-gib", "0.002"] + small)
+    m = re.search(r"in (\d+) pass(?:es)? \(largest ([0-9.]+) MiB", out)
+    check(rc1 == 0 and "in 1 pass (" in out1, "default limit: statistics in one pass (%s)" % err1.strip()[-200:])
+    check(rc == 0 and m and int(m.group(1)) >= 5 and float(m.group(2)) <= 0.002 * 1024 and "85 H factorizations" in out
+          and "planned" not in out,
+          "--calib-memory-gib 0.002: statistics in %s passes of at most %s MiB, 85 factorizations (%s%s)"
+          % (m.group(1) if m else "?", m.group(2) if m else "?",
+             [l for l in out.splitlines() if "calibration" in l or "GPTQ" in l], err.strip()[-200:]))
+    same = rc == 0 and rc1 == 0 and open(os.path.join(multi, "model.safetensors"), "rb").read() == open(
+        os.path.join(single, "model.safetensors"), "rb").read()
+    check(same, "statistics in passes: model.safetensors bitwise equal to the one-pass checkpoint")
 
     # few tokens give a rank-deficient H: a tiny dampening must still end in GPTQ, not in fallbacks
     rc, out, err = run(["quantize", "-m", TINY, "-o", os.path.join(WORK, "tiny-damp"), "--quant-dtype", "fp8",
