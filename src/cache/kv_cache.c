@@ -58,6 +58,21 @@ const char *hy_kv_dtype_name(enum hy_dtype dt)
     }
 }
 
+int hy_kv_fp8_scale_fit_env(void)
+{
+    const char *rule = getenv("HYINFER_KV_FP8_SCALE");
+    if (!rule || !strcmp(rule, "mse"))
+        return 1;
+    if (!strcmp(rule, "amax"))
+        return 0;
+    for (const char *p = rule; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return hy_err_set("HYINFER_KV_FP8_SCALE: a value with control characters is not a KV scale rule "
+                              "(expected mse, the default, or amax)");
+    return hy_err_set("HYINFER_KV_FP8_SCALE=\"%.64s\"%s: not a KV scale rule (expected mse, the default, or amax)",
+                      rule, strlen(rule) > 64 ? "..." : "");
+}
+
 int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
                      int32_t block_size, int32_t n_blocks, enum hy_dtype dtype)
 {
@@ -74,11 +89,10 @@ int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_h
                           "blocks %d, dtype %s)", n_layers, n_kv_heads, head_dim, block_size, n_blocks,
                           hy_dtype_name(dtype));
     const int fp8 = dtype == HY_DTYPE_F8_E4M3;
-    const char *rule = getenv("HYINFER_KV_FP8_SCALE");
-    if (fp8 && rule && strcmp(rule, "mse") && strcmp(rule, "amax"))
-        return hy_err_set("HYINFER_KV_FP8_SCALE=\"%s\": not a KV scale rule (expected mse, the default, or amax)",
-                          rule);
-    kv->scale_fit = fp8 && !(rule && !strcmp(rule, "amax"));
+    const int fit = fp8 ? hy_kv_fp8_scale_fit_env() : 0;
+    if (fit < 0)
+        return -1;
+    kv->scale_fit = fit;
     int32_t n_static = 0;
     for (int32_t l = 0; fp8 && v_static && l < n_layers; l++) {
         if (!v_static[l])

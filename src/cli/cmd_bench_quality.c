@@ -266,10 +266,12 @@ int hy_cmd_bench_quality(int argc, char **argv)
         json_object_set_new(o, "ref_nll", json_real(su.nll_b));
         json_object_set_new(o, "kl_direction", json_string("KL(P_ref || P_model), nats"));
         for (int k = 0; k < 2; k++) {
-            const char *kvn = hy_kv_dtype_name(hy_model_kv_dtype(sd[k].m, sd[k].kv_dtype));
-            json_object_set_new(o, k ? "ref" : "model",
-                                json_pack("{s:s, s:s, s:s, s:i}", "dir", so[k].dir, "dtype", dtype_name(sd[k].cd),
-                                          "kv_cache_dtype", kvn, "vocab_size", sd[k].m->cfg.vocab_size));
+            const enum hy_dtype kd = hy_model_kv_dtype(sd[k].m, sd[k].kv_dtype);
+            json_t *side = json_pack("{s:s, s:s, s:s, s:i}", "dir", so[k].dir, "dtype", dtype_name(sd[k].cd),
+                                     "kv_cache_dtype", hy_kv_dtype_name(kd), "vocab_size", sd[k].m->cfg.vocab_size);
+            if (kd == HY_DTYPE_F8_E4M3) /* the run succeeded, so the variable holds a valid rule */
+                json_object_set_new(side, "kv_fp8_scale", json_string(hy_kv_fp8_scale_fit_env() ? "mse" : "amax"));
+            json_object_set_new(o, k ? "ref" : "model", side);
         }
         json_object_set_new(o, "text",
                             json_pack("{s:s, s:f, s:I, s:I, s:I, s:I}", "source", text_path, "start_fraction", frac,

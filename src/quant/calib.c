@@ -203,8 +203,10 @@ static struct hy_calib_acc *find_acc(const struct hy_calib *c, const char *modul
 
 int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n)
 {
-    /* a pass may only end where no group of it is asked for again later (q/k/v are asked for around
-     * o_proj in file order: k, o, q, v), else the next request would run the finished pass again */
+    /* A pass may only end where no group of it is asked for again later (file order asks for q/k/v
+     * around o_proj: k, o, q, v), else the next request would run the finished pass again. So the
+     * requests are cut into clusters, runs [i, end] that no group's requests cross, and whole clusters
+     * go into passes. */
     int32_t *last = malloc(((size_t)c->n_acc + 1) * sizeof(int32_t));
     if (!last)
         return hy_err_set("GPTQ calibration: out of memory");
@@ -218,32 +220,51 @@ int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n)
             last[a - c->acc] = i;
     }
     uint64_t cur = 0;
-    int32_t open_until = -1;
     int rc = 0;
     c->n_passes = 0;
     c->pass_bytes_max = 0;
-    for (int32_t i = 0; i < n && !rc; i++) {
-        struct hy_calib_acc *a = find_acc(c, modules[i]);
-        if (!a || a->pass >= 0)
-            continue;
-        const uint64_t b = acc_bytes(a);
-        if (c->n_passes == 0 || (cur + b > c->max_bytes && i > open_until)) {
+    c->planned = 0;
+    c->planned_bytes = 0;
+    for (int32_t i = 0; i < n && !rc;) {
+        /* the cluster starting at i: its groups not yet planned, and their bytes */
+        int32_t end = i;
+        uint64_t bytes = 0;
+        for (int32_t j = i; j <= end; j++) {
+            const struct hy_calib_acc *a = find_acc(c, modules[j]);
+            if (!a || a->pass >= 0)
+                continue;
+            if (last[a - c->acc] > end)
+                end = last[a - c->acc];
+            if (last[a - c->acc] >= 0) { /* first time seen in this cluster: counted once */
+                bytes += acc_bytes(a);
+                last[a - c->acc] = -1 - last[a - c->acc];
+            }
+        }
+        if (bytes > c->max_bytes) {
+            rc = hy_err_set("GPTQ calibration needs %.3g GiB at once for the input statistics of %s%s%s (K x K f64 "
+                            "per input group), more than the %.3g GiB allowed (--calib-memory-gib; default: half of "
+                            "physical memory); quantize without --calib-data (round-to-nearest) or raise the limit",
+                            (double)bytes / 1073741824.0, modules[i], end > i ? " through " : "",
+                            end > i ? modules[end] : "", (double)c->max_bytes / 1073741824.0);
+            break;
+        }
+        if (bytes > 0 && (c->n_passes == 0 || cur + bytes > c->max_bytes)) {
             c->n_passes++;
             cur = 0;
-            open_until = -1;
         }
-        a->pass = c->n_passes - 1;
-        cur += b;
-        if (last[a - c->acc] > open_until)
-            open_until = last[a - c->acc];
+        for (int32_t j = i; j <= end; j++) {
+            struct hy_calib_acc *a = find_acc(c, modules[j]);
+            if (!a || a->pass >= 0)
+                continue;
+            a->pass = c->n_passes - 1;
+            last[a - c->acc] = -1 - last[a - c->acc]; /* restore */
+            c->planned++;
+            c->planned_bytes += acc_bytes(a);
+        }
+        cur += bytes;
         if (cur > c->pass_bytes_max)
             c->pass_bytes_max = cur;
-        if (cur > c->max_bytes)
-            rc = hy_err_set("GPTQ calibration needs %.3g GiB at once for the input statistics up to %s (K x K f64 per "
-                            "input group; groups asked for around each other are collected together), more than the "
-                            "%.3g GiB allowed (--calib-memory-gib; default: half of physical memory); quantize "
-                            "without --calib-data (round-to-nearest) or raise the limit",
-                            (double)cur / 1073741824.0, modules[i], (double)c->max_bytes / 1073741824.0);
+        i = end + 1;
     }
     free(last);
     return rc;

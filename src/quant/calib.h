@@ -56,6 +56,8 @@ struct hy_calib {
     int64_t               tokens; /* tokens per pass (main model) */
     /* hy_calib_plan / hy_calib_get */
     int32_t               n_passes;
+    int32_t               planned; /* groups read by the planned modules */
+    uint64_t              planned_bytes; /* their statistics' bytes */
     uint64_t              pass_bytes_max; /* the largest pass's statistics */
     int32_t               cur_pass; /* resident pass, -1 none */
     int32_t               passes_run;
@@ -76,8 +78,10 @@ int hy_calib_bind(struct hy_calib *c, struct hy_model *m, const int32_t *ids, in
                   int32_t samples, int32_t seq_len);
 
 /* Cuts the groups read by modules[0..n) (module names as below, in the order hy_calib_get will be asked
- * for them; unknown names are skipped) into passes of at most max_bytes each. Groups no module reads are
- * never collected. Fails (-1) when one group alone exceeds max_bytes, naming it and the sizes. */
+ * for them; unknown names are skipped) into passes of at most max_bytes each, never between two requests
+ * of one group (the groups asked for in between join its pass). Groups no module reads are never
+ * collected. Fails (-1) when one group, with the groups asked for among its requests, exceeds
+ * max_bytes, naming the first module and the sizes. */
 int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n);
 
 /* The mean x x^T [K, K] for module into *h (owned by c, valid until the next hy_calib_get), or *h = NULL

@@ -11,7 +11,7 @@ cuts it); quality is measured on the held-out tail, so calibration and evaluatio
    against an independent reference in tests/unit/test_gptq.c.
 3. Statistics in passes (calib.h): with --calib-memory-gib 0.002 (2 MiB of the 9.5 MiB of f64 statistics) the
    hybrid checkpoint is collected in 5+ passes, none larger than the limit and none run twice, and its bytes equal
-   the one-pass checkpoint's.
+   the one-pass checkpoint's; so do limits just above the largest group (0.0011..0.0013 GiB).
 4. Bad input: calibration flags without --calib-data, a missing or empty text file, a window longer than
    max_position_embeddings, a statistics memory limit that is too small, a bad --mx-scale: clear errors,
    exit 1 or 2, nothing left in OUT; a non-empty OUT is refused before the calibration runs.
@@ -129,6 +129,16 @@ def main():
     same = rc == 0 and rc1 == 0 and open(os.path.join(multi, "model.safetensors"), "rb").read() == open(
         os.path.join(single, "model.safetensors"), "rb").read()
     check(same, "statistics in passes: model.safetensors bitwise equal to the one-pass checkpoint")
+    # every limit from the largest group up runs (the dense down_proj, K = 384: 1.125 MiB; a k..v span is
+    # 0.2 MiB), whatever the spans of the groups that cannot be cut (k, o, q, v) straddle
+    one_bytes = open(os.path.join(single, "model.safetensors"), "rb").read() if rc1 == 0 else None
+    for g in ("0.0011", "0.00115", "0.0012", "0.0013"):
+        d = os.path.join(WORK, "hybrid-passes-" + g)
+        rc, out, err = run(["quantize", "-m", TINY, "-o", d, "--calib-memory-gib", g] + small)
+        ok = rc == 0 and open(os.path.join(d, "model.safetensors"), "rb").read() == one_bytes
+        check(ok, "--calib-memory-gib %s: runs (%s), bytes equal to one pass"
+              % (g, [l.strip()[:120] for l in out.splitlines() if "calibration" in l] or err.strip()[-200:]))
+        shutil.rmtree(d, ignore_errors=True)
 
     # few tokens give a rank-deficient H: a tiny dampening must still end in GPTQ, not in fallbacks
     rc, out, err = run(["quantize", "-m", TINY, "-o", os.path.join(WORK, "tiny-damp"), "--quant-dtype", "fp8",
