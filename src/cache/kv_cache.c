@@ -190,17 +190,8 @@ static void store_row(void *base, enum hy_dtype dt, int64_t off, const float *sr
 static float quant_head(const float *x, int64_t n, float static_scale, int fit, uint8_t *q)
 {
     float s = static_scale;
-    if (!(s > 0.0f) && fit)
-        s = hy_fp8_scale_fit(x, n);
-    else if (!(s > 0.0f)) {
-        float amax = 0.0f;
-        for (int64_t i = 0; i < n; i++) {
-            const float a = fabsf(x[i]);
-            if (a > amax) /* NaN never wins */
-                amax = a;
-        }
-        s = amax / 448.0f;
-    }
+    if (!(s > 0.0f))
+        s = fit ? hy_fp8_scale_fit(x, n) : hy_fp8_scale_amax(x, n);
     if (s == 0.0f) {
         memset(q, 0, (size_t)n);
         return 0.0f;

@@ -261,7 +261,7 @@ int hy_cmd_quantize(int argc, char **argv)
     if (co.data && !qrc)
         printf("  calibration: %d windows x %d tokens (%lld tokens) of %s%s; %d input groups (%.2f MiB in all) in %d "
                "pass%s%s (largest %.2f MiB of %.2f MiB allowed by --calib-memory-gib), %.2f s\n",
-               calib.samples, calib.seq_len, (long long)calib.tokens, co.data,
+               calib.samples, calib.seq_len, (long long)calib.samples * calib.seq_len, co.data,
                calib.samples < co.samples ? " (all the text holds)" : "", calib.planned,
                (double)calib.planned_bytes / 1048576.0, calib.passes_run, calib.passes_run == 1 ? "" : "es",
                calib.passes_run != calib.n_passes ? " (fewer planned: a pass ran again)" : "",

@@ -13,7 +13,7 @@ static const float start_mult[HY_FP8_FIT_STARTS] = {
     1.681792831e+00f, 1.756252160e+00f, 1.834008086e+00f, 1.915206561e+00f,
 };
 
-float hy_fp8_scale_fit_with(hy_fp8_fit_pass_fn pass, const float *x, int64_t n)
+float hy_fp8_scale_amax(const float *x, int64_t n)
 {
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++) {
@@ -21,7 +21,12 @@ float hy_fp8_scale_fit_with(hy_fp8_fit_pass_fn pass, const float *x, int64_t n)
         if (a > amax) /* NaN never wins */
             amax = a;
     }
-    const float s0 = amax / 448.0f;
+    return amax / 448.0f;
+}
+
+float hy_fp8_scale_fit_with(hy_fp8_fit_pass_fn pass, const float *x, int64_t n)
+{
+    const float s0 = hy_fp8_scale_amax(x, n);
     if (!(s0 > 0.0f) || !isfinite(s0))
         return s0;
     float best_s = s0, best_err = INFINITY, sums[3];

@@ -33,6 +33,10 @@
  * so that every level's pass is bitwise equal to hy_ref_fp8_fit_pass. */
 typedef void (*hy_fp8_fit_pass_fn)(const float *x, int64_t n, float s, float out[3]);
 
+/* The amax rule's scale of row x[n] (f32): max |x_i| / 448, NaN elements never winning the max (0 for
+ * an all-zero or all-NaN row). */
+float hy_fp8_scale_amax(const float *x, int64_t n);
+
 /* The fitted scale of row x[n] (n >= 1, f32), by the search above with pass (a level's
  * fp8_fit_pass, kernel_table.h). Rows whose s0 = amax / 448 is 0 (all zero or NaN elements: NaN
  * never wins the amax; or amax / 448 underflows) or infinite (an infinite element) return s0, the

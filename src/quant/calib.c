@@ -35,7 +35,6 @@ static int new_acc(struct builder *b, const struct hy_tensor *w, int L)
     if (reserve((void **)&c->acc, c->n_acc, &b->cap_acc, sizeof(*c->acc)))
         return -1;
     c->acc[c->n_acc] = (struct hy_calib_acc){.w = w, .K = w->cols, .pass = -1, .layer = L};
-    c->bytes += (uint64_t)(w->cols * w->cols) * sizeof(double);
     return c->n_acc++;
 }
 
@@ -172,17 +171,16 @@ int hy_calib_bind(struct hy_calib *c, struct hy_model *m, const int32_t *ids, in
                               ids[i], V);
     if ((int64_t)samples > n_ids / per)
         samples = (int32_t)(n_ids / per);
+    const int64_t used = (int64_t)samples * per;
     free(c->ids);
-    c->ids = malloc((size_t)n_ids * sizeof(int32_t));
+    c->ids = malloc((size_t)used * sizeof(int32_t));
     if (!c->ids)
-        return hy_err_set("calibration: out of memory for %lld token ids", (long long)n_ids);
-    memcpy(c->ids, ids, (size_t)n_ids * sizeof(int32_t));
-    c->n_ids = n_ids;
+        return hy_err_set("calibration: out of memory for %lld token ids", (long long)used);
+    memcpy(c->ids, ids, (size_t)used * sizeof(int32_t));
     c->m = m;
     c->bos = bos;
     c->samples = samples;
     c->seq_len = seq_len;
-    c->tokens = (int64_t)samples * seq_len;
     return 0;
 }
 

@@ -45,15 +45,12 @@ struct hy_calib {
     int32_t               n_acc;
     struct hy_calib_name *names; /* sorted by module */
     int32_t               n_names;
-    uint64_t              bytes; /* bytes of all g */
     uint64_t              max_bytes; /* statistics resident at once (one pass) */
     /* hy_calib_bind */
     struct hy_model      *m;     /* borrowed */
-    int32_t              *ids;   /* owned copy of the token ids */
-    int64_t               n_ids;
+    int32_t              *ids;   /* owned copy of the token ids the windows read */
     int32_t               bos, seq_len;
     int32_t               samples; /* windows each pass runs (fewer than asked when the text is short) */
-    int64_t               tokens; /* tokens per pass (main model) */
     /* hy_calib_plan / hy_calib_get */
     int32_t               n_passes;
     int32_t               planned; /* groups read by the planned modules */
@@ -70,7 +67,7 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
 
 /* Binds the calibration forward passes: `samples` windows of seq_len tokens on m, window i = [bos] +
  * ids[i * (seq_len - 1) ...] (no BOS when bos < 0: ids[i * seq_len ...]), consecutive and
- * non-overlapping from the start of ids (copied); the MTP layer (if loaded) runs over each window too.
+ * non-overlapping from the start of ids (the ids they read are copied); the MTP layer (if loaded) runs over each window too.
  * m must outlive c's passes. Fails (-1, hy_err_msg()) on a seq_len outside [2, max_position_embeddings],
  * samples < 1, ids out of the vocabulary, fewer ids than one window; fewer windows than asked are run
  * when the text is short (c->samples says how many). Runs nothing yet. */

@@ -19,6 +19,7 @@
 #include "kernels/kernel_table.h"
 #include "quant/formats.h"
 #include "unit/avx512_emu.h"
+#include "unit/kernel_test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,15 +29,6 @@ static struct hy_kernel_table ref;
 static struct hy_kernel_table levels[HY_ISA_COUNT + 1];
 static int n_levels;
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rnd_f(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
 
 static float from_bits(uint32_t u)
 {
@@ -109,14 +101,14 @@ static int setup(void **state)
  * and in some rows one outlier 20x the rest. */
 static void fill_row(float *x, int n)
 {
-    const float mag = ldexpf(1.0f, (int)(rnd_u32() % 25) - 12);
+    const float mag = ldexpf(1.0f, (int)(kt_rnd_u32() % 25) - 12);
     for (int i = 0; i < n; i++) {
-        x[i] = rnd_f() * mag;
-        if (rnd_u32() % 11 == 0)
+        x[i] = kt_rnd_f() * mag;
+        if (kt_rnd_u32() % 11 == 0)
             x[i] *= 1e-4f;
     }
-    if (rnd_u32() % 4 == 0)
-        x[rnd_u32() % (uint32_t)n] = 20.0f * mag;
+    if (kt_rnd_u32() % 4 == 0)
+        x[kt_rnd_u32() % (uint32_t)n] = 20.0f * mag;
 }
 
 static int sums_equal(const float a[3], const float b[3])
@@ -136,8 +128,8 @@ static void test_pass_levels(void **state)
         for (int rep = 0; rep < 6; rep++) {
             fill_row(x, n);
             if (rep == 5)
-                x[rnd_u32() % (uint32_t)n] = NAN;
-            const float s = ldexpf(1.0f + rnd_f() * 0.5f, (int)(rnd_u32() % 81) - 40);
+                x[kt_rnd_u32() % (uint32_t)n] = NAN;
+            const float s = ldexpf(1.0f + kt_rnd_f() * 0.5f, (int)(kt_rnd_u32() % 81) - 40);
             ref.fp8_fit_pass(x, n, s, want);
             for (int l = 0; l < n_levels; l++, cases++) {
                 memset(got, 0xff, sizeof(got));
@@ -206,8 +198,8 @@ static void test_encode_levels(void **state)
     }
     for (int n = 1; n <= 70; n++) {
         fill_row(x, n);
-        x[rnd_u32() % (uint32_t)n] = (rnd_u32() & 1) ? -0.0f : NAN;
-        const float s = ldexpf(1.0f + rnd_f() * 0.5f, (int)(rnd_u32() % 41) - 20);
+        x[kt_rnd_u32() % (uint32_t)n] = (kt_rnd_u32() & 1) ? -0.0f : NAN;
+        const float s = ldexpf(1.0f + kt_rnd_f() * 0.5f, (int)(kt_rnd_u32() % 41) - 20);
         ref.fp8_encode(x, n, s, want);
         for (int i = 0; i < n; i++)
             assert_int_equal(want[i], hy_f32_to_e4m3(x[i] / s));
