@@ -20,6 +20,14 @@ float hy_ref_dot_f32(const float *a, const float *b, int64_t n)
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+double hy_ref_dot_f64(const double *a, const double *b, int64_t n)
+{
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t k = 0; k < n; k++)
+        acc[k & 7] += a[k] * b[k];
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3])
 {
     float e[8] = {0}, xc[8] = {0}, cc[8] = {0};

@@ -2,6 +2,7 @@
 #include "quant/gptq.h"
 
 #include "base/err.h"
+#include "kernels/kernel_table.h"
 #include "quant/formats.h"
 
 #include <math.h>
@@ -16,72 +17,78 @@ double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8
     return (fmt == HY_QF_MXFP8 ? (double)hy_e4m3_to_f32(code) : (double)hy_e2m1_to_f32(code)) * s;
 }
 
+#define CHOL_BLOCK 64 /* columns per parallel step of the Cholesky (one barrier each) */
+#define INV_COLS 16   /* columns of L^-1 per task of the inverse */
+
 /* In-place lower Cholesky factor of a [n, n] (row-major, lower triangle read and written; the upper
- * triangle is left as it was). Returns 0, or 1 when a pivot is not positive (a not positive definite). */
-static int chol_lower(double *a, int64_t n)
+ * triangle is left as it was): a[i][j] = (a[i][j] - dot(a_i[0, j), a_j[0, j))) / a[j][j] with the
+ * level's dot_f64, left-looking by blocks of CHOL_BLOCK columns: the block's diagonal part on one
+ * thread, then its rows below in parallel. Every element is the same expression whatever the thread
+ * count. Returns 0, or 1 when a pivot is not positive (a not positive definite). */
+static int chol_lower(double *a, int64_t n, double (*dot)(const double *, const double *, int64_t))
 {
-    for (int64_t j = 0; j < n; j++) {
-        double d = a[j * n + j];
-        for (int64_t k = 0; k < j; k++)
-            d -= a[j * n + k] * a[j * n + k];
-        if (!(d > 0.0) || !isfinite(d))
-            return 1;
-        const double ljj = sqrt(d);
-        a[j * n + j] = ljj;
-        /* one thread: a parallel region per column costs a barrier per column, which under a loaded
-         * machine took seconds at K = 1024 (n^3 / 6 flops: about 5 s at K = 4096) */
-        for (int64_t i = j + 1; i < n; i++) {
-            double s = a[i * n + j];
-            for (int64_t k = 0; k < j; k++)
-                s -= a[i * n + k] * a[j * n + k];
-            a[i * n + j] = s / ljj;
+    for (int64_t j0 = 0; j0 < n; j0 += CHOL_BLOCK) {
+        const int64_t j1 = j0 + CHOL_BLOCK < n ? j0 + CHOL_BLOCK : n;
+        for (int64_t j = j0; j < j1; j++) {
+            double *aj = a + j * n;
+            const double d = aj[j] - dot(aj, aj, j);
+            if (!(d > 0.0) || !isfinite(d))
+                return 1;
+            aj[j] = sqrt(d);
+            for (int64_t i = j + 1; i < j1; i++)
+                a[i * n + j] = (a[i * n + j] - dot(a + i * n, aj, j)) / aj[j];
+        }
+#pragma omp parallel for schedule(dynamic, 16) if ((n - j1) * j1 >= 65536)
+        for (int64_t i = j1; i < n; i++) {
+            double *ai = a + i * n;
+            for (int64_t j = j0; j < j1; j++)
+                ai[j] = (ai[j] - dot(ai, a + j * n, j)) / a[j * n + j];
         }
     }
     return 0;
 }
 
-/* U = upper Cholesky factor of (L L^T)^-1 for lower-triangular L [n, n] (only its lower triangle is
- * read): inverse M = L^-1 (lower), Hinv = M^T M, then the upper factor of Hinv. Returns 0, 1 when
- * Hinv is not numerically positive definite, -1 out of memory. u [n, n] gets U (zeros below). */
-static int inv_upper_factor(const double *l, int64_t n, double *u)
+/* U = the upper Cholesky factor of Hd^-1 (Hd^-1 = U^T U) for a [n, n] holding the lower Cholesky
+ * factor L of Hd in REVERSED order (J Hd J = L L^T, J the reversal): then Hd = R R^T with
+ * R = J L J upper, and U = R^-1 = J L^-1 J (upper, positive diagonal: the unique factor). The
+ * inverse is by forward substitution, one column c of L^-1 per task: m[c][i] = L^-1[i][c] =
+ * -dot(L[i][c, i), m[c][c, i)) / L[i][i], m[c][c] = 1 / L[c][c]. Returns 0, 1 when an element is
+ * not finite (Hd numerically singular), -1 out of memory. u [n, n] gets U (zeros below). */
+static int upper_factor_of_inverse(const double *l, int64_t n, double *u,
+                                   double (*dot)(const double *, const double *, int64_t))
 {
-    double *m = calloc((size_t)(n * n), sizeof(double));
+    double *m = malloc((size_t)(n * n) * sizeof(double));
     if (!m)
         return -1;
-    /* m = (L^-1)^T, row c = column c of L^-1 (forward substitution of unit vector c): every inner
-     * loop below is a dot product of two contiguous rows */
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t c = 0; c < n; c++) {
-        double *mc = m + c * n;
-        mc[c] = 1.0 / l[c * n + c];
-        for (int64_t i = c + 1; i < n; i++) {
+    int bad = 0;
+    /* INV_COLS columns per task, so that each row of L is read from memory once per task */
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : bad)
+    for (int64_t c0 = 0; c0 < n; c0 += INV_COLS) {
+        const int64_t c1 = c0 + INV_COLS < n ? c0 + INV_COLS : n;
+        for (int64_t c = c0; c < c1; c++)
+            m[c * n + c] = 1.0 / l[c * n + c];
+        for (int64_t i = c0 + 1; i < n; i++) {
             const double *li = l + i * n;
-            double s = 0.0;
-            for (int64_t k = c; k < i; k++)
-                s += li[k] * mc[k];
-            mc[i] = -s / li[i];
+            for (int64_t c = c0; c < c1 && c < i; c++) {
+                double *mc = m + c * n;
+                mc[i] = -dot(li + c, mc + c, i - c) / li[i];
+            }
         }
+        for (int64_t c = c0; c < c1; c++)
+            for (int64_t i = c; i < n; i++)
+                bad |= !isfinite(m[c * n + i]);
     }
-    /* Hinv[i][j] = sum_k L^-1[k][i] L^-1[k][j] = m[i] . m[j] over k >= max(i, j); lower triangle into u */
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j <= i; j++) {
-            const double *mi = m + i * n, *mj = m + j * n;
-            double s = 0.0;
-            for (int64_t k = i; k < n; k++)
-                s += mi[k] * mj[k];
-            u[i * n + j] = s;
-        }
+    /* U[i][j] = L^-1[n-1-i][n-1-j] = m[n-1-j][n-1-i] for j >= i */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        double *ui = u + i * n;
+        for (int64_t j = 0; j < i; j++)
+            ui[j] = 0.0;
+        for (int64_t j = i; j < n; j++)
+            ui[j] = m[(n - 1 - j) * n + (n - 1 - i)];
+    }
     free(m);
-    /* torch.linalg.cholesky(Hinv, upper=True): Hinv = U^T U, U = (lower factor of Hinv)^T */
-    if (chol_lower(u, n))
-        return 1;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = i + 1; j < n; j++) {
-            u[i * n + j] = u[j * n + i];
-            u[j * n + i] = 0.0;
-        }
-    return 0;
+    return bad ? 1 : 0;
 }
 
 /* Column order: decreasing diag (ties: lower index first) with actorder, else identity. */
@@ -120,18 +127,22 @@ static int hinv_factor(const double *h, int64_t K, const int64_t *p, double damp
     double lambda = damp * mean;
     int rc = 1;
     /* retries: 10x, starting from at least 1e-6 * mean (a tiny or zero λ cannot rescue a rank-deficient H) */
+    double (*dot)(const double *, const double *, int64_t) = hy_kernels_active()->dot_f64;
     for (int attempt = 0; attempt <= 6 && rc == 1;
          attempt++, lambda = lambda * 10.0 > 1e-6 * mean ? lambda * 10.0 : 1e-6 * mean) {
+        /* reversed order (upper_factor_of_inverse): a[i][j] = Hd[q[i]][q[j]], q[i] = p[K-1-i] */
+#pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < K; i++) {
+            const double *hr = h + p[K - 1 - i] * K;
             for (int64_t j = 0; j <= i; j++)
-                a[i * K + j] = h[p[i] * K + p[j]];
+                a[i * K + j] = hr[p[K - 1 - j]];
             if (a[i * K + i] == 0.0)
                 a[i * K + i] = 1.0;
             a[i * K + i] += lambda;
         }
-        rc = chol_lower(a, K);
+        rc = chol_lower(a, K, dot);
         if (rc == 0)
-            rc = inv_upper_factor(a, K, u);
+            rc = upper_factor_of_inverse(a, K, u, dot);
     }
     free(a);
     return rc;
@@ -165,17 +176,26 @@ static double row_objective(const float *w, const uint8_t *wq, const uint8_t *sq
 {
     for (int64_t k = 0; k < K; k++)
         d[k] = hy_gptq_dequant(fmt, code_at(wq, fmt, k), fp8_scale, sq ? sq[k / HY_MX_BLOCK] : 0) - (double)w[k];
+    double (*dot)(const double *, const double *, int64_t) = hy_kernels_active()->dot_f64;
     double s = 0.0;
-    for (int64_t i = 0; i < K; i++) {
-        double t = 0.0;
-        for (int64_t j = 0; j < K; j++)
-            t += h[i * K + j] * d[j];
-        s += d[i] * t;
-    }
+    for (int64_t i = 0; i < K; i++)
+        s += d[i] * dot(h + i * K, d, K);
     return s;
 }
 
 #define OBJ_ROWS 64 /* rows the objectives are measured on (all when N <= 64, else every (N / 64)-th) */
+#define GPTQ_ROWS 8 /* rows rounded together, so that each row of U is read once per 8 rows */
+#define SPREAD_CHUNK 512 /* columns of the error spread per step (8 rows x 4 KiB + U's 4 KiB in L1) */
+
+static int sampled(int64_t r, int64_t N) { return N <= OBJ_ROWS || r % (N / OBJ_ROWS) == 0; }
+
+/* x[j] -= e * u[j] for j < n (GPTQ's error spread; element-wise, so any vector width gives the same bits). */
+static void spread_error(double *restrict x, const double *restrict u, double e, int64_t n)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++)
+        x[j] -= e * u[j];
+}
 
 int hy_gptq_factor_init(const double *h, int64_t K, const struct hy_gptq_opts *o, struct hy_gptq_factor *f)
 {
@@ -239,45 +259,61 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
     int oom = 0;
 #pragma omp parallel reduction(+ : o_rtn, o_gptq)
     {
-        double *x = malloc((size_t)K * sizeof(double)), *d = malloc((size_t)K * sizeof(double));
+        double *x = malloc((size_t)(GPTQ_ROWS * K) * sizeof(double)), *d = malloc((size_t)K * sizeof(double));
         if (!x || !d) {
 #pragma omp atomic write
             oom = 1;
         }
-#pragma omp for schedule(dynamic, 4)
-        for (int64_t r = 0; r < N; r++) {
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t r0 = 0; r0 < N; r0 += GPTQ_ROWS) {
             if (!x || !d)
                 continue;
-            const float *wr = w + r * K;
-            uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
-            hy_quant_row_rtn(wr, K, fmt, fp8_scale, o->mx_scale, qr, sr); /* the scales (kept) and the RTN codes */
-            const int sampled = obj && (N <= OBJ_ROWS || r % (N / OBJ_ROWS) == 0);
-            if (sampled)
-                o_rtn += row_objective(wr, qr, sr, h, K, fmt, fp8_scale, d);
-            if (fmt == HY_QF_MXFP4)
-                memset(qr, 0, (size_t)rb);
-            for (int64_t i = 0; i < K; i++)
-                x[i] = (double)wr[p[i]];
+            const int64_t nr = N - r0 < GPTQ_ROWS ? N - r0 : GPTQ_ROWS;
+            for (int64_t t = 0; t < nr; t++) {
+                const int64_t r = r0 + t;
+                const float *wr = w + r * K;
+                uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
+                hy_quant_row_rtn(wr, K, fmt, fp8_scale, o->mx_scale, qr, sr); /* the scales (kept), RTN codes */
+                if (obj && sampled(r, N))
+                    o_rtn += row_objective(wr, qr, sr, h, K, fmt, fp8_scale, d);
+                if (fmt == HY_QF_MXFP4)
+                    memset(qr, 0, (size_t)rb);
+                for (int64_t i = 0; i < K; i++)
+                    x[t * K + i] = (double)wr[p[i]];
+            }
             for (int64_t i = 0; i < K; i++) {
                 const int64_t c = p[i];
-                const float v = (float)x[i];
-                uint8_t code;
-                if (fmt == HY_QF_FP8_TENSOR)
-                    code = encode(fmt, v / fp8_scale);
-                else
-                    code = encode(fmt, v * ldexpf(1.0f, 127 - (int)sr[c / HY_MX_BLOCK]));
-                if (fmt == HY_QF_MXFP4)
-                    qr[c / 2] |= (uint8_t)(code << ((c & 1) * 4));
-                else
-                    qr[c] = code;
-                const double q = hy_gptq_dequant(fmt, code, fp8_scale, sr ? sr[c / HY_MX_BLOCK] : 0);
-                const double e = (x[i] - q) / u[i * K + i];
                 const double *ui = u + i * K;
-                for (int64_t j = i + 1; j < K; j++)
-                    x[j] -= e * ui[j];
+                double e[GPTQ_ROWS];
+                for (int64_t t = 0; t < nr; t++) {
+                    const int64_t r = r0 + t;
+                    uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
+                    const float v = (float)x[t * K + i];
+                    uint8_t code;
+                    if (fmt == HY_QF_FP8_TENSOR)
+                        code = encode(fmt, v / fp8_scale);
+                    else
+                        code = encode(fmt, v * ldexpf(1.0f, 127 - (int)sr[c / HY_MX_BLOCK]));
+                    if (fmt == HY_QF_MXFP4)
+                        qr[c / 2] |= (uint8_t)(code << ((c & 1) * 4));
+                    else
+                        qr[c] = code;
+                    const double q = hy_gptq_dequant(fmt, code, fp8_scale, sr ? sr[c / HY_MX_BLOCK] : 0);
+                    e[t] = (x[t * K + i] - q) / ui[i];
+                }
+                /* one read of U's row i serves the tile, in chunks that stay in L1 */
+                for (int64_t j0 = i + 1; j0 < K; j0 += SPREAD_CHUNK) {
+                    const int64_t len = K - j0 < SPREAD_CHUNK ? K - j0 : SPREAD_CHUNK;
+                    for (int64_t t = 0; t < nr; t++)
+                        spread_error(x + t * K + j0, ui + j0, e[t], len);
+                }
             }
-            if (sampled)
-                o_gptq += row_objective(wr, qr, sr, h, K, fmt, fp8_scale, d);
+            for (int64_t t = 0; obj && t < nr; t++) {
+                const int64_t r = r0 + t;
+                if (sampled(r, N))
+                    o_gptq += row_objective(w + r * K, wq + r * rb, fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb,
+                                            h, K, fmt, fp8_scale, d);
+            }
         }
         free(x);
         free(d);

@@ -40,8 +40,14 @@ struct hy_gptq_opts {
  * when N <= 64, else over every (N / 64)-th row (a diagnostic: 2 K^2 per row measured).
  * If Hd is not positive definite, λ is raised (10x, and to at least 1e-6 mean(diag H)) up to 6 times. Returns 0; 1 when Hd stayed
  * indefinite (nothing written: fall back to round-to-nearest); -1 out of memory or bad arguments
- * (with hy_err_msg()). Threads: OpenMP over rows and over the Cholesky updates. Memory: about
- * 3 K^2 doubles plus K doubles per thread. Time: O(K^3 + N K^2). */
+ * (with hy_err_msg()). Threads: OpenMP over tiles of 8 rows (each row of U read once per tile), over
+ * the rows of each 64-column block of the Cholesky and over 16-column tasks of the triangular
+ * inverse; every value is the same expression whatever the thread count, and the dot products are
+ * the kernel table's dot_f64 (bitwise equal at every level), so the output is a function of the
+ * inputs only. Memory: about 3 K^2 doubles plus 9 K doubles per thread. Time: K^3 / 3 multiply-adds
+ * for the factor (one Cholesky of Hd in reversed order and one triangular inverse, whose reversal is
+ * U; gptq.c), N K^2 / 2 for the rounding. Measured on 2 Zen 3 cores: K = 4096 factor 2.9 s (was 48 s
+ * with an explicit inverse and a second Cholesky), N = 1536 rows rounded in 4.3 s (was 10.4 s). */
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
 

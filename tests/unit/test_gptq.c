@@ -4,16 +4,24 @@
  * Hinv -= Hinv[:, i] Hinv[i, :] / Hinv[i][i] instead of gptq.c's Cholesky factor. Both are exact
  * reformulations of one another, so the codes agree up to rounding-boundary flips of last-bit
  * differences. Also: H = I with no dampening is exactly round-to-nearest; the objective drops on
- * correlated inputs; indefinite H and bad arguments are reported. */
+ * correlated inputs; indefinite H and bad arguments are reported; the factor U (blocked, threaded
+ * Cholesky in reversed order, then L^-1) is upper with U^T U Hd = I to rounding, at sizes across the
+ * block edges, and bitwise the same on 1 and 2 threads; every level's dot_f64 (kernel_table.h) is
+ * bitwise the ref's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "kernels/kernel_table.h"
 #include "quant/formats.h"
 #include "quant/gptq.h"
+#include "unit/avx512_emu.h"
+
+#include <omp.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +363,116 @@ static void test_indefinite_and_bad_args(void **state)
     free(h);
 }
 
+/* dot_f64 of every level (avx512: the emulated table too) bitwise equal to ref, for lengths across
+ * the 8-lane tails, with signed zeros, huge / tiny magnitudes and cancellation; and close to a long
+ * double sum. */
+static void test_dot_f64_levels(void **state)
+{
+    (void)state;
+    struct hy_kernel_table ref, levels[HY_ISA_COUNT + 1];
+    int nl = 0;
+    assert_int_equal(hy_kernels_table_for(HY_ISA_REF, &ref), 0);
+    for (int isa = HY_ISA_REF + 1; isa < HY_ISA_COUNT; isa++)
+        if (hy_kernels_table_for((enum hy_isa)isa, &levels[nl]) == 0)
+            nl++;
+    if (hy_test_avx512_emu_table(&levels[nl]) == 0)
+        nl++;
+    enum { MAXN = 4099 };
+    double *a = malloc(MAXN * sizeof(double)), *b = malloc(MAXN * sizeof(double));
+    long cases = 0;
+    for (int n = 0; n <= MAXN; n = n < 70 ? n + 1 : n < 4096 ? 4096 : n + 1) {
+        for (int rep = 0; rep < 4; rep++) {
+            for (int k = 0; k < n; k++) {
+                a[k] = nrand() * ldexp(1.0, (int)(urand() * 60) - 30);
+                b[k] = rep == 1 ? -a[k] * 0.5 : nrand();
+                if (rep == 2 && k % 3 == 0)
+                    a[k] = -0.0;
+            }
+            if (rep == 3 && n > 2) /* cancellation: a huge pair that sums to 0 */
+                a[0] = 1e300, b[0] = 1.0, a[n - 1] = -1e300, b[n - 1] = 1.0;
+            const double want = ref.dot_f64(a, b, n);
+            for (int l = 0; l < nl; l++, cases++) {
+                const double got = levels[l].dot_f64(a, b, n);
+                if (memcmp(&got, &want, sizeof(got)))
+                    fail_msg("%s dot_f64 n %d rep %d: %a != ref %a", levels[l].name, n, rep, got, want);
+            }
+            if (rep == 0) {
+                long double exact = 0.0L, mag = 0.0L;
+                for (int k = 0; k < n; k++) {
+                    exact += (long double)a[k] * b[k];
+                    mag += fabsl((long double)a[k] * b[k]);
+                }
+                assert_true(fabsl((long double)want - exact) <= 1e-14L * mag + 1e-300L);
+            }
+        }
+    }
+    const double z = ref.dot_f64(a, b, 0);
+    assert_true(z == 0.0 && !signbit(z));
+    fprintf(stderr, "dot_f64: %ld level cases bitwise equal to ref (%d levels)\n", cases, nl);
+    free(a);
+    free(b);
+}
+
+/* The factor at K across the Cholesky's 64-column blocks and the inverse's 16-column tasks: perm a
+ * permutation, U upper with a positive diagonal, U^T U Hd = I (Hd = h permuted + λ I), and the
+ * same bytes on 1 and 2 threads. */
+static void test_factor_properties(void **state)
+{
+    (void)state;
+    const int64_t sizes[] = {1, 2, 17, 63, 64, 65, 130, 200, 600}; /* 600: the Cholesky's rows in parallel */
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        const int64_t K = sizes[si];
+        double *h = correlated_h(K, K < 300 ? 3 * K + 4 : K + 64);
+        for (int act = 0; act < 2; act++) {
+            const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = act, .mx_scale = HY_MX_SCALE_OCP};
+            struct hy_gptq_factor f1, f2;
+            omp_set_num_threads(1);
+            assert_int_equal(hy_gptq_factor_init(h, K, &o, &f1), 0);
+            omp_set_num_threads(2);
+            assert_int_equal(hy_gptq_factor_init(h, K, &o, &f2), 0);
+            assert_memory_equal(f1.perm, f2.perm, (size_t)K * sizeof(int64_t));
+            assert_memory_equal(f1.u, f2.u, (size_t)(K * K) * sizeof(double));
+            double mean = 0.0;
+            char *seen = calloc((size_t)K, 1);
+            for (int64_t i = 0; i < K; i++) {
+                assert_true(f1.perm[i] >= 0 && f1.perm[i] < K && !seen[f1.perm[i]]);
+                seen[f1.perm[i]] = 1;
+                mean += h[i * K + i];
+            }
+            free(seen);
+            const double lambda = 0.01 * mean / (double)K;
+            double worst = 0.0;
+            for (int64_t i = 0; i < K; i++) {
+                assert_true(f1.u[i * K + i] > 0.0);
+                for (int64_t j = 0; j < i; j++)
+                    assert_true(f1.u[i * K + j] == 0.0);
+            }
+            /* (U^T U Hd)[i][j] = sum_k (U^T U)[i][k] Hd[k][j] */
+            double *utu = calloc((size_t)(K * K), sizeof(double));
+            for (int64_t i = 0; i < K; i++)
+                for (int64_t k = 0; k < K; k++) {
+                    double s = 0.0;
+                    for (int64_t r = 0; r <= (i < k ? i : k); r++)
+                        s += f1.u[r * K + i] * f1.u[r * K + k];
+                    utu[i * K + k] = s;
+                }
+            for (int64_t i = 0; i < K; i++)
+                for (int64_t j = 0; j < K; j++) {
+                    double s = 0.0;
+                    for (int64_t k = 0; k < K; k++)
+                        s += utu[i * K + k] * (h[f1.perm[k] * K + f1.perm[j]] + (k == j ? lambda : 0.0));
+                    const double e = fabs(s - (i == j ? 1.0 : 0.0));
+                    worst = e > worst ? e : worst;
+                }
+            assert_true(worst < 1e-8);
+            free(utu);
+            hy_gptq_factor_free(&f1);
+            hy_gptq_factor_free(&f2);
+        }
+        free(h);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +480,8 @@ int main(void)
         cmocka_unit_test(test_matches_reference),
         cmocka_unit_test(test_shared_factor),
         cmocka_unit_test(test_indefinite_and_bad_args),
+        cmocka_unit_test(test_dot_f64_levels),
+        cmocka_unit_test(test_factor_properties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

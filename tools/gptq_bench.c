@@ -1,0 +1,82 @@
+/* gptq_bench.c - micro-benchmark of GPTQ (quant/gptq.h) on one Hy3-sized matrix (not a test):
+ * the factor of H (K x K) and the rounding of N rows, timed apart.
+ * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/gptq_bench.c build/libhyinfer.a \
+ *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1 libmicrohttpd) -lm -o build/gptq_bench
+ * Run:   build/gptq_bench [N K [fp8|mxfp8|mxfp4]]   (default 1536 4096 mxfp8: one routed expert's
+ *        gate_proj; 4096 1536 is its down_proj, 8192 4096 the attention's q_proj)
+ * H is the mean x x^T of 1024 synthetic rows with neighbouring inputs correlated (x_k += 0.5 x_(k-1)),
+ * W uniform in +-0.01. Prints both times, both objectives (tr(dW H dW^T) over sampled rows) and an
+ * FNV-1a hash of the codes, which stays the same when only the speed of the code changes. */
+#include "quant/gptq.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void) /* [-0.5, 0.5) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1p-53 - 0.5;
+}
+
+int main(int argc, char **argv)
+{
+    const int64_t N = argc > 2 ? atoll(argv[1]) : 1536, K = argc > 2 ? atoll(argv[2]) : 4096, T = 1024;
+    const char *fs = argc > 3 ? argv[3] : "mxfp8";
+    const enum hy_qformat fmt = !strcmp(fs, "fp8") ? HY_QF_FP8_TENSOR : !strcmp(fs, "mxfp4") ? HY_QF_MXFP4 : HY_QF_MXFP8;
+    if (N < 1 || K < 2 || K % 2) {
+        fprintf(stderr, "usage: %s [N K [fp8|mxfp8|mxfp4]] (K even)\n", argv[0]);
+        return 2;
+    }
+    float *x = malloc(sizeof(float) * (size_t)(T * K)), *w = malloc(sizeof(float) * (size_t)(N * K));
+    double *h = calloc((size_t)(K * K), sizeof(double));
+    uint8_t *q = malloc((size_t)(N * K)), *s = malloc((size_t)(N * (K / 32 + 1)));
+    if (!x || !w || !h || !q || !s) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < K; k++)
+            x[t * K + k] = (float)urand() + (k ? 0.5f * x[t * K + k - 1] : 0.0f);
+    for (int64_t i = 0; i < N * K; i++)
+        w[i] = (float)urand() * 0.02f;
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t t = 0; t < T; t++) {
+            const double xi = x[t * K + i] / (double)T;
+            for (int64_t j = 0; j < K; j++)
+                h[i * K + j] += xi * x[t * K + j];
+        }
+    const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = 1, .mx_scale = HY_MX_SCALE_OCP};
+    struct hy_gptq_factor f;
+    double obj[2];
+    const double t0 = omp_get_wtime();
+    if (hy_gptq_factor_init(h, K, &o, &f)) {
+        fprintf(stderr, "factor failed\n");
+        return 1;
+    }
+    const double t1 = omp_get_wtime();
+    if (hy_gptq_quantize_factored(w, h, &f, N, fmt, 0.01f / 448.0f, &o, q, s, obj)) {
+        fprintf(stderr, "rounding failed\n");
+        return 1;
+    }
+    const double t2 = omp_get_wtime();
+    uint64_t hs = 1469598103934665603ull;
+    for (int64_t i = 0; i < (fmt == HY_QF_MXFP4 ? N * K / 2 : N * K); i++)
+        hs = (hs ^ q[i]) * 1099511628211ull;
+    printf("gptq %s N %lld K %lld, %d threads: factor %.2f s, rounding %.2f s; objective rtn %.6g gptq %.6g; "
+           "codes %016llx\n",
+           fs, (long long)N, (long long)K, omp_get_max_threads(), t1 - t0, t2 - t1, obj[0], obj[1],
+           (unsigned long long)hs);
+    hy_gptq_factor_free(&f);
+    free(x);
+    free(w);
+    free(h);
+    free(q);
+    free(s);
+    return 0;
+}
