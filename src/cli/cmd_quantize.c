@@ -258,14 +258,21 @@ int hy_cmd_quantize(int argc, char **argv)
     }
     struct hy_quantize_stats st;
     const int qrc = hy_quantize_model(in, out, &o, &st);
-    if (co.data && !qrc)
+    if (co.data && !qrc) {
+        char ck[96] = "";
+        if (calib.resid)
+            snprintf(ck, sizeof(ck), " (passes resume from a %.2f MiB hidden-state checkpoint)",
+                     (double)calib.samples * calib.seq_len * cm->cfg.hidden_size * sizeof(float) / 1048576.0);
         printf("  calibration: %d windows x %d tokens (%lld tokens) of %s%s; %d input groups (%.2f MiB in all) in %d "
-               "pass%s%s (largest %.2f MiB of %.2f MiB allowed by --calib-memory-gib), %.2f s\n",
+               "pass%s%s (largest %.2f MiB of %.2f MiB allowed by --calib-memory-gib); %lld layer runs per window%s, "
+               "%.2f s\n",
                calib.samples, calib.seq_len, (long long)calib.samples * calib.seq_len, co.data,
                calib.samples < co.samples ? " (all the text holds)" : "", calib.planned,
                (double)calib.planned_bytes / 1048576.0, calib.passes_run, calib.passes_run == 1 ? "" : "es",
                calib.passes_run != calib.n_passes ? " (fewer planned: a pass ran again)" : "",
-               (double)calib.pass_bytes_max / 1048576.0, (double)calib.max_bytes / 1048576.0, calib.seconds);
+               (double)calib.pass_bytes_max / 1048576.0, (double)calib.max_bytes / 1048576.0,
+               (long long)calib.layers_run, ck, calib.seconds);
+    }
     if (co.data) {
         hy_calib_free(&calib);
         hy_model_free(cm);

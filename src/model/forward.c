@@ -648,14 +648,34 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
         return hy_err_set("forward: out of memory");
     }
     embed_rows(m, b->token_ids, T, x);
-    const int n_layers = m->cfg.num_hidden_layers,
-              stop = m->observe && m->observe_layers > 0 && m->observe_layers < n_layers ? m->observe_layers : 0;
-    for (int L = 0; L < (stop ? stop : n_layers); L++)
+    for (int L = 0; L < m->cfg.num_hidden_layers; L++)
         layer_forward(m, kv, L, b, x, &s);
-    int rc = stop ? 0 : head_forward(m, x, m->final_norm, b, logits, hidden_out, &s);
+    int rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, &s);
     free(x);
     scratch_free(&s);
     prof_finish(prof, t0, before, T);
+    return rc;
+}
+
+int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, float *x,
+                            int32_t from, int32_t to, float *hidden_out)
+{
+    const int32_t n_layers = m->cfg.num_hidden_layers;
+    if (from < 0 || from > to || to > n_layers)
+        return hy_err_set("forward: layers [%d, %d) outside [0, %d]", from, to, n_layers);
+    if (check_batch(m, kv, b))
+        return -1;
+    struct scratch s;
+    if (scratch_init(&s, m, b->n_tokens))
+        return -1;
+    if (from == 0)
+        embed_rows(m, b->token_ids, b->n_tokens, x);
+    for (int L = from; L < to; L++)
+        layer_forward(m, kv, L, b, x, &s);
+    int rc = 0;
+    if (to == n_layers && hidden_out)
+        rc = head_forward(m, x, m->final_norm, b, NULL, hidden_out, &s);
+    scratch_free(&s);
     return rc;
 }
 

@@ -104,10 +104,6 @@ struct hy_model {
      * (as moe_per_expert = 1), so each matrix sees its input in one call. */
     void (*observe)(void *ctx, const struct hy_tensor *W, const float *x, int64_t T);
     void  *observe_ctx;
-    /* With observe set and 0 < observe_layers < num_hidden_layers, hy_model_forward runs layers
-     * [0, observe_layers) only and returns 0 without logits or hidden_out (a calibration pass that
-     * observes no later layer needs no more; earlier layers are computed exactly as in a full pass). */
-    int32_t observe_layers;
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every
@@ -172,6 +168,17 @@ struct hy_batch {
  * out of memory) with hy_err_msg(). */
 int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b,
                      float *logits, float *hidden_out);
+
+/* Part of the main model, for calibration (quant/calib.c): decoder layers [from, to) of batch b over
+ * the residual stream x [n_tokens, hidden_size] (f32, in place). from = 0 first fills x with the
+ * embeddings of b's tokens (its contents are ignored); otherwise x must hold the stream entering
+ * layer `from` (as a call ending at `from` left it). With to == num_hidden_layers and hidden_out
+ * non-NULL, hidden_out [n_tokens, hidden_size] gets the final-normed states (hy_model_forward's
+ * hidden_out). The layers compute exactly what hy_model_forward computes, so [0, a) then [a, c) gives
+ * the bits of [0, c). Writes the KV cache of layers [from, to) only. Returns 0, or -1 with
+ * hy_err_msg() (0 <= from <= to <= num_hidden_layers violated, bad batch, out of memory). */
+int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, float *x,
+                            int32_t from, int32_t to, float *hidden_out);
 
 /* MTP layer (spec §4.1): row t pairs token_ids[t] (= the token after the main position) with the
  * main model's final-normed hidden hidden_in[t, H] at position positions[t]; the layer's own KV

@@ -80,6 +80,7 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
 {
     memset(c, 0, sizeof(*c));
     c->cur_pass = -1;
+    c->resid_layer = -1;
     struct builder b = {.c = c};
     const int n_layers = m->cfg.num_hidden_layers + (m->has_mtp ? 1 : 0);
     for (int L = 0; L < n_layers; L++) {
@@ -265,6 +266,28 @@ int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n)
         i = end + 1;
     }
     free(last);
+    free(c->pass_first);
+    free(c->pass_last);
+    c->pass_first = c->pass_last = NULL;
+    if (!rc && c->n_passes > 0) { /* the layer range of each pass */
+        c->pass_first = malloc((size_t)c->n_passes * sizeof(int32_t));
+        c->pass_last = malloc((size_t)c->n_passes * sizeof(int32_t));
+        if (!c->pass_first || !c->pass_last)
+            return hy_err_set("GPTQ calibration: out of memory");
+        for (int32_t p = 0; p < c->n_passes; p++) {
+            c->pass_first[p] = INT32_MAX;
+            c->pass_last[p] = -1;
+        }
+        for (int32_t i = 0; i < c->n_acc; i++) {
+            const struct hy_calib_acc *a = &c->acc[i];
+            if (a->pass < 0)
+                continue;
+            if (a->layer < c->pass_first[a->pass])
+                c->pass_first[a->pass] = a->layer;
+            if (a->layer > c->pass_last[a->pass])
+                c->pass_last[a->pass] = a->layer;
+        }
+    }
     return rc;
 }
 
@@ -287,7 +310,6 @@ static int run_pass(struct hy_calib *c, int32_t p)
     drop_pass(c);
     if (!m)
         return hy_err_set("internal: calibration statistics asked for before hy_calib_bind");
-    int32_t last_layer = 0; /* layers [0, last_layer] run; the MTP layer's index is num_hidden_layers */
     for (int32_t i = 0; i < c->n_acc; i++) {
         if (c->acc[i].pass != p)
             continue;
@@ -295,21 +317,38 @@ static int run_pass(struct hy_calib *c, int32_t p)
             drop_pass(c);
             return hy_err_set("GPTQ calibration: out of memory for pass %d's statistics", p + 1);
         }
-        if (c->acc[i].layer > last_layer)
-            last_layer = c->acc[i].layer;
     }
-    const int run_mtp = m->has_mtp && last_layer >= m->cfg.num_hidden_layers;
+    /* layers [start, end) of the main model run (end = all of them when the pass has MTP groups), from
+     * the checkpoint when it is at or before the pass's first layer; the stream entering the next
+     * pass's first layer is saved on the way (save < 0: not needed, or behind start) */
+    const int32_t n_layers = m->cfg.num_hidden_layers, first = c->pass_first[p], last = c->pass_last[p];
+    const int run_mtp = m->has_mtp && last >= n_layers;
+    const int32_t start = c->resid && c->resid_layer >= 0 && c->resid_layer <= first ? c->resid_layer : 0,
+                  end = run_mtp ? n_layers : last + 1;
+    int32_t save = p + 1 < c->n_passes ? c->pass_first[p + 1] : -1;
+    if (save > end)
+        save = end;
+    if (save < start)
+        save = -1;
     const double t0 = hy_time_now();
     const int32_t H = m->cfg.hidden_size, seq_len = c->seq_len;
+    const size_t stream = (size_t)seq_len * (size_t)H; /* floats of one window's stream */
+    if (save >= 0 && !c->resid && !(c->resid = malloc((size_t)c->samples * stream * sizeof(float)))) {
+        drop_pass(c);
+        return hy_err_set("GPTQ calibration: out of memory for the hidden-state checkpoint (%.1f MiB)",
+                          (double)c->samples * (double)stream * 4.0 / 1048576.0);
+    }
+    if (save >= 0)
+        c->resid_layer = -1; /* rewritten window by window below */
     const int64_t per = c->bos >= 0 ? seq_len - 1 : seq_len;
     const int32_t bs = 16, nb = (seq_len + bs - 1) / bs;
     int32_t *win = malloc((size_t)seq_len * sizeof(int32_t)), *pos = malloc((size_t)seq_len * sizeof(int32_t));
     int32_t *seq = calloc((size_t)seq_len, sizeof(int32_t)), *table = malloc((size_t)nb * sizeof(int32_t));
     int64_t *slots = malloc((size_t)seq_len * sizeof(int64_t));
-    float *hid = malloc((size_t)seq_len * (size_t)H * sizeof(float));
+    float *hid = malloc(stream * sizeof(float)), *x = malloc(stream * sizeof(float));
     struct hy_kv_cache kv;
     int rc = -1, kv_ok = 0;
-    if (!win || !pos || !seq || !table || !slots || !hid) {
+    if (!win || !pos || !seq || !table || !slots || !hid || !x) {
         hy_err_set("calibration: out of memory");
         goto out;
     }
@@ -325,7 +364,6 @@ static int run_pass(struct hy_calib *c, int32_t p)
     const int32_t *tables[1] = {table};
     m->observe = observe;
     m->observe_ctx = c;
-    m->observe_layers = run_mtp ? 0 : last_layer + 1;
     for (int32_t w = 0; w < c->samples; w++) {
         int32_t len = 0;
         if (c->bos >= 0)
@@ -333,7 +371,18 @@ static int run_pass(struct hy_calib *c, int32_t p)
         for (int64_t i = (int64_t)w * per; len < seq_len; i++)
             win[len++] = c->ids[i];
         const struct hy_batch bt = {len, win, pos, slots, seq, tables, 0, NULL};
-        if (hy_model_forward(m, &kv, &bt, NULL, hid)) {
+        float *ck = c->resid ? c->resid + (size_t)w * stream : NULL;
+        if (start > 0)
+            memcpy(x, ck, stream * sizeof(float));
+        int frc = 0;
+        if (save >= 0) {
+            frc = hy_model_forward_layers(m, &kv, &bt, x, start, save, NULL);
+            if (!frc)
+                memcpy(ck, x, stream * sizeof(float));
+        }
+        if (!frc)
+            frc = hy_model_forward_layers(m, &kv, &bt, x, save >= 0 ? save : start, end, run_mtp ? hid : NULL);
+        if (frc) {
             hy_err_prefix("calibration window %d", w);
             goto out;
         }
@@ -358,11 +407,13 @@ static int run_pass(struct hy_calib *c, int32_t p)
     }
     c->cur_pass = p;
     c->passes_run++;
+    c->layers_run += end - start + run_mtp;
+    if (save >= 0)
+        c->resid_layer = save;
     rc = 0;
 out:
     m->observe = NULL;
     m->observe_ctx = NULL;
-    m->observe_layers = 0;
     if (kv_ok)
         hy_kv_cache_free(&kv);
     free(win);
@@ -371,6 +422,7 @@ out:
     free(table);
     free(slots);
     free(hid);
+    free(x);
     if (rc)
         drop_pass(c);
     c->seconds += hy_time_now() - t0;
@@ -403,6 +455,9 @@ void hy_calib_free(struct hy_calib *c)
     for (int32_t i = 0; i < c->n_acc; i++)
         free(c->acc[i].g);
     free(c->ids);
+    free(c->resid);
+    free(c->pass_first);
+    free(c->pass_last);
     free(c->acc);
     free(c->names);
     memset(c, 0, sizeof(*c));

@@ -11,11 +11,16 @@
  *
  * Memory: the statistics of all groups can exceed RAM (f64 [K, K] per group; a 4-layer Hy3-shaped model
  * needs 18 GiB). They are collected in passes: hy_calib_plan cuts the groups, in the order the quantizer
- * will ask for them, into passes of at most max_bytes; hy_calib_get runs the calibration forward passes
- * over all windows again for each pass it reaches, observing only that pass's groups and running the
- * layers up to the pass's last one only (the MTP layer when it has MTP groups), and frees the previous
- * pass's statistics. The forward passes are deterministic, so the statistics, and GPTQ's
- * output, are bitwise the same whatever the number of passes.
+ * will ask for them, into passes of at most max_bytes; hy_calib_get runs the calibration windows again
+ * for each pass it reaches, observing only that pass's groups, and frees the previous pass's
+ * statistics. A pass runs only the layers from its first group's to its last group's (the MTP layer,
+ * after the rest of the model, when it has MTP groups): it starts from a checkpoint of every window's
+ * residual stream, which the previous pass saved entering the layer where this pass starts (plus
+ * samples x seq_len x hidden_size f32 of memory, allocated when a second pass exists; a pass that
+ * starts before the checkpoint starts from the embeddings). So a layer runs once per pass boundary
+ * inside it at most, not once per later pass. The forward passes are deterministic and a layer's
+ * output is a function of its input stream only, so the statistics, and GPTQ's output, are bitwise
+ * the same whatever the number of passes.
  * Module names are the checkpoint's (`model.layers.L.self_attn.q_proj`, `...mlp.experts.E.gate_proj`,
  * `...mlp.shared_mlp.up_proj`; `shared_experts` is accepted as the other Hy3 spelling).
  */
@@ -53,10 +58,14 @@ struct hy_calib {
     int32_t               samples; /* windows each pass runs (fewer than asked when the text is short) */
     /* hy_calib_plan / hy_calib_get */
     int32_t               n_passes;
+    int32_t              *pass_first, *pass_last; /* [n_passes] layers each pass observes (MTP: num_hidden_layers) */
     int32_t               planned; /* groups read by the planned modules */
     uint64_t              planned_bytes; /* their statistics' bytes */
     uint64_t              pass_bytes_max; /* the largest pass's statistics */
     int32_t               cur_pass; /* resident pass, -1 none */
+    float                *resid;  /* [samples, seq_len, hidden_size] streams entering resid_layer, or NULL */
+    int32_t               resid_layer; /* -1: no checkpoint */
+    int64_t               layers_run; /* decoder layers (MTP: 1) run per window, summed over the passes */
     int32_t               passes_run;
     double                seconds; /* spent in calibration forward passes */
 };

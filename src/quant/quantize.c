@@ -11,6 +11,7 @@
 #include "quant/calib.h"
 #include "quant/formats.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
@@ -379,12 +380,52 @@ static int build_plan(const struct hy_checkpoint *ck, const struct hy_model_conf
     return 0;
 }
 
+/* Names in natural order: runs of digits compare as numbers ("layers.2." before "layers.10."), the
+ * rest byte by byte; equal numbers with more leading zeros come later. */
+static int cmp_natural(const char *a, const char *b)
+{
+    while (*a && *b) {
+        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+            const char *a0 = a, *b0 = b;
+            while (*a0 == '0')
+                a0++;
+            while (*b0 == '0')
+                b0++;
+            const char *a1 = a0, *b1 = b0;
+            while (isdigit((unsigned char)*a1))
+                a1++;
+            while (isdigit((unsigned char)*b1))
+                b1++;
+            if (a1 - a0 != b1 - b0)
+                return a1 - a0 < b1 - b0 ? -1 : 1;
+            const int c = memcmp(a0, b0, (size_t)(a1 - a0));
+            if (c)
+                return c;
+            if (a0 - a != b0 - b)
+                return a0 - a < b0 - b ? -1 : 1;
+            a = a1;
+            b = b1;
+            continue;
+        }
+        if (*a != *b)
+            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    return *a ? 1 : *b ? -1 : 0;
+}
+
+/* File order: larger elements first (alignment), then by name in natural order, so that decoder layers
+ * come in increasing index (GPTQ's calibration passes then move forward through the model, calib.h),
+ * a matrix's MX scales right after it (".weight" < ".weight_scale") and the MTP layer (index
+ * num_hidden_layers) after the main layers; creation order breaks ties. */
 static int cmp_entry(const void *a, const void *b)
 {
     const struct entry *x = a, *y = b;
     if (x->esize != y->esize)
         return y->esize - x->esize;
-    return x->seq - y->seq;
+    const int c = cmp_natural(x->name, y->name);
+    return c ? c : x->seq - y->seq;
 }
 
 /* The last two GPTQ factors, by statistics group: q/k/v and gate/up share one H, and in file order

@@ -11,12 +11,18 @@ cuts it); quality is measured on the held-out tail, so calibration and evaluatio
    against an independent reference in tests/unit/test_gptq.c.
 3. Statistics in passes (calib.h): with --calib-memory-gib 0.002 (2 MiB of the 9.5 MiB of f64 statistics) the
    hybrid checkpoint is collected in 5+ passes, none larger than the limit and none run twice, and its bytes equal
-   the one-pass checkpoint's; so do limits just above the largest group (0.0011..0.0013 GiB).
+   the one-pass checkpoint's; so do limits just above the largest group (0.0011..0.0013 GiB). Passes resume
+   from the hidden-state checkpoint: 5 passes run at most 5 + 4 layers per window, one pass 5.
+   A 12-layer random model (tools/make_random_hy3.py, "inner" with 12 layers and hy3-tiny's vocabulary and
+   tokenizer) stored in lexicographic tensor order, as Hugging Face writes it (layers.10 before layers.2): the
+   output lists the decoder layers in increasing index, 10+ passes run at most 13 + (passes - 1) layers per
+   window, and their bytes equal one pass's.
 4. Bad input: calibration flags without --calib-data, a missing or empty text file, a window longer than
    max_position_embeddings, a statistics memory limit that is too small, a bad --mx-scale: clear errors,
    exit 1 or 2, nothing left in OUT; a non-empty OUT is refused before the calibration runs.
 Exit 0 pass, 1 fail, 77 skip (no models/hy3-tiny or no corpus).
 """
+import itertools
 import json
 import os
 import re
@@ -44,6 +50,54 @@ def check(ok, what):
 def run(args, timeout=300):
     p = subprocess.run([BIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
+
+
+def layer_runs(out):
+    m = re.search(r"; (\d+) layer runs per window", out)
+    return int(m.group(1)) if m else None
+
+
+def deep_model_passes(small):
+    """12 layers in lexicographic file order: natural output order, forward-moving passes, same bytes."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import make_random_hy3
+    import safetensors_np
+    deep = os.path.join(WORK, "deep12")
+    os.makedirs(deep, exist_ok=True)
+    p = make_random_hy3.variant_params("inner")
+    p.update(layers=12, vocab=128192)
+    cfg, gen = make_random_hy3.make_config(p)
+    for name, obj in (("config.json", cfg), ("generation_config.json", gen)):
+        with open(os.path.join(deep, name), "w") as f:
+            json.dump(obj, f, indent=2)
+    for name in os.listdir(TINY):
+        if name.startswith("tokenizer") or name.endswith(".tiktoken") or name.endswith(".jinja"):
+            shutil.copy(os.path.join(TINY, name), deep)
+    tensors = sorted(((a, b, c) for a, b, c, _ in make_random_hy3.make_tensors(p, p["seed"])), key=lambda t: t[0])
+    safetensors_np.save(os.path.join(deep, "model.safetensors"), tensors)  # the writer keeps this order per size
+    outs = {}
+    for tag, extra in (("one", []), ("passes", ["--calib-memory-gib", "0.0005"])):
+        d = os.path.join(WORK, "deep12-" + tag)
+        rc, out, err = run(["quantize", "-m", deep, "-o", d] + small + extra)
+        m = re.search(r"in (\d+) pass(?:es)? \(", out)
+        outs[tag] = (rc, int(m.group(1)) if m else 0, layer_runs(out), d, err)
+    (rc1, p1, r1, d1, e1), (rc2, p2, r2, d2, e2) = outs["one"], outs["passes"]
+    check(rc1 == 0 and rc2 == 0 and p1 == 1 and r1 == 13 and p2 >= 10 and r2 is not None and r2 <= 13 + p2 - 1,
+          "12-layer model in lexicographic order: %d passes run %s layer runs per window (one pass: %s) (%s)"
+          % (p2, r2, r1, (e1 + e2).strip()[-200:]))
+    if rc1 == 0 and rc2 == 0:
+        h, _ = header(os.path.join(d1, "model.safetensors"))
+        order = sorted(h, key=lambda k: h[k]["data_offsets"][0])
+        layers = [int(k.split(".")[2]) for k in order if k.startswith("model.layers.") and h[k]["dtype"] != "BF16"
+                  and h[k]["dtype"] != "F32"]
+        check(len(layers) > 100 and layers == sorted(layers), "quantized matrices in increasing layer order (%s)"
+              % [k for k, _ in itertools.groupby(layers)])
+        same = open(os.path.join(d1, "model.safetensors"), "rb").read() == open(
+            os.path.join(d2, "model.safetensors"), "rb").read()
+        check(same, "12-layer model: %d passes give the one-pass bytes" % p2)
+    shutil.rmtree(deep, ignore_errors=True)
+    for tag in outs:
+        shutil.rmtree(outs[tag][3], ignore_errors=True)
 
 
 def header(path):
@@ -129,6 +183,11 @@ def main():
     same = rc == 0 and rc1 == 0 and open(os.path.join(multi, "model.safetensors"), "rb").read() == open(
         os.path.join(single, "model.safetensors"), "rb").read()
     check(same, "statistics in passes: model.safetensors bitwise equal to the one-pass checkpoint")
+    runs1, runs = layer_runs(out1), layer_runs(out)
+    check(runs1 == 5 and m and runs is not None and runs <= 5 + int(m.group(1)) - 1,
+          "passes resume from the checkpoint: %s layer runs per window in %s passes (one pass: %s)"
+          % (runs, m.group(1) if m else "?", runs1))
+    deep_model_passes(small)
     # every limit from the largest group up runs (the dense down_proj, K = 384: 1.125 MiB; a k..v span is
     # 0.2 MiB), whatever the spans of the groups that cannot be cut (k, o, q, v) straddle
     one_bytes = open(os.path.join(single, "model.safetensors"), "rb").read() if rc1 == 0 else None
