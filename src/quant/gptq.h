@@ -46,8 +46,8 @@ struct hy_gptq_opts {
  * the kernel table's dot_f64 (bitwise equal at every level), so the output is a function of the
  * inputs only. Memory: about 3 K^2 doubles plus 9 K doubles per thread. Time: K^3 / 3 multiply-adds
  * for the factor (one Cholesky of Hd in reversed order and one triangular inverse, whose reversal is
- * U; gptq.c), N K^2 / 2 for the rounding. Measured on 2 Zen 3 cores: K = 4096 factor 2.9 s (was 48 s
- * with an explicit inverse and a second Cholesky), N = 1536 rows rounded in 4.3 s (was 10.4 s). */
+ * U; gptq.c), N K^2 / 2 for the rounding. Measured on 2 Zen 3 cores (tools/gptq_bench.c, N 1536, K 4096):
+ * factor 3.1 s (60 s with an explicit inverse and a second Cholesky), rounding 4.7 s (12.5 s). */
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
 
