@@ -308,8 +308,8 @@ static int run_pass(struct hy_calib *c, int32_t p)
 {
     struct hy_model *m = c->m;
     drop_pass(c);
-    if (!m)
-        return hy_err_set("internal: calibration statistics asked for before hy_calib_bind");
+    if (!m || !c->pass_first || !c->pass_last)
+        return hy_err_set("internal: calibration statistics asked for before hy_calib_bind / hy_calib_plan");
     for (int32_t i = 0; i < c->n_acc; i++) {
         if (c->acc[i].pass != p)
             continue;
