@@ -53,14 +53,14 @@ int main(int argc, char **argv)
         }
     const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = 1, .mx_scale = HY_MX_SCALE_OCP};
     struct hy_gptq_factor f;
-    double obj[2];
+    double obj[2] = {0, 0};
     const double t0 = omp_get_wtime();
     if (hy_gptq_factor_init(h, K, &o, &f)) {
         fprintf(stderr, "factor failed\n");
         return 1;
     }
     const double t1 = omp_get_wtime();
-    if (hy_gptq_quantize_factored(w, h, &f, N, fmt, 0.01f / 448.0f, &o, q, s, obj)) {
+    if (hy_gptq_quantize_factored(w, h, &f, N, fmt, 0.01f / 448.0f, &o, q, s, getenv("GPTQ_BENCH_NO_OBJ") ? NULL : obj)) {
         fprintf(stderr, "rounding failed\n");
         return 1;
     }

@@ -26,6 +26,7 @@ static const struct hy_kernel_table ref_table = {
     .fp8_fit_pass = hy_ref_fp8_fit_pass,
     .fp8_encode = hy_ref_fp8_encode,
     .dot_f64 = hy_ref_dot_f64,
+    .gemm_sub_f64 = hy_ref_gemm_sub_f64,
 };
 
 #if defined(__x86_64__)
@@ -44,11 +45,12 @@ static const struct hy_kernel_table avx2_table = {
     .fp8_fit_pass = hy_avx2_fp8_fit_pass,
     .fp8_encode = hy_avx2_fp8_encode,
     .dot_f64 = hy_avx2_dot_f64,
+    .gemm_sub_f64 = hy_avx2_gemm_sub_f64,
 };
 
 /* The AVX-512 levels: their own matmul / dot / RMSNorm chains (16 lanes); rope, silu, bf16 rounding,
- * attention, the FP8 scale fit / encoder and dot_f64 are the avx2 kernels (rope, rounding, the FP8
- * ones and dot_f64 are bitwise equal to ref at every level).
+ * attention, the FP8 scale fit / encoder and the f64 kernels are the avx2 ones (rope, rounding, the FP8
+ * and the f64 ones are bitwise equal to ref at every level).
  * They differ in the bf16-mode matmul: the f32 chain, vdpbf16ps where the CPU has AVX512_BF16
  * (avx512_bf16.c), AMX-BF16 tiles (amx.c). */
 #define AVX512_TABLE(ISA, NAME, BF16X)                                                            \
@@ -58,7 +60,7 @@ static const struct hy_kernel_table avx2_table = {
         .rmsnorm = hy_avx512_rmsnorm, .rope = hy_avx2_rope, .silu_mul = hy_avx2_silu_mul,         \
         .round_bf16 = hy_avx2_round_bf16, .attend = hy_avx2_attend,                               \
         .fp8_fit_pass = hy_avx2_fp8_fit_pass, .fp8_encode = hy_avx2_fp8_encode,                   \
-        .dot_f64 = hy_avx2_dot_f64,                                                               \
+        .dot_f64 = hy_avx2_dot_f64, .gemm_sub_f64 = hy_avx2_gemm_sub_f64,                         \
     }
 static const struct hy_kernel_table avx512_table = AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512_matmul);
 static const struct hy_kernel_table avx512bf16_table =

@@ -49,6 +49,11 @@ struct hy_kernel_table {
      * taking k = j mod 8 in increasing k, each product rounded then added (never fused), lanes summed
      * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)); bitwise equal at every level. n <= 0 gives +0. */
     double (*dot_f64)(const double *a, const double *b, int64_t n);
+    /* x[t][j] -= dot_f64(e_t, v_j, nb) for t < nr, j < n, rows x_t = x + t * ldx, e_t = e + t * lde,
+     * v_j = v + j * ldv (f64; GPTQ's deferred error update, quant/gptq.c): each sum in dot_f64's lane
+     * order, then one subtraction; bitwise equal at every level. */
+    void (*gemm_sub_f64)(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
+                         int64_t ldv, int64_t nb, int64_t n);
 };
 
 /* Fills *t with the kernels of level isa. Returns 0, or -1 with hy_err_msg() if the CPU/OS cannot
@@ -82,6 +87,8 @@ void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, 
 void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
 double hy_ref_dot_f64(const double *a, const double *b, int64_t n);
+void hy_ref_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
+                         int64_t ldv, int64_t nb, int64_t n);
 
 /* AVX2 + FMA + F16C kernels (avx2.c, avx2_attn.c); call only if hy_cpu_supports(HY_ISA_AVX2). */
 void hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
@@ -98,8 +105,10 @@ void hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q,
 /* The avx2 fp8_fit_pass and fp8_encode (avx2_fp8_fit.c); also the AVX-512 levels'. */
 void hy_avx2_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_avx2_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
-/* The avx2 dot_f64 (avx2_dot_f64.c); also the AVX-512 levels'. */
+/* The avx2 dot_f64 and gemm_sub_f64 (avx2_dot_f64.c); also the AVX-512 levels'. */
 double hy_avx2_dot_f64(const double *a, const double *b, int64_t n);
+void hy_avx2_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
+                          int64_t ldv, int64_t nb, int64_t n);
 /* hy_kv_cache_attend_multi for the avx2 table (bitwise equal to n_q hy_avx2_attend calls). */
 void hy_avx2_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
                           int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,

@@ -28,6 +28,14 @@ double hy_ref_dot_f64(const double *a, const double *b, int64_t n)
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+void hy_ref_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
+                         int64_t ldv, int64_t nb, int64_t n)
+{
+    for (int64_t t = 0; t < nr; t++)
+        for (int64_t j = 0; j < n; j++)
+            x[t * ldx + j] -= hy_ref_dot_f64(e + t * lde, v + j * ldv, nb);
+}
+
 void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3])
 {
     float e[8] = {0}, xc[8] = {0}, cc[8] = {0};

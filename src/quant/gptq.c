@@ -48,13 +48,13 @@ static int chol_lower(double *a, int64_t n, double (*dot)(const double *, const 
     return 0;
 }
 
-/* U = the upper Cholesky factor of Hd^-1 (Hd^-1 = U^T U) for a [n, n] holding the lower Cholesky
+/* U^T, U = the upper Cholesky factor of Hd^-1 (Hd^-1 = U^T U), for a [n, n] holding the lower Cholesky
  * factor L of Hd in REVERSED order (J Hd J = L L^T, J the reversal): then Hd = R R^T with
  * R = J L J upper, and U = R^-1 = J L^-1 J (upper, positive diagonal: the unique factor). The
  * inverse is by forward substitution, one column c of L^-1 per task: m[c][i] = L^-1[i][c] =
  * -dot(L[i][c, i), m[c][c, i)) / L[i][i], m[c][c] = 1 / L[c][c]. Returns 0, 1 when an element is
- * not finite (Hd numerically singular), -1 out of memory. u [n, n] gets U (zeros below). */
-static int upper_factor_of_inverse(const double *l, int64_t n, double *u,
+ * not finite (Hd numerically singular), -1 out of memory. ut [n, n] gets U^T (zeros above the diagonal). */
+static int upper_factor_of_inverse(const double *l, int64_t n, double *ut,
                                    double (*dot)(const double *, const double *, int64_t))
 {
     double *m = malloc((size_t)(n * n) * sizeof(double));
@@ -78,14 +78,16 @@ static int upper_factor_of_inverse(const double *l, int64_t n, double *u,
             for (int64_t i = c; i < n; i++)
                 bad |= !isfinite(m[c * n + i]);
     }
-    /* U[i][j] = L^-1[n-1-i][n-1-j] = m[n-1-j][n-1-i] for j >= i */
+    /* U^T[j][i] = U[i][j] = L^-1[n-1-i][n-1-j] = m[n-1-j][n-1-i] for i <= j: row j of U^T is row n-1-j
+     * of m reversed */
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        double *ui = u + i * n;
-        for (int64_t j = 0; j < i; j++)
-            ui[j] = 0.0;
-        for (int64_t j = i; j < n; j++)
-            ui[j] = m[(n - 1 - j) * n + (n - 1 - i)];
+    for (int64_t j = 0; j < n; j++) {
+        double *utj = ut + j * n;
+        const double *mr = m + (n - 1 - j) * n + (n - 1);
+        for (int64_t i = 0; i <= j; i++)
+            utj[i] = mr[-i];
+        for (int64_t i = j + 1; i < n; i++)
+            utj[i] = 0.0;
     }
     free(m);
     return bad ? 1 : 0;
@@ -111,9 +113,9 @@ static int64_t *column_order(const double *h, int64_t K, int actorder)
     return p;
 }
 
-/* Upper factor U of (Hd)^-1 in the column order p, Hd = h (permuted, dead diagonal -> 1) + λ I,
+/* U^T for the upper factor U of (Hd)^-1 in the column order p, Hd = h (permuted, dead diagonal -> 1) + λ I,
  * λ = damp * mean(diag), raising λ by 10x up to 6 times while Hd or its inverse is indefinite. */
-static int hinv_factor(const double *h, int64_t K, const int64_t *p, double damp, double *u)
+static int hinv_factor(const double *h, int64_t K, const int64_t *p, double damp, double *ut)
 {
     double *a = malloc((size_t)(K * K) * sizeof(double));
     if (!a)
@@ -142,7 +144,7 @@ static int hinv_factor(const double *h, int64_t K, const int64_t *p, double damp
         }
         rc = chol_lower(a, K, dot);
         if (rc == 0)
-            rc = upper_factor_of_inverse(a, K, u, dot);
+            rc = upper_factor_of_inverse(a, K, ut, dot);
     }
     free(a);
     return rc;
@@ -170,24 +172,46 @@ static uint8_t code_at(const uint8_t *wq, enum hy_qformat fmt, int64_t k)
     return fmt == HY_QF_MXFP4 ? (uint8_t)((wq[k / 2] >> ((k & 1) * 4)) & 0xf) : wq[k];
 }
 
-/* d^T h d for d = dequant(codes) - w of one row; d [K] is scratch. */
-static double row_objective(const float *w, const uint8_t *wq, const uint8_t *sq, const double *h, int64_t K,
-                            enum hy_qformat fmt, float fp8_scale, double *d)
+/* d = dequant(codes) - w of one row [K]. */
+static void row_error(const float *w, const uint8_t *wq, const uint8_t *sq, int64_t K, enum hy_qformat fmt,
+                      float fp8_scale, double *d)
 {
     for (int64_t k = 0; k < K; k++)
         d[k] = hy_gptq_dequant(fmt, code_at(wq, fmt, k), fp8_scale, sq ? sq[k / HY_MX_BLOCK] : 0) - (double)w[k];
-    double (*dot)(const double *, const double *, int64_t) = hy_kernels_active()->dot_f64;
-    double s = 0.0;
-    for (int64_t i = 0; i < K; i++)
-        s += d[i] * dot(h + i * K, d, K);
-    return s;
 }
 
-#define OBJ_ROWS 64 /* rows the objectives are measured on (all when N <= 64, else every (N / 64)-th) */
-#define GPTQ_ROWS 8 /* rows rounded together, so that each row of U is read once per 8 rows */
-#define SPREAD_CHUNK 512 /* columns of the error spread per step (8 rows x 4 KiB + U's 4 KiB in L1) */
+#define OBJ_ROWS 32    /* rows the objectives are measured on: all when N <= 32, else rows 0, N/32, 2N/32, ... */
+#define GPTQ_ROWS 8    /* rows rounded together, so that each row of U is read once per 8 rows */
+#define GPTQ_BLOCK 128 /* columns whose error updates the later columns at once (lazy batch updates) */
 
-static int sampled(int64_t r, int64_t N) { return N <= OBJ_ROWS || r % (N / OBJ_ROWS) == 0; }
+/* The objective slot of row r (0 <= slot < min(N, OBJ_ROWS)), or -1 when r is not measured. */
+static int64_t obj_slot(int64_t r, int64_t N)
+{
+    const int64_t step = N <= OBJ_ROWS ? 1 : N / OBJ_ROWS;
+    return r % step == 0 && r / step < OBJ_ROWS ? r / step : -1;
+}
+
+/* sum over the S rows d_s [K] of dd of d_s^T h d_s, reading h once: y = -(D h) by gemm_sub over
+ * column chunks in parallel, then the products summed serially (deterministic). -1 out of memory. */
+static int objectives(const double *dd, int64_t S, const double *h, int64_t K, double *out)
+{
+    double *y = calloc((size_t)(S * K), sizeof(double));
+    if (!y)
+        return -1;
+    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t,
+                     int64_t) = hy_kernels_active()->gemm_sub_f64;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t j0 = 0; j0 < K; j0 += 64)
+        gemm_sub(y + j0, K, S, dd, K, h + j0 * K, K, K, K - j0 < 64 ? K - j0 : 64);
+    for (int64_t s = 0; s < S; s++) {
+        double o = 0.0;
+        for (int64_t j = 0; j < K; j++)
+            o -= dd[s * K + j] * y[s * K + j];
+        out[s] = o;
+    }
+    free(y);
+    return 0;
+}
 
 /* x[j] -= e * u[j] for j < n (GPTQ's error spread; element-wise, so any vector width gives the same bits). */
 static void spread_error(double *restrict x, const double *restrict u, double e, int64_t n)
@@ -203,8 +227,8 @@ int hy_gptq_factor_init(const double *h, int64_t K, const struct hy_gptq_opts *o
     if (K <= 0 || !h || !o || !(o->dampening_frac >= 0.0))
         return hy_err_set("gptq: bad arguments (K %lld)", (long long)K);
     f->perm = column_order(h, K, o->actorder);
-    f->u = malloc((size_t)(K * K) * sizeof(double));
-    int rc = f->perm && f->u ? hinv_factor(h, K, f->perm, o->dampening_frac, f->u) : -1;
+    f->ut = malloc((size_t)(K * K) * sizeof(double));
+    int rc = f->perm && f->ut ? hinv_factor(h, K, f->perm, o->dampening_frac, f->ut) : -1;
     if (rc) {
         hy_gptq_factor_free(f);
         return rc < 0 ? hy_err_set("gptq: out of memory for K = %lld", (long long)K) : 1;
@@ -216,7 +240,7 @@ int hy_gptq_factor_init(const double *h, int64_t K, const struct hy_gptq_opts *o
 void hy_gptq_factor_free(struct hy_gptq_factor *f)
 {
     free(f->perm);
-    free(f->u);
+    free(f->ut);
     memset(f, 0, sizeof(*f));
 }
 
@@ -254,19 +278,27 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
         return -1;
     const int64_t rb = fmt == HY_QF_MXFP4 ? K / 2 : K, nb = (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
     const int64_t *p = f->perm;
-    const double *u = f->u;
-    double o_rtn = 0.0, o_gptq = 0.0;
+    const double *ut = f->ut;
+    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t,
+                     int64_t) = hy_kernels_active()->gemm_sub_f64;
+    /* objectives: the measured rows' errors, RTN in dd[0 .. S), GPTQ in dd[S .. 2S) */
+    const int64_t S = obj ? (N < OBJ_ROWS ? N : OBJ_ROWS) : 0;
+    double *dd = S ? malloc((size_t)(2 * S * K) * sizeof(double)) : NULL;
+    if (S && !dd)
+        return hy_err_set("gptq: out of memory");
     int oom = 0;
-#pragma omp parallel reduction(+ : o_rtn, o_gptq)
+#pragma omp parallel
     {
-        double *x = malloc((size_t)(GPTQ_ROWS * K) * sizeof(double)), *d = malloc((size_t)K * sizeof(double));
-        if (!x || !d) {
+        double *x = malloc((size_t)(GPTQ_ROWS * K) * sizeof(double));
+        double eb[GPTQ_ROWS * GPTQ_BLOCK]; /* the tile's errors (x - q) / U[i][i] over the current block */
+        double *tile = malloc((size_t)(GPTQ_BLOCK * GPTQ_BLOCK) * sizeof(double)); /* the block's part of U */
+        if (!x || !tile) {
 #pragma omp atomic write
             oom = 1;
         }
 #pragma omp for schedule(dynamic, 1)
         for (int64_t r0 = 0; r0 < N; r0 += GPTQ_ROWS) {
-            if (!x || !d)
+            if (!x || !tile)
                 continue;
             const int64_t nr = N - r0 < GPTQ_ROWS ? N - r0 : GPTQ_ROWS;
             for (int64_t t = 0; t < nr; t++) {
@@ -274,55 +306,68 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
                 const float *wr = w + r * K;
                 uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
                 hy_quant_row_rtn(wr, K, fmt, fp8_scale, o->mx_scale, qr, sr); /* the scales (kept), RTN codes */
-                if (obj && sampled(r, N))
-                    o_rtn += row_objective(wr, qr, sr, h, K, fmt, fp8_scale, d);
+                if (S && obj_slot(r, N) >= 0)
+                    row_error(wr, qr, sr, K, fmt, fp8_scale, dd + obj_slot(r, N) * K);
                 if (fmt == HY_QF_MXFP4)
                     memset(qr, 0, (size_t)rb);
                 for (int64_t i = 0; i < K; i++)
                     x[t * K + i] = (double)wr[p[i]];
             }
-            for (int64_t i = 0; i < K; i++) {
-                const int64_t c = p[i];
-                const double *ui = u + i * K;
-                double e[GPTQ_ROWS];
-                for (int64_t t = 0; t < nr; t++) {
-                    const int64_t r = r0 + t;
-                    uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
-                    const float v = (float)x[t * K + i];
-                    uint8_t code;
-                    if (fmt == HY_QF_FP8_TENSOR)
-                        code = encode(fmt, v / fp8_scale);
-                    else
-                        code = encode(fmt, v * ldexpf(1.0f, 127 - (int)sr[c / HY_MX_BLOCK]));
-                    if (fmt == HY_QF_MXFP4)
-                        qr[c / 2] |= (uint8_t)(code << ((c & 1) * 4));
-                    else
-                        qr[c] = code;
-                    const double q = hy_gptq_dequant(fmt, code, fp8_scale, sr ? sr[c / HY_MX_BLOCK] : 0);
-                    e[t] = (x[t * K + i] - q) / ui[i];
+            for (int64_t b0 = 0; b0 < K; b0 += GPTQ_BLOCK) { /* lazy batch updates (GPTQ paper, step 3) */
+                const int64_t b1 = b0 + GPTQ_BLOCK < K ? b0 + GPTQ_BLOCK : K, nbk = b1 - b0;
+                for (int64_t a = 0; a < nbk; a++) /* the block's rows of U: tile[a][c] = U[b0+a][b0+c] */
+                    for (int64_t c = a; c < nbk; c++)
+                        tile[a * GPTQ_BLOCK + c] = ut[(b0 + c) * K + b0 + a];
+                for (int64_t i = b0; i < b1; i++) {
+                    const int64_t c = p[i];
+                    const double *ti = tile + (i - b0) * GPTQ_BLOCK + (i - b0); /* ti[j] = U[i][i + j] */
+                    for (int64_t t = 0; t < nr; t++) {
+                        const int64_t r = r0 + t;
+                        uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
+                        const float v = (float)x[t * K + i];
+                        uint8_t code;
+                        if (fmt == HY_QF_FP8_TENSOR)
+                            code = encode(fmt, v / fp8_scale);
+                        else
+                            code = encode(fmt, v * ldexpf(1.0f, 127 - (int)sr[c / HY_MX_BLOCK]));
+                        if (fmt == HY_QF_MXFP4)
+                            qr[c / 2] |= (uint8_t)(code << ((c & 1) * 4));
+                        else
+                            qr[c] = code;
+                        const double q = hy_gptq_dequant(fmt, code, fp8_scale, sr ? sr[c / HY_MX_BLOCK] : 0);
+                        const double e = (x[t * K + i] - q) / ti[0];
+                        eb[t * GPTQ_BLOCK + (i - b0)] = e;
+                        spread_error(x + t * K + i + 1, ti + 1, e, b1 - i - 1); /* the block's own columns */
+                    }
                 }
-                /* one read of U's row i serves the tile, in chunks that stay in L1 */
-                for (int64_t j0 = i + 1; j0 < K; j0 += SPREAD_CHUNK) {
-                    const int64_t len = K - j0 < SPREAD_CHUNK ? K - j0 : SPREAD_CHUNK;
-                    for (int64_t t = 0; t < nr; t++)
-                        spread_error(x + t * K + j0, ui + j0, e[t], len);
-                }
+                /* the columns after the block, once per block: x[t][j] -= dot(e_t, U[b0..b1)[j]) */
+                if (b1 < K)
+                    gemm_sub(x + b1, K, nr, eb, GPTQ_BLOCK, ut + b1 * K + b0, K, nbk, K - b1);
             }
-            for (int64_t t = 0; obj && t < nr; t++) {
+            for (int64_t t = 0; S && t < nr; t++) {
                 const int64_t r = r0 + t;
-                if (sampled(r, N))
-                    o_gptq += row_objective(w + r * K, wq + r * rb, fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb,
-                                            h, K, fmt, fp8_scale, d);
+                if (obj_slot(r, N) >= 0)
+                    row_error(w + r * K, wq + r * rb, fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb, K, fmt, fp8_scale,
+                              dd + (S + obj_slot(r, N)) * K);
             }
         }
         free(x);
-        free(d);
+        free(tile);
     }
-    if (oom)
+    double *per = S ? malloc((size_t)(2 * S) * sizeof(double)) : NULL;
+    if (oom || (S && (!per || objectives(dd, 2 * S, h, K, per)))) {
+        free(dd);
+        free(per);
         return hy_err_set("gptq: out of memory");
-    if (obj) {
-        obj[0] = o_rtn;
-        obj[1] = o_gptq;
     }
+    if (obj) {
+        obj[0] = obj[1] = 0.0;
+        for (int64_t s = 0; s < S; s++) {
+            obj[0] += per[s];
+            obj[1] += per[S + s];
+        }
+    }
+    free(dd);
+    free(per);
     return 0;
 }

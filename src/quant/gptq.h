@@ -9,6 +9,8 @@
  *                                                       are set to 1 first)
  *   U  = upper Cholesky factor of Hd^-1 (Hd^-1 = U^T U), in the processing order of the columns
  *   for each i: q_i = Q(w_i); e = (w_i - q_i) / U[i][i]; w_j -= e * U[i][j] for j > i
+ *   (the updates of columns past i's block of 128 summed first and applied once per block, the
+ *   paper's lazy batch form: the same math, another rounding order)
  * Rows are independent (each has its own w), so they run in parallel. With actorder the columns are
  * processed in order of decreasing diag H (vLLM / llm-compressor "actorder"; the stored layout is
  * unchanged). Scales are fixed before rounding, from the original W, by the same rules as
@@ -37,17 +39,20 @@ struct hy_gptq_opts {
  *   fmt HY_QF_MXFP4:      wq [N, K/2] E2M1 nibbles (element 2j low), sq [N, ceil(K/32)] (K even).
  * obj (may be NULL) receives {RTN objective, GPTQ objective}: tr((Q - W) H (Q - W)^T) summed over
  * rows, with the undamped h, for the round-to-nearest codes and for the GPTQ codes; over all rows
- * when N <= 64, else over every (N / 64)-th row (a diagnostic: 2 K^2 per row measured).
+ * when N <= 32, else over rows 0, N/32, 2 N/32, ... (32 of them; a diagnostic: h is read once for all
+ * of them, 2 K^2 multiply-adds per row measured).
  * If Hd is not positive definite, λ is raised (10x, and to at least 1e-6 mean(diag H)) up to 6 times. Returns 0; 1 when Hd stayed
  * indefinite (nothing written: fall back to round-to-nearest); -1 out of memory or bad arguments
- * (with hy_err_msg()). Threads: OpenMP over tiles of 8 rows (each row of U read once per tile), over
- * the rows of each 64-column block of the Cholesky and over 16-column tasks of the triangular
- * inverse; every value is the same expression whatever the thread count, and the dot products are
- * the kernel table's dot_f64 (bitwise equal at every level), so the output is a function of the
- * inputs only. Memory: about 3 K^2 doubles plus 9 K doubles per thread. Time: K^3 / 3 multiply-adds
- * for the factor (one Cholesky of Hd in reversed order and one triangular inverse, whose reversal is
- * U; gptq.c), N K^2 / 2 for the rounding. Measured on 2 Zen 3 cores (tools/gptq_bench.c, N 1536, K 4096):
- * factor 3.1 s (60 s with an explicit inverse and a second Cholesky), rounding 4.7 s (12.5 s). */
+ * (with hy_err_msg()). Threads: OpenMP over tiles of 8 rows, over the rows of each 64-column block
+ * of the Cholesky, over 16-column tasks of the triangular inverse and over column chunks of the
+ * objectives; every value is the same expression whatever the thread count, and the sums are the
+ * kernel table's dot_f64 / gemm_sub_f64 (bitwise equal at every level), so the output is a function
+ * of the inputs only. Memory: about 3 K^2 doubles while factoring (K^2 kept: U^T), plus 8 K +
+ * 128 (128 + 8) doubles per thread and 4 * 32 K for the objectives. Time: K^3 / 3 multiply-adds for
+ * the factor (one Cholesky of Hd in reversed order and one triangular inverse, whose reversal is U;
+ * gptq.c), N K^2 / 2 for the rounding, done with GPTQ's lazy batch updates: within a block of 128
+ * columns the error goes to the block's columns at once, to the later columns once per block as
+ * x -= E U[block, later] (gemm_sub_f64 on U^T's rows, which are U's columns, read once per 8 rows). */
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
 
@@ -56,7 +61,7 @@ int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum
 struct hy_gptq_factor {
     int64_t  K;
     int64_t *perm; /* [K] processing order of the columns */
-    double  *u;    /* [K, K] upper factor in that order */
+    double  *ut;   /* [K, K] U^T (lower triangle, zeros above) for U the upper factor in that order */
 };
 
 /* Factor of h [K, K] under o (dampening_frac, actorder). Returns 0, 1 (indefinite, as above; *f empty),

@@ -150,6 +150,7 @@ int hy_test_avx512_emu_table(struct hy_kernel_table *t)
         .fp8_fit_pass = hy_avx2_fp8_fit_pass,
         .fp8_encode = hy_avx2_fp8_encode,
         .dot_f64 = hy_avx2_dot_f64,
+        .gemm_sub_f64 = hy_avx2_gemm_sub_f64,
     };
     *t = e;
     return 0;

@@ -6,8 +6,8 @@
  * differences. Also: H = I with no dampening is exactly round-to-nearest; the objective drops on
  * correlated inputs; indefinite H and bad arguments are reported; the factor U (blocked, threaded
  * Cholesky in reversed order, then L^-1) is upper with U^T U Hd = I to rounding, at sizes across the
- * block edges, and bitwise the same on 1 and 2 threads; every level's dot_f64 (kernel_table.h) is
- * bitwise the ref's. */
+ * block edges, and bitwise the same on 1 and 2 threads, as are the codes; every level's dot_f64 and
+ * gemm_sub_f64 (kernel_table.h) are bitwise the ref's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -328,7 +328,7 @@ static void test_shared_factor(void **state)
         free(w);
     }
     hy_gptq_factor_free(&f);
-    assert_null(f.u);
+    assert_null(f.ut);
     free(h);
 }
 
@@ -365,7 +365,8 @@ static void test_indefinite_and_bad_args(void **state)
 
 /* dot_f64 of every level (avx512: the emulated table too) bitwise equal to ref, for lengths across
  * the 8-lane tails, with signed zeros, huge / tiny magnitudes and cancellation; and close to a long
- * double sum. */
+ * double sum. gemm_sub_f64 of every level bitwise equal to x -= ref dot_f64 per element (rows beyond
+ * nr untouched). */
 static void test_dot_f64_levels(void **state)
 {
     (void)state;
@@ -408,6 +409,40 @@ static void test_dot_f64_levels(void **state)
     }
     const double z = ref.dot_f64(a, b, 0);
     assert_true(z == 0.0 && !signbit(z));
+    /* gemm_sub_f64: x[t][j] -= ref dot_f64(e_t, v_j, nb), bitwise, for row counts around its 4-row tiles */
+    enum { LD = 150 };
+    double *e = malloc(9 * LD * sizeof(double)), *v = malloc(37 * LD * sizeof(double));
+    double *x0 = malloc(9 * 37 * sizeof(double)), *xw = malloc(9 * 37 * sizeof(double)),
+           *xg = malloc(9 * 37 * sizeof(double));
+    for (int k = 0; k < 9 * LD; k++)
+        e[k] = nrand();
+    for (int k = 0; k < 37 * LD; k++)
+        v[k] = nrand() * ldexp(1.0, (int)(urand() * 20) - 10);
+    for (int k = 0; k < 9 * 37; k++)
+        x0[k] = nrand();
+    const int nbs[] = {0, 1, 7, 8, 9, 63, 128, 131};
+    for (int nr = 1; nr <= 9; nr++)
+        for (size_t q = 0; q < sizeof(nbs) / sizeof(nbs[0]); q++) {
+            const int nb = nbs[q];
+            memcpy(xw, x0, 9 * 37 * sizeof(double));
+            for (int t = 0; t < nr; t++)
+                for (int j = 0; j < 37; j++)
+                    xw[t * 37 + j] -= ref.dot_f64(e + t * LD, v + j * LD, nb);
+            memcpy(xg, x0, 9 * 37 * sizeof(double));
+            ref.gemm_sub_f64(xg, 37, nr, e, LD, v, LD, nb, 37);
+            assert_memory_equal(xg, xw, 9 * 37 * sizeof(double));
+            for (int l = 0; l < nl; l++, cases++) {
+                memcpy(xg, x0, 9 * 37 * sizeof(double));
+                levels[l].gemm_sub_f64(xg, 37, nr, e, LD, v, LD, nb, 37);
+                if (memcmp(xg, xw, 9 * 37 * sizeof(double)))
+                    fail_msg("%s gemm_sub_f64 nr %d nb %d differs from ref", levels[l].name, nr, nb);
+            }
+        }
+    free(e);
+    free(v);
+    free(x0);
+    free(xw);
+    free(xg);
     fprintf(stderr, "dot_f64: %ld level cases bitwise equal to ref (%d levels)\n", cases, nl);
     free(a);
     free(b);
@@ -431,7 +466,7 @@ static void test_factor_properties(void **state)
             omp_set_num_threads(2);
             assert_int_equal(hy_gptq_factor_init(h, K, &o, &f2), 0);
             assert_memory_equal(f1.perm, f2.perm, (size_t)K * sizeof(int64_t));
-            assert_memory_equal(f1.u, f2.u, (size_t)(K * K) * sizeof(double));
+            assert_memory_equal(f1.ut, f2.ut, (size_t)(K * K) * sizeof(double));
             double mean = 0.0;
             char *seen = calloc((size_t)K, 1);
             for (int64_t i = 0; i < K; i++) {
@@ -443,9 +478,9 @@ static void test_factor_properties(void **state)
             const double lambda = 0.01 * mean / (double)K;
             double worst = 0.0;
             for (int64_t i = 0; i < K; i++) {
-                assert_true(f1.u[i * K + i] > 0.0);
-                for (int64_t j = 0; j < i; j++)
-                    assert_true(f1.u[i * K + j] == 0.0);
+                assert_true(f1.ut[i * K + i] > 0.0);
+                for (int64_t j = i + 1; j < K; j++)
+                    assert_true(f1.ut[i * K + j] == 0.0); /* U^T is lower */
             }
             /* (U^T U Hd)[i][j] = sum_k (U^T U)[i][k] Hd[k][j] */
             double *utu = calloc((size_t)(K * K), sizeof(double));
@@ -453,7 +488,7 @@ static void test_factor_properties(void **state)
                 for (int64_t k = 0; k < K; k++) {
                     double s = 0.0;
                     for (int64_t r = 0; r <= (i < k ? i : k); r++)
-                        s += f1.u[r * K + i] * f1.u[r * K + k];
+                        s += f1.ut[i * K + r] * f1.ut[k * K + r]; /* U[r][i] U[r][k] */
                     utu[i * K + k] = s;
                 }
             for (int64_t i = 0; i < K; i++)
@@ -466,6 +501,25 @@ static void test_factor_properties(void **state)
                 }
             assert_true(worst < 1e-8);
             free(utu);
+            if (K >= 64) { /* the codes too: tiles of 8 rows and 128-column blocks, on 1 and 2 threads */
+                const int64_t N = 21;
+                float *w = random_w(N, K);
+                uint8_t *q1 = malloc((size_t)(N * K)), *q2 = malloc((size_t)(N * K)), *s1 = malloc((size_t)(N * K)),
+                        *s2 = malloc((size_t)(N * K));
+                double o1[2], o2[2];
+                omp_set_num_threads(1);
+                assert_int_equal(hy_gptq_quantize_factored(w, h, &f1, N, HY_QF_MXFP8, 1.0f, &o, q1, s1, o1), 0);
+                omp_set_num_threads(2);
+                assert_int_equal(hy_gptq_quantize_factored(w, h, &f1, N, HY_QF_MXFP8, 1.0f, &o, q2, s2, o2), 0);
+                assert_memory_equal(q1, q2, (size_t)(N * K));
+                assert_memory_equal(o1, o2, sizeof(o1));
+                assert_true(o1[1] < o1[0]);
+                free(w);
+                free(q1);
+                free(q2);
+                free(s1);
+                free(s2);
+            }
             hy_gptq_factor_free(&f1);
             hy_gptq_factor_free(&f2);
         }
