@@ -6,7 +6,8 @@
  *        gate_proj; 4096 1536 is its down_proj, 8192 4096 the attention's q_proj)
  * H is the mean x x^T of 1024 synthetic rows with neighbouring inputs correlated (x_k += 0.5 x_(k-1)),
  * W uniform in +-0.01. Prints both times, both objectives (tr(dW H dW^T) over sampled rows) and an
- * FNV-1a hash of the codes, which stays the same when only the speed of the code changes. */
+ * FNV-1a hash of the codes, which stays the same when only the speed of the code changes.
+ * GPTQ_BENCH_NO_OBJ=1 skips the objectives (the rounding time without the diagnostic). */
 #include "quant/gptq.h"
 
 #include <omp.h>
