@@ -184,7 +184,8 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--no-actorder", NULL, HY_ARG_FLAG, &co.no_actorder, NULL,
          "GPTQ columns in index order (default: by decreasing activation energy)"},
         {"--calib-memory-gib", NULL, HY_ARG_FLOAT, &co.mem_gib, NULL,
-         "f64 statistics resident at once; more are collected in passes (default: half of physical memory)"},
+         "f64 statistics resident at once; more are collected in passes, which also keep a samples x tokens x "
+         "hidden_size f32 hidden-state checkpoint (default: half of physical memory)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
