@@ -8,22 +8,6 @@
 #include "kernels/avx2_common.h"
 #include "kernels/kernel_table.h"
 
-double HY_AVX2 hy_avx2_dot_f64(const double *a, const double *b, int64_t n)
-{
-    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_loadu_pd(a + k), _mm256_loadu_pd(b + k)));
-        hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_loadu_pd(a + k + 4), _mm256_loadu_pd(b + k + 4)));
-    }
-    double l[8];
-    _mm256_storeu_pd(l, lo);
-    _mm256_storeu_pd(l + 4, hi);
-    for (int j = 0; k < n; k++, j++)
-        l[j] += a[k] * b[k];
-    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
-
 /* Lanes 0-3 (lo) and 4-7 (hi) of a dot_f64 plus its tail elements k >= k0, summed in its order. */
 HY_AVX2_INLINE double dot_finish(__m256d lo, __m256d hi, const double *a, const double *b, int64_t k0, int64_t n)
 {
@@ -33,6 +17,17 @@ HY_AVX2_INLINE double dot_finish(__m256d lo, __m256d hi, const double *a, const 
     for (int j = 0; k0 < n; k0++, j++)
         l[j] += a[k0] * b[k0];
     return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+double HY_AVX2 hy_avx2_dot_f64(const double *a, const double *b, int64_t n)
+{
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_loadu_pd(a + k), _mm256_loadu_pd(b + k)));
+        hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_loadu_pd(a + k + 4), _mm256_loadu_pd(b + k + 4)));
+    }
+    return dot_finish(lo, hi, a, b, k, n);
 }
 
 void HY_AVX2 hy_avx2_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,

@@ -266,29 +266,22 @@ int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n)
         i = end + 1;
     }
     free(last);
-    free(c->pass_first);
-    free(c->pass_last);
-    c->pass_first = c->pass_last = NULL;
-    if (!rc && c->n_passes > 0) { /* the layer range of each pass */
-        c->pass_first = malloc((size_t)c->n_passes * sizeof(int32_t));
-        c->pass_last = malloc((size_t)c->n_passes * sizeof(int32_t));
-        if (!c->pass_first || !c->pass_last)
-            return hy_err_set("GPTQ calibration: out of memory");
-        for (int32_t p = 0; p < c->n_passes; p++) {
-            c->pass_first[p] = INT32_MAX;
-            c->pass_last[p] = -1;
-        }
-        for (int32_t i = 0; i < c->n_acc; i++) {
-            const struct hy_calib_acc *a = &c->acc[i];
-            if (a->pass < 0)
-                continue;
-            if (a->layer < c->pass_first[a->pass])
-                c->pass_first[a->pass] = a->layer;
-            if (a->layer > c->pass_last[a->pass])
-                c->pass_last[a->pass] = a->layer;
-        }
-    }
     return rc;
+}
+
+/* The first and last layer pass p observes (the MTP layer's index is num_hidden_layers); INT32_MAX and
+ * -1 for a pass without groups. */
+static void pass_layers(const struct hy_calib *c, int32_t p, int32_t *first, int32_t *last)
+{
+    *first = INT32_MAX;
+    *last = -1;
+    for (int32_t i = 0; i < c->n_acc; i++)
+        if (c->acc[i].pass == p) {
+            if (c->acc[i].layer < *first)
+                *first = c->acc[i].layer;
+            if (c->acc[i].layer > *last)
+                *last = c->acc[i].layer;
+        }
 }
 
 /* Frees the resident pass's statistics. */
@@ -308,8 +301,8 @@ static int run_pass(struct hy_calib *c, int32_t p)
 {
     struct hy_model *m = c->m;
     drop_pass(c);
-    if (!m || !c->pass_first || !c->pass_last)
-        return hy_err_set("internal: calibration statistics asked for before hy_calib_bind / hy_calib_plan");
+    if (!m)
+        return hy_err_set("internal: calibration statistics asked for before hy_calib_bind");
     for (int32_t i = 0; i < c->n_acc; i++) {
         if (c->acc[i].pass != p)
             continue;
@@ -321,11 +314,14 @@ static int run_pass(struct hy_calib *c, int32_t p)
     /* layers [start, end) of the main model run (end = all of them when the pass has MTP groups), from
      * the checkpoint when it is at or before the pass's first layer; the stream entering the next
      * pass's first layer is saved on the way (save < 0: not needed, or behind start) */
-    const int32_t n_layers = m->cfg.num_hidden_layers, first = c->pass_first[p], last = c->pass_last[p];
+    const int32_t n_layers = m->cfg.num_hidden_layers;
+    int32_t first, last, next_first, next_last;
+    pass_layers(c, p, &first, &last);
+    pass_layers(c, p + 1, &next_first, &next_last);
     const int run_mtp = m->has_mtp && last >= n_layers;
     const int32_t start = c->resid && c->resid_layer >= 0 && c->resid_layer <= first ? c->resid_layer : 0,
                   end = run_mtp ? n_layers : last + 1;
-    int32_t save = p + 1 < c->n_passes ? c->pass_first[p + 1] : -1;
+    int32_t save = next_last >= 0 ? next_first : -1;
     if (save > end)
         save = end;
     if (save < start)
@@ -456,8 +452,6 @@ void hy_calib_free(struct hy_calib *c)
         free(c->acc[i].g);
     free(c->ids);
     free(c->resid);
-    free(c->pass_first);
-    free(c->pass_last);
     free(c->acc);
     free(c->names);
     memset(c, 0, sizeof(*c));

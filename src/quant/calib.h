@@ -58,7 +58,6 @@ struct hy_calib {
     int32_t               samples; /* windows each pass runs (fewer than asked when the text is short) */
     /* hy_calib_plan / hy_calib_get */
     int32_t               n_passes;
-    int32_t              *pass_first, *pass_last; /* [n_passes] layers each pass observes (MTP: num_hidden_layers) */
     int32_t               planned; /* groups read by the planned modules */
     uint64_t              planned_bytes; /* their statistics' bytes */
     uint64_t              pass_bytes_max; /* the largest pass's statistics */
