@@ -1,5 +1,6 @@
 /* gptq_bench.c - micro-benchmark of GPTQ (quant/gptq.h) on one Hy3-sized matrix (not a test):
- * the factor of H (K x K) and the rounding of N rows, timed apart.
+ * the factor of H (K x K) and the rounding of N rows, timed apart; and the calibration observer's
+ * sum x^T x of H's T rows (hy_calib_gram_add, quant/calib.h) against the plain loop it replaced.
  * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/gptq_bench.c build/libhyinfer.a \
  *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1 libmicrohttpd) -lm -o build/gptq_bench
  * Run:   build/gptq_bench [N K [fp8|mxfp8|mxfp4]]   (default 1536 4096 mxfp8: one routed expert's
@@ -8,6 +9,7 @@
  * W uniform in +-0.01. Prints both times, both objectives (tr(dW H dW^T) over sampled rows) and an
  * FNV-1a hash of the codes, which stays the same when only the speed of the code changes.
  * GPTQ_BENCH_NO_OBJ=1 skips the objectives (the rounding time without the diagnostic). */
+#include "quant/calib.h"
 #include "quant/gptq.h"
 
 #include <omp.h>
@@ -52,6 +54,34 @@ int main(int argc, char **argv)
             for (int64_t j = 0; j < K; j++)
                 h[i * K + j] += xi * x[t * K + j];
         }
+    { /* the observer's sum (lower triangle: T K (K + 1) / 2 multiply-adds) against the plain loop */
+        double *g = calloc((size_t)(K * K), sizeof(double)), *g2 = calloc((size_t)(K * K), sizeof(double));
+        double *pack = malloc(hy_calib_gram_scratch(K) * sizeof(double));
+        if (!g || !g2 || !pack) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
+        const double a0 = omp_get_wtime();
+        hy_calib_gram_add(g, K, x, T, pack);
+        const double a1 = omp_get_wtime();
+#pragma omp parallel for schedule(dynamic, 8)
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t t = 0; t < T; t++) {
+                const double xi = x[t * K + i];
+                for (int64_t j = 0; j <= i; j++)
+                    g2[i * K + j] += xi * (double)x[t * K + j];
+            }
+        const double a2 = omp_get_wtime(), macs = (double)T * (double)K * (double)(K + 1) / 2.0;
+        int same = 1;
+        for (int64_t i = 0; i < K && same; i++)
+            same = !memcmp(g + i * K, g2 + i * K, (size_t)(i + 1) * sizeof(double));
+        printf("H sum of %lld rows: gram_add %.3f s (%.2f G multiply-adds/s), plain loop %.3f s (%.2f G/s); %s\n",
+               (long long)T, a1 - a0, macs / (a1 - a0) * 1e-9, a2 - a1, macs / (a2 - a1) * 1e-9,
+               same ? "lower triangles bitwise equal" : "LOWER TRIANGLES DIFFER");
+        free(g);
+        free(g2);
+        free(pack);
+    }
     const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = 1, .mx_scale = HY_MX_SCALE_OCP};
     struct hy_gptq_factor f;
     double obj[2] = {0, 0};

@@ -2,7 +2,9 @@
  * dot_f64: lanes 0-3 and 4-7 in two 4-wide accumulators, multiply then add (unfused), the tail
  * added to its lanes one element at a time;
  * gemm_sub_f64: 4 of its dots at a time sharing each load of v_j (8 accumulators), in dot_f64's
- * lanes and tail order; leftover rows through dot_f64. */
+ * lanes and tail order; leftover rows through dot_f64;
+ * gemm_tn_acc_f64: 4 x 8 entries of g in 8 accumulators, loaded once, every t added in turn
+ * (multiply then add, as the ref), stored once; leftover rows and columns one entry at a time. */
 #if defined(__x86_64__)
 
 #include "kernels/avx2_common.h"
@@ -60,6 +62,60 @@ void HY_AVX2 hy_avx2_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const doub
         for (; t < nr; t++)
             x[t * ldx + j] -= hy_avx2_dot_f64(e + t * lde, vj, nb);
     }
+}
+
+/* Entries [i0, ni) x [j0, nj) of gemm_tn_acc_f64, one at a time (the ref's order). */
+static void HY_AVX2 tn_acc_entries(double *g, int64_t ldg, const double *a, int64_t lda, const double *b,
+                                   int64_t ldb, int64_t nt, int64_t i0, int64_t ni, int64_t j0, int64_t nj)
+{
+    for (int64_t i = i0; i < ni; i++)
+        for (int64_t j = j0; j < nj; j++) {
+            double acc = g[i * ldg + j];
+            for (int64_t t = 0; t < nt; t++)
+                acc += a[t * lda + i] * b[t * ldb + j];
+            g[i * ldg + j] = acc;
+        }
+}
+
+void HY_AVX2 hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b,
+                                     int64_t ldb, int64_t nt, int64_t ni, int64_t nj)
+{
+    const int64_t ni4 = ni & ~(int64_t)3, nj8 = nj & ~(int64_t)7;
+    for (int64_t i = 0; i < ni4; i += 4) {
+        double *g0 = g + i * ldg, *g1 = g0 + ldg, *g2 = g1 + ldg, *g3 = g2 + ldg;
+        for (int64_t j = 0; j < nj8; j += 8) {
+            __m256d l0 = _mm256_loadu_pd(g0 + j), h0 = _mm256_loadu_pd(g0 + j + 4);
+            __m256d l1 = _mm256_loadu_pd(g1 + j), h1 = _mm256_loadu_pd(g1 + j + 4);
+            __m256d l2 = _mm256_loadu_pd(g2 + j), h2 = _mm256_loadu_pd(g2 + j + 4);
+            __m256d l3 = _mm256_loadu_pd(g3 + j), h3 = _mm256_loadu_pd(g3 + j + 4);
+            const double *at = a + i, *bt = b + j;
+            for (int64_t t = 0; t < nt; t++, at += lda, bt += ldb) {
+                const __m256d bl = _mm256_loadu_pd(bt), bh = _mm256_loadu_pd(bt + 4);
+                __m256d s = _mm256_broadcast_sd(at);
+                l0 = _mm256_add_pd(l0, _mm256_mul_pd(s, bl));
+                h0 = _mm256_add_pd(h0, _mm256_mul_pd(s, bh));
+                s = _mm256_broadcast_sd(at + 1);
+                l1 = _mm256_add_pd(l1, _mm256_mul_pd(s, bl));
+                h1 = _mm256_add_pd(h1, _mm256_mul_pd(s, bh));
+                s = _mm256_broadcast_sd(at + 2);
+                l2 = _mm256_add_pd(l2, _mm256_mul_pd(s, bl));
+                h2 = _mm256_add_pd(h2, _mm256_mul_pd(s, bh));
+                s = _mm256_broadcast_sd(at + 3);
+                l3 = _mm256_add_pd(l3, _mm256_mul_pd(s, bl));
+                h3 = _mm256_add_pd(h3, _mm256_mul_pd(s, bh));
+            }
+            _mm256_storeu_pd(g0 + j, l0);
+            _mm256_storeu_pd(g0 + j + 4, h0);
+            _mm256_storeu_pd(g1 + j, l1);
+            _mm256_storeu_pd(g1 + j + 4, h1);
+            _mm256_storeu_pd(g2 + j, l2);
+            _mm256_storeu_pd(g2 + j + 4, h2);
+            _mm256_storeu_pd(g3 + j, l3);
+            _mm256_storeu_pd(g3 + j + 4, h3);
+        }
+    }
+    tn_acc_entries(g, ldg, a, lda, b, ldb, nt, 0, ni4, nj8, nj); /* columns past the last 8 */
+    tn_acc_entries(g, ldg, a, lda, b, ldb, nt, ni4, ni, 0, nj);  /* rows past the last 4 */
 }
 
 #endif /* __x86_64__ */

@@ -27,6 +27,7 @@ static const struct hy_kernel_table ref_table = {
     .fp8_encode = hy_ref_fp8_encode,
     .dot_f64 = hy_ref_dot_f64,
     .gemm_sub_f64 = hy_ref_gemm_sub_f64,
+    .gemm_tn_acc_f64 = hy_ref_gemm_tn_acc_f64,
 };
 
 #if defined(__x86_64__)
@@ -46,6 +47,7 @@ static const struct hy_kernel_table avx2_table = {
     .fp8_encode = hy_avx2_fp8_encode,
     .dot_f64 = hy_avx2_dot_f64,
     .gemm_sub_f64 = hy_avx2_gemm_sub_f64,
+    .gemm_tn_acc_f64 = hy_avx2_gemm_tn_acc_f64,
 };
 
 /* The AVX-512 levels: their own matmul / dot / RMSNorm chains (16 lanes); rope, silu, bf16 rounding,
@@ -61,6 +63,7 @@ static const struct hy_kernel_table avx2_table = {
         .round_bf16 = hy_avx2_round_bf16, .attend = hy_avx2_attend,                               \
         .fp8_fit_pass = hy_avx2_fp8_fit_pass, .fp8_encode = hy_avx2_fp8_encode,                   \
         .dot_f64 = hy_avx2_dot_f64, .gemm_sub_f64 = hy_avx2_gemm_sub_f64,                         \
+        .gemm_tn_acc_f64 = hy_avx2_gemm_tn_acc_f64,                                               \
     }
 static const struct hy_kernel_table avx512_table = AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512_matmul);
 static const struct hy_kernel_table avx512bf16_table =

@@ -54,6 +54,12 @@ struct hy_kernel_table {
      * order, then one subtraction; bitwise equal at every level. */
     void (*gemm_sub_f64)(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
                          int64_t ldv, int64_t nb, int64_t n);
+    /* g[i][j] += a_t[i] * b_t[j] for t = 0, 1, ... nt - 1 in turn, i < ni, j < nj, rows g_i = g + i * ldg,
+     * a_t = a + t * lda, b_t = b + t * ldb (f64; GPTQ's H += X^T X, quant/calib.c): each product rounded
+     * then added to the entry (never fused), one t at a time, so the bits are the same however the
+     * caller splits i, j, or t (in increasing t); bitwise equal at every level. */
+    void (*gemm_tn_acc_f64)(double *g, int64_t ldg, const double *a, int64_t lda, const double *b, int64_t ldb,
+                            int64_t nt, int64_t ni, int64_t nj);
 };
 
 /* Fills *t with the kernels of level isa. Returns 0, or -1 with hy_err_msg() if the CPU/OS cannot
@@ -87,6 +93,8 @@ void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, 
 void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
 double hy_ref_dot_f64(const double *a, const double *b, int64_t n);
+void hy_ref_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b, int64_t ldb,
+                            int64_t nt, int64_t ni, int64_t nj);
 void hy_ref_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
                          int64_t ldv, int64_t nb, int64_t n);
 
@@ -107,6 +115,8 @@ void hy_avx2_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_avx2_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
 /* The avx2 dot_f64 and gemm_sub_f64 (avx2_dot_f64.c); also the AVX-512 levels'. */
 double hy_avx2_dot_f64(const double *a, const double *b, int64_t n);
+void hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b, int64_t ldb,
+                             int64_t nt, int64_t ni, int64_t nj);
 void hy_avx2_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
                           int64_t ldv, int64_t nb, int64_t n);
 /* hy_kv_cache_attend_multi for the avx2 table (bitwise equal to n_q hy_avx2_attend calls). */

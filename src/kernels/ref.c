@@ -36,6 +36,18 @@ void hy_ref_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, in
             x[t * ldx + j] -= hy_ref_dot_f64(e + t * lde, v + j * ldv, nb);
 }
 
+void hy_ref_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b, int64_t ldb,
+                            int64_t nt, int64_t ni, int64_t nj)
+{
+    for (int64_t i = 0; i < ni; i++)
+        for (int64_t j = 0; j < nj; j++) {
+            double acc = g[i * ldg + j];
+            for (int64_t t = 0; t < nt; t++)
+                acc += a[t * lda + i] * b[t * ldb + j];
+            g[i * ldg + j] = acc;
+        }
+}
+
 void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3])
 {
     float e[8] = {0}, xc[8] = {0}, cc[8] = {0};

@@ -4,6 +4,7 @@
 #include "base/err.h"
 #include "base/timing.h"
 #include "cache/kv_cache.h"
+#include "kernels/kernel_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,7 +130,52 @@ oom:
 
 static uint64_t acc_bytes(const struct hy_calib_acc *a) { return (uint64_t)(a->K * a->K) * sizeof(double); }
 
-/* The observer: g += x^T x (lower triangle; mirrored when the run ends). */
+/* hy_calib_gram_add's tiling: x is widened to f64 in chunks of GRAM_CHUNK tokens, packed in panels of
+ * GRAM_PANEL columns ([panel][token][column], zero past K); each task owns GRAM_ROWS rows of g, and a
+ * panel of columns stays in cache across its row panels. */
+#define GRAM_CHUNK 128
+#define GRAM_PANEL 8
+#define GRAM_ROWS 32
+
+size_t hy_calib_gram_scratch(int64_t K)
+{
+    return (size_t)((K + GRAM_PANEL - 1) / GRAM_PANEL) * GRAM_PANEL * GRAM_CHUNK;
+}
+
+void hy_calib_gram_add(double *g, int64_t K, const float *x, int64_t T, double *pack)
+{
+    void (*acc)(double *, int64_t, const double *, int64_t, const double *, int64_t, int64_t, int64_t,
+                int64_t) = hy_kernels_active()->gemm_tn_acc_f64;
+    const int64_t np = (K + GRAM_PANEL - 1) / GRAM_PANEL, nblk = (K + GRAM_ROWS - 1) / GRAM_ROWS;
+    for (int64_t t0 = 0; t0 < T; t0 += GRAM_CHUNK) {
+        const int64_t tb = T - t0 < GRAM_CHUNK ? T - t0 : GRAM_CHUNK;
+#pragma omp parallel if (K * K * tb >= ((int64_t)1 << 26))
+        {
+#pragma omp for schedule(static)
+            for (int64_t p = 0; p < np; p++)
+                for (int64_t t = 0; t < tb; t++) {
+                    const float *xt = x + (t0 + t) * K + p * GRAM_PANEL;
+                    double *d = pack + (p * tb + t) * GRAM_PANEL;
+                    for (int64_t j = 0; j < GRAM_PANEL; j++)
+                        d[j] = p * GRAM_PANEL + j < K ? (double)xt[j] : 0.0;
+                }
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t b = nblk - 1; b >= 0; b--) { /* the longest rows first */
+                const int64_t ip0 = b * GRAM_ROWS / GRAM_PANEL, ip1 = (b + 1) * GRAM_ROWS / GRAM_PANEL;
+                for (int64_t jp = 0; jp < ip1 && jp < np; jp++)
+                    for (int64_t ip = ip0 > jp ? ip0 : jp; ip < ip1 && ip < np; ip++) {
+                        const int64_t i0 = ip * GRAM_PANEL, j0 = jp * GRAM_PANEL;
+                        acc(g + i0 * K + j0, K, pack + ip * tb * GRAM_PANEL, GRAM_PANEL, pack + jp * tb * GRAM_PANEL,
+                            GRAM_PANEL, tb, K - i0 < GRAM_PANEL ? K - i0 : GRAM_PANEL,
+                            K - j0 < GRAM_PANEL ? K - j0 : GRAM_PANEL);
+                    }
+            }
+        }
+    }
+}
+
+/* The observer: the resident accumulator of W (if any) += x^T x (lower triangle; mirrored when the
+ * run ends). */
 static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_t T)
 {
     struct hy_calib *c = ctx;
@@ -137,19 +183,7 @@ static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_
     struct hy_calib_acc *a = bsearch(&key, c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
     if (!a || !a->g || T <= 0) /* not a quantizable linear, or not in the resident pass */
         return;
-    const int64_t K = a->K;
-#pragma omp parallel for schedule(dynamic, 8) if (K * K * T >= ((int64_t)1 << 26))
-    for (int64_t i = 0; i < K; i++) {
-        double *gi = a->g + i * K;
-        for (int64_t t = 0; t < T; t++) {
-            const float *xt = x + t * K;
-            const double xi = xt[i];
-            if (xi == 0.0)
-                continue;
-            for (int64_t j = 0; j <= i; j++)
-                gi[j] += xi * (double)xt[j];
-        }
-    }
+    hy_calib_gram_add(a->g, a->K, x, T, c->pack);
     a->n += T;
 }
 
@@ -295,6 +329,23 @@ static void drop_pass(struct hy_calib *c)
     c->cur_pass = -1;
 }
 
+/* g = the mean (sum / n), its lower triangle mirrored, in GRAM_ROWS-square tiles so that both the row
+ * and the column writes stay in cache. */
+static void finish_mean(struct hy_calib_acc *a)
+{
+    const int64_t K = a->K, nblk = (K + GRAM_ROWS - 1) / GRAM_ROWS;
+    const double inv = a->n ? 1.0 / (double)a->n : 0.0;
+    double *g = a->g;
+#pragma omp parallel for schedule(dynamic, 1) if (K >= 1024)
+    for (int64_t b = nblk - 1; b >= 0; b--)
+        for (int64_t cb = 0; cb <= b; cb++)
+            for (int64_t r = b * GRAM_ROWS; r < (b + 1) * GRAM_ROWS && r < K; r++)
+                for (int64_t j = cb * GRAM_ROWS; j < (cb + 1) * GRAM_ROWS && j <= r; j++) {
+                    g[r * K + j] *= inv;
+                    g[j * K + r] = g[r * K + j];
+                }
+}
+
 /* Collects the statistics of pass p: every calibration window through the model (and MTP), observing
  * p's groups only; then each g becomes the mean. 0, or -1 (its statistics freed). */
 static int run_pass(struct hy_calib *c, int32_t p)
@@ -303,6 +354,7 @@ static int run_pass(struct hy_calib *c, int32_t p)
     drop_pass(c);
     if (!m)
         return hy_err_set("internal: calibration statistics asked for before hy_calib_bind");
+    int64_t max_k = 0;
     for (int32_t i = 0; i < c->n_acc; i++) {
         if (c->acc[i].pass != p)
             continue;
@@ -310,6 +362,12 @@ static int run_pass(struct hy_calib *c, int32_t p)
             drop_pass(c);
             return hy_err_set("GPTQ calibration: out of memory for pass %d's statistics", p + 1);
         }
+        if (c->acc[i].K > max_k)
+            max_k = c->acc[i].K;
+    }
+    if (!(c->pack = malloc(hy_calib_gram_scratch(max_k) * sizeof(double)))) {
+        drop_pass(c);
+        return hy_err_set("GPTQ calibration: out of memory for pass %d's input chunk", p + 1);
     }
     /* layers [start, end) of the main model run (end = all of them when the pass has MTP groups), from
      * the checkpoint when it is at or before the pass's first layer; the stream entering the next
@@ -390,17 +448,9 @@ static int run_pass(struct hy_calib *c, int32_t p)
             }
         }
     }
-    for (int32_t i = 0; i < c->n_acc; i++) {
-        struct hy_calib_acc *a = &c->acc[i];
-        if (!a->g)
-            continue;
-        const double inv = a->n ? 1.0 / (double)a->n : 0.0;
-        for (int64_t r = 0; r < a->K; r++)
-            for (int64_t j = 0; j <= r; j++) {
-                a->g[r * a->K + j] *= inv;
-                a->g[j * a->K + r] = a->g[r * a->K + j];
-            }
-    }
+    for (int32_t i = 0; i < c->n_acc; i++)
+        if (c->acc[i].g)
+            finish_mean(&c->acc[i]);
     c->cur_pass = p;
     c->passes_run++;
     c->layers_run += end - start + run_mtp;
@@ -410,6 +460,8 @@ static int run_pass(struct hy_calib *c, int32_t p)
 out:
     m->observe = NULL;
     m->observe_ctx = NULL;
+    free(c->pack);
+    c->pack = NULL;
     if (kv_ok)
         hy_kv_cache_free(&kv);
     free(win);

@@ -67,7 +67,18 @@ struct hy_calib {
     int64_t               layers_run; /* decoder layers (MTP: 1) run per window, summed over the passes */
     int32_t               passes_run;
     double                seconds; /* spent in calibration forward passes */
+    double               *pack;   /* the observer's f64 copy of one chunk of inputs, while a pass runs */
 };
+
+/* g [K, K] f64 += x^T x for x [T, K] f32 (GPTQ's H = X^T X summed, before the mean): the lower
+ * triangle and diagonal are exact sums, each entry adding x's rows one product at a time in increasing
+ * t (gemm_tn_acc_f64; every product of two widened f32 values is exact), so the bits do not depend on
+ * the thread count, the ISA level or how the rows are split across calls (in order); entries above the
+ * diagonal within its 8 x 8 tiles are written too, the rest of the upper triangle not (callers mirror
+ * the lower one). pack: caller-owned scratch of hy_calib_gram_scratch(K) doubles. Threaded (OpenMP)
+ * when K^2 x T is large. */
+void hy_calib_gram_add(double *g, int64_t K, const float *x, int64_t T, double *pack);
+size_t hy_calib_gram_scratch(int64_t K);
 
 /* Sets up the accumulators of m's quantizable linears (main layers and MTP), none allocated yet;
  * max_bytes bounds the statistics resident at once. -1 with hy_err_msg() on out of memory. */

@@ -151,6 +151,7 @@ int hy_test_avx512_emu_table(struct hy_kernel_table *t)
         .fp8_encode = hy_avx2_fp8_encode,
         .dot_f64 = hy_avx2_dot_f64,
         .gemm_sub_f64 = hy_avx2_gemm_sub_f64,
+        .gemm_tn_acc_f64 = hy_avx2_gemm_tn_acc_f64,
     };
     *t = e;
     return 0;

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "kernels/kernel_table.h"
+#include "quant/calib.h"
 #include "quant/formats.h"
 #include "quant/gptq.h"
 #include "unit/avx512_emu.h"
@@ -448,6 +449,141 @@ static void test_dot_f64_levels(void **state)
     free(b);
 }
 
+/* gemm_tn_acc_f64 of every level bitwise the ref's for tiles around its 4 x 8 register block (rows and
+ * columns past it, leading dimensions wider than the tile, no tokens); and the ref's bits the same when
+ * the tokens, rows or columns are split across calls (the observer's chunks and tiles, quant/calib.c).
+ * Odd columns of a hold f32 values widened, as the observer's (exact products); even ones full f64
+ * values, whose products round (a fused multiply-add would change the bits). */
+static void test_gemm_tn_acc_levels(void **state)
+{
+    (void)state;
+    struct hy_kernel_table ref, levels[HY_ISA_COUNT + 1];
+    int nl = 0;
+    assert_int_equal(hy_kernels_table_for(HY_ISA_REF, &ref), 0);
+    for (int isa = HY_ISA_REF + 1; isa < HY_ISA_COUNT; isa++)
+        if (hy_kernels_table_for((enum hy_isa)isa, &levels[nl]) == 0)
+            nl++;
+    if (hy_test_avx512_emu_table(&levels[nl]) == 0)
+        nl++;
+    enum { NT = 131, LDA = 11, LDB = 21, LDG = 23, ROWS = 10 };
+    double *a = malloc(NT * LDA * sizeof(double)), *b = malloc(NT * LDB * sizeof(double));
+    double *g0 = malloc(ROWS * LDG * sizeof(double)), *gw = malloc(ROWS * LDG * sizeof(double)),
+           *gg = malloc(ROWS * LDG * sizeof(double));
+    for (int k = 0; k < NT * LDA; k++)
+        a[k] = k % 2 ? (float)(nrand() * ldexp(1.0, (int)(urand() * 16) - 8)) : nrand();
+    for (int k = 0; k < NT * LDB; k++)
+        b[k] = k % 7 == 3 ? -0.0 : (float)nrand();
+    for (int k = 0; k < ROWS * LDG; k++)
+        g0[k] = nrand();
+    const int nts[] = {0, 1, 3, 64, NT};
+    long cases = 0;
+    for (int ni = 1; ni <= ROWS; ni++)
+        for (int nj = 1; nj <= LDB; nj++)
+            for (size_t q = 0; q < sizeof(nts) / sizeof(nts[0]); q++) {
+                const int nt = nts[q];
+                memcpy(gw, g0, ROWS * LDG * sizeof(double));
+                ref.gemm_tn_acc_f64(gw, LDG, a, LDA, b, LDB, nt, ni, nj);
+                for (int i = 0; i < ROWS; i++) /* entries outside the tile untouched */
+                    for (int j = 0; j < LDG; j++)
+                        if (i >= ni || j >= nj)
+                            assert_memory_equal(&gw[i * LDG + j], &g0[i * LDG + j], sizeof(double));
+                /* split: tokens [0, nt/2) then the rest; rows and columns in two parts */
+                memcpy(gg, g0, ROWS * LDG * sizeof(double));
+                const int th = nt / 2, ih = ni / 2, jh = (nj + 1) / 2;
+                for (int part = 0; part < 2; part++) {
+                    const double *ap = a + (part ? th * LDA : 0), *bp = b + (part ? th * LDB : 0);
+                    const int n = part ? nt - th : th;
+                    ref.gemm_tn_acc_f64(gg, LDG, ap, LDA, bp, LDB, n, ih, jh);
+                    ref.gemm_tn_acc_f64(gg + jh, LDG, ap, LDA, bp + jh, LDB, n, ih, nj - jh);
+                    ref.gemm_tn_acc_f64(gg + ih * LDG, LDG, ap + ih, LDA, bp, LDB, n, ni - ih, nj);
+                }
+                assert_memory_equal(gg, gw, ROWS * LDG * sizeof(double));
+                for (int l = 0; l < nl; l++, cases++) {
+                    memcpy(gg, g0, ROWS * LDG * sizeof(double));
+                    levels[l].gemm_tn_acc_f64(gg, LDG, a, LDA, b, LDB, nt, ni, nj);
+                    if (memcmp(gg, gw, ROWS * LDG * sizeof(double)))
+                        fail_msg("%s gemm_tn_acc_f64 ni %d nj %d nt %d differs from ref", levels[l].name, ni, nj, nt);
+                }
+            }
+    /* the sums themselves: g[i][j] = g0 + sum_t a_t[i] b_t[j], to the rounding of NT additions */
+    memcpy(gw, g0, ROWS * LDG * sizeof(double));
+    ref.gemm_tn_acc_f64(gw, LDG, a, LDA, b, LDB, NT, ROWS, LDB);
+    for (int i = 0; i < ROWS; i++)
+        for (int j = 0; j < LDB; j++) {
+            long double exact = g0[i * LDG + j], mag = fabsl((long double)g0[i * LDG + j]);
+            for (int t = 0; t < NT; t++) {
+                exact += (long double)a[t * LDA + i] * b[t * LDB + j];
+                mag += fabsl((long double)a[t * LDA + i] * b[t * LDB + j]);
+            }
+            assert_true(fabsl((long double)gw[i * LDG + j] - exact) <= 1e-13L * mag);
+        }
+    fprintf(stderr, "gemm_tn_acc_f64: %ld level cases bitwise equal to ref (%d levels)\n", cases, nl);
+    free(a);
+    free(b);
+    free(g0);
+    free(gw);
+    free(gg);
+}
+
+/* hy_calib_gram_add: the lower triangle bitwise the plain loop g[i][j] += x_t[i] x_t[j] (t in order) for
+ * K across its 8-column panels and 32-row tasks and T across its 128-token chunks, also when the rows
+ * come in two calls; the same bits on 1 and 2 threads; the upper triangle outside the diagonal tiles
+ * untouched. */
+static void test_gram_add(void **state)
+{
+    (void)state;
+    const int64_t Ks[] = {1, 7, 8, 9, 33, 100, 1030}, Ts[] = {1, 5, 128, 300};
+    for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++)
+        for (size_t ti = 0; ti < sizeof(Ts) / sizeof(Ts[0]); ti++) {
+            const int64_t K = Ks[ki], T = Ts[ti];
+            if (K == 1030 && T != 300)
+                continue;
+            float *x = malloc((size_t)(T * K) * sizeof(float));
+            double *want = calloc((size_t)(K * K), sizeof(double)), *got = malloc((size_t)(K * K) * sizeof(double));
+            double *pack = malloc(hy_calib_gram_scratch(K) * sizeof(double));
+            assert_non_null(x);
+            assert_non_null(want);
+            assert_non_null(got);
+            assert_non_null(pack);
+            for (int64_t k = 0; k < T * K; k++)
+                x[k] = k % 11 == 4 ? 0.0f : (float)(nrand() * ldexp(1.0, (int)(urand() * 12) - 6));
+            for (int64_t i = 0; i < K; i++)
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t j = 0; j <= i; j++)
+                        want[i * K + j] += (double)x[t * K + i] * (double)x[t * K + j];
+            for (int threads = 1; threads <= 2; threads++)
+                for (int split = 0; split < 2; split++) {
+                    omp_set_num_threads(threads);
+                    for (int64_t k = 0; k < K * K; k++)
+                        got[k] = -1.0;
+                    for (int64_t i = 0; i < K; i++)
+                        for (int64_t j = 0; j <= i; j++)
+                            got[i * K + j] = 0.0;
+                    for (int64_t i = 0; i < K; i++) /* the diagonal tiles' upper part is scratch */
+                        for (int64_t j = i + 1; j < K && j / 8 == i / 8; j++)
+                            got[i * K + j] = 0.0;
+                    const int64_t th = split ? T / 2 : T;
+                    hy_calib_gram_add(got, K, x, th, pack);
+                    hy_calib_gram_add(got, K, x + th * K, T - th, pack);
+                    for (int64_t i = 0; i < K; i++)
+                        for (int64_t j = 0; j < K; j++) {
+                            if (j <= i && memcmp(&got[i * K + j], &want[i * K + j], sizeof(double)))
+                                fail_msg("gram K %lld T %lld threads %d split %d: [%lld][%lld] %a != %a", (long long)K,
+                                         (long long)T, threads, split, (long long)i, (long long)j, got[i * K + j],
+                                         want[i * K + j]);
+                            if (j > i && j / 8 != i / 8 && got[i * K + j] != -1.0)
+                                fail_msg("gram K %lld: upper [%lld][%lld] written", (long long)K, (long long)i,
+                                         (long long)j);
+                        }
+                }
+            omp_set_num_threads(2);
+            free(x);
+            free(want);
+            free(got);
+            free(pack);
+        }
+}
+
 /* The factor at K across the Cholesky's 64-column blocks and the inverse's 16-column tasks: perm a
  * permutation, U upper with a positive diagonal, U^T U Hd = I (Hd = h permuted + λ I), and the
  * same bytes on 1 and 2 threads. */
@@ -535,6 +671,8 @@ int main(void)
         cmocka_unit_test(test_shared_factor),
         cmocka_unit_test(test_indefinite_and_bad_args),
         cmocka_unit_test(test_dot_f64_levels),
+        cmocka_unit_test(test_gemm_tn_acc_levels),
+        cmocka_unit_test(test_gram_add),
         cmocka_unit_test(test_factor_properties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
