@@ -4,7 +4,7 @@
  * gemm_sub_f64: 4 of its dots at a time sharing each load of v_j (8 accumulators), in dot_f64's
  * lanes and tail order; leftover rows through dot_f64;
  * gemm_tn_acc_f64: 4 x 8 entries of g in 8 accumulators, loaded once, every t added in turn
- * (multiply then add, as the ref), stored once; leftover rows and columns one entry at a time. */
+ * (multiply then add, as the ref), stored once; leftover rows and columns through the ref. */
 #if defined(__x86_64__)
 
 #include "kernels/avx2_common.h"
@@ -64,19 +64,6 @@ void HY_AVX2 hy_avx2_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const doub
     }
 }
 
-/* Entries [i0, ni) x [j0, nj) of gemm_tn_acc_f64, one at a time (the ref's order). */
-static void HY_AVX2 tn_acc_entries(double *g, int64_t ldg, const double *a, int64_t lda, const double *b,
-                                   int64_t ldb, int64_t nt, int64_t i0, int64_t ni, int64_t j0, int64_t nj)
-{
-    for (int64_t i = i0; i < ni; i++)
-        for (int64_t j = j0; j < nj; j++) {
-            double acc = g[i * ldg + j];
-            for (int64_t t = 0; t < nt; t++)
-                acc += a[t * lda + i] * b[t * ldb + j];
-            g[i * ldg + j] = acc;
-        }
-}
-
 void HY_AVX2 hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b,
                                      int64_t ldb, int64_t nt, int64_t ni, int64_t nj)
 {
@@ -114,8 +101,8 @@ void HY_AVX2 hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, in
             _mm256_storeu_pd(g3 + j + 4, h3);
         }
     }
-    tn_acc_entries(g, ldg, a, lda, b, ldb, nt, 0, ni4, nj8, nj); /* columns past the last 8 */
-    tn_acc_entries(g, ldg, a, lda, b, ldb, nt, ni4, ni, 0, nj);  /* rows past the last 4 */
+    hy_ref_gemm_tn_acc_f64(g + nj8, ldg, a, lda, b + nj8, ldb, nt, ni4, nj - nj8); /* columns past the last 8 */
+    hy_ref_gemm_tn_acc_f64(g + ni4 * ldg, ldg, a + ni4, lda, b, ldb, nt, ni - ni4, nj); /* rows past the last 4 */
 }
 
 #endif /* __x86_64__ */
