@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 #include "base/fileio.h"
+#include "base/log.h"
 #include "bench/quality.h"
 #include "model/model.h"
 #include "model/place.h"
@@ -296,6 +297,13 @@ int hy_cmd_quantize(int argc, char **argv)
                "indefinite)\n",
                (long long)st.n_gptq, st.n_gptq ? st.gptq_ratio_sum / (double)st.n_gptq : 1.0,
                (long long)st.n_gptq_factors, (long long)st.n_gptq_rtn, (long long)st.n_gptq_indefinite);
+    if (st.n_gptq_few_tokens)
+        hy_log_warn("quantize: %lld of the GPTQ matrices saw fewer calibration tokens than their input width K, so "
+                    "their H is rank-deficient: GPTQ then fits the calibration text (the ratio above looks better) "
+                    "and can do worse than round-to-nearest on other text. Give each matrix at least K tokens: "
+                    "more --num-calibration-samples or --max-seq-length (a routed expert sees about "
+                    "num_experts_per_tok / num_experts of them)",
+                    (long long)st.n_gptq_few_tokens);
     printf("  seconds: %.2f\n", st.seconds);
     return 0;
 }

@@ -477,10 +477,10 @@ static int cached_factor(struct factor_cache *c, const double *h, int32_t group,
 static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint8_t *w, uint8_t *s,
                     struct hy_quantize_stats *st, struct factor_cache *fc)
 {
-    int64_t K = 0;
+    int64_t K = 0, tokens = 0;
     int32_t group = -1;
     const double *h = NULL;
-    if (o->calib && hy_calib_get(o->calib, q->module, &h, &K, NULL, &group)) {
+    if (o->calib && hy_calib_get(o->calib, q->module, &h, &K, &tokens, &group)) {
         hy_err_prefix("GPTQ statistics of %s", q->module);
         return -1;
     }
@@ -509,6 +509,7 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
     if (rc == 0) {
         st->n_gptq++;
         st->gptq_ratio_sum += obj[0] > 0.0 ? obj[1] / obj[0] : 1.0;
+        st->n_gptq_few_tokens += tokens < K;
     } else if (rc == 1) {
         st->n_gptq_indefinite++;
         hy_log_warn("quantize: %s: the calibration Hessian stayed indefinite after dampening; round-to-nearest",

@@ -141,6 +141,8 @@ def main():
         rc, out, err = run(["quantize", "-m", TINY, "-o", gq, "--quant-dtype", fmt, "--calib-data", train])
         check(rc == 0 and "GPTQ: 132 matrices" in out, "%s: GPTQ quantize rounds all 132 matrices (%s%s)"
               % (fmt, [l for l in out.splitlines() if "GPTQ" in l or "calibration" in l], err.strip()[-200:]))
+        check("fewer calibration tokens" not in err, "%s: default calibration (64 x 512 tokens): no matrix saw "
+              "fewer tokens than its K (%s)" % (fmt, err.strip()[-200:]))
         if fails:
             return 1
         hr, dr = header(os.path.join(rtn, "model.safetensors"))
@@ -205,6 +207,8 @@ def main():
                         "--dampening-frac", "1e-30"])
     check(rc == 0 and "GPTQ: 132 matrices" in out and "0 (Hessian indefinite)" in out,
           "rank-deficient H with --dampening-frac 1e-30: %s" % [l for l in out.splitlines() if "GPTQ" in l])
+    check("warning: quantize: 132 of the GPTQ matrices saw fewer calibration tokens than their input width K" in err,
+          "30 calibration tokens: warned that all 132 matrices have fewer tokens than K (%s)" % err.strip()[-300:])
 
     empty = os.path.join(WORK, "empty.txt")
     open(empty, "w").close()
