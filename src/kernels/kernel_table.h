@@ -113,7 +113,7 @@ void hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q,
 /* The avx2 fp8_fit_pass and fp8_encode (avx2_fp8_fit.c); also the AVX-512 levels'. */
 void hy_avx2_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_avx2_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
-/* The avx2 dot_f64 and gemm_sub_f64 (avx2_dot_f64.c); also the AVX-512 levels'. */
+/* The avx2 dot_f64, gemm_sub_f64 and gemm_tn_acc_f64 (avx2_dot_f64.c); also the AVX-512 levels'. */
 double hy_avx2_dot_f64(const double *a, const double *b, int64_t n);
 void hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b, int64_t ldb,
                              int64_t nt, int64_t ni, int64_t nj);

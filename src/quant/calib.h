@@ -70,10 +70,11 @@ struct hy_calib {
     double               *pack;   /* the observer's f64 copy of one chunk of inputs, while a pass runs */
 };
 
-/* g [K, K] f64 += x^T x for x [T, K] f32 (GPTQ's H = X^T X summed, before the mean): the lower
- * triangle and diagonal are exact sums, each entry adding x's rows one product at a time in increasing
- * t (gemm_tn_acc_f64; every product of two widened f32 values is exact), so the bits do not depend on
- * the thread count, the ISA level or how the rows are split across calls (in order); entries above the
+/* g [K, K] f64 += x^T x for x [T, K] f32 (GPTQ's H = X^T X summed, before the mean): each entry of the
+ * lower triangle (diagonal included) adds x's rows one product at a time in increasing t, rounding
+ * after each addition (gemm_tn_acc_f64; a product of two widened f32 values is exact), so for a given x
+ * the bits do not depend on the thread count, the ISA level or how the rows are split across calls (in
+ * order), and equal the plain loop g[i][j] += x_t[i] x_t[j]; entries above the
  * diagonal within its 8 x 8 tiles are written too, the rest of the upper triangle not (callers mirror
  * the lower one). pack: caller-owned scratch of hy_calib_gram_scratch(K) doubles. Threaded (OpenMP)
  * when K^2 x T is large. */
