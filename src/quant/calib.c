@@ -318,7 +318,7 @@ static void pass_layers(const struct hy_calib *c, int32_t p, int32_t *first, int
         }
 }
 
-/* Frees the resident pass's statistics. */
+/* Frees the resident pass's statistics (and the observer's scratch, if a pass stopped while running). */
 static void drop_pass(struct hy_calib *c)
 {
     for (int32_t i = 0; i < c->n_acc; i++) {
@@ -326,6 +326,8 @@ static void drop_pass(struct hy_calib *c)
         c->acc[i].g = NULL;
         c->acc[i].n = 0;
     }
+    free(c->pack);
+    c->pack = NULL;
     c->cur_pass = -1;
 }
 
