@@ -364,6 +364,20 @@ static void test_indefinite_and_bad_args(void **state)
     free(h);
 }
 
+/* The ref table into *ref, and every other level this CPU runs plus the emulated avx512 one into
+ * levels[HY_ISA_COUNT + 1]; returns how many levels. */
+static int level_tables(struct hy_kernel_table *ref, struct hy_kernel_table *levels)
+{
+    int nl = 0;
+    assert_int_equal(hy_kernels_table_for(HY_ISA_REF, ref), 0);
+    for (int isa = HY_ISA_REF + 1; isa < HY_ISA_COUNT; isa++)
+        if (hy_kernels_table_for((enum hy_isa)isa, &levels[nl]) == 0)
+            nl++;
+    if (hy_test_avx512_emu_table(&levels[nl]) == 0)
+        nl++;
+    return nl;
+}
+
 /* dot_f64 of every level (avx512: the emulated table too) bitwise equal to ref, for lengths across
  * the 8-lane tails, with signed zeros, huge / tiny magnitudes and cancellation; and close to a long
  * double sum. gemm_sub_f64 of every level bitwise equal to x -= ref dot_f64 per element (rows beyond
@@ -372,13 +386,7 @@ static void test_dot_f64_levels(void **state)
 {
     (void)state;
     struct hy_kernel_table ref, levels[HY_ISA_COUNT + 1];
-    int nl = 0;
-    assert_int_equal(hy_kernels_table_for(HY_ISA_REF, &ref), 0);
-    for (int isa = HY_ISA_REF + 1; isa < HY_ISA_COUNT; isa++)
-        if (hy_kernels_table_for((enum hy_isa)isa, &levels[nl]) == 0)
-            nl++;
-    if (hy_test_avx512_emu_table(&levels[nl]) == 0)
-        nl++;
+    const int nl = level_tables(&ref, levels);
     enum { MAXN = 4099 };
     double *a = malloc(MAXN * sizeof(double)), *b = malloc(MAXN * sizeof(double));
     long cases = 0;
@@ -458,13 +466,7 @@ static void test_gemm_tn_acc_levels(void **state)
 {
     (void)state;
     struct hy_kernel_table ref, levels[HY_ISA_COUNT + 1];
-    int nl = 0;
-    assert_int_equal(hy_kernels_table_for(HY_ISA_REF, &ref), 0);
-    for (int isa = HY_ISA_REF + 1; isa < HY_ISA_COUNT; isa++)
-        if (hy_kernels_table_for((enum hy_isa)isa, &levels[nl]) == 0)
-            nl++;
-    if (hy_test_avx512_emu_table(&levels[nl]) == 0)
-        nl++;
+    const int nl = level_tables(&ref, levels);
     enum { NT = 131, LDA = 11, LDB = 21, LDG = 23, ROWS = 10 };
     double *a = malloc(NT * LDA * sizeof(double)), *b = malloc(NT * LDB * sizeof(double));
     double *g0 = malloc(ROWS * LDG * sizeof(double)), *gw = malloc(ROWS * LDG * sizeof(double)),
