@@ -14,6 +14,7 @@
 #include "base/timing.h"
 #include "bench/quality.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -104,10 +105,28 @@ static char *find_default_text(void)
     return NULL;
 }
 
+#define POSITIONS_ALL (-1)
+
+/* --positions: a decimal count in [1, INT32_MAX], or "all" (POSITIONS_ALL). 0, or -1 when s is neither. */
+static int parse_positions(const char *s, int *out)
+{
+    if (!strcmp(s, "all")) {
+        *out = POSITIONS_ALL;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 1 || v > INT32_MAX)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
 int hy_cmd_bench_quality(int argc, char **argv)
 {
     struct side_opts so[2] = {{0}};
-    const char *text_path = NULL, *text_start = NULL, *tokenizer_dir = NULL;
+    const char *text_path = NULL, *text_start = NULL, *tokenizer_dir = NULL, *positions_s = NULL;
     int positions = 1000, context = 0, threads = 0, json = 0, help = 0, rows_per_step = 64;
     const struct hy_arg args[] = {
         {"--model", "-m", HY_ARG_STR, &so[0].dir, NULL, "model A, the one measured (directory)"},
@@ -123,7 +142,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
          "fraction of the file's characters skipped (default 0.9 for the default text, 0 with --text)"},
         {"--tokenizer", NULL, HY_ARG_STR, &tokenizer_dir, NULL,
          "directory whose tokenizer both sides use (default: each model's own; they must agree)"},
-        {"--positions", NULL, HY_ARG_INT, &positions, NULL, "predicted positions measured (default 1000)"},
+        {"--positions", NULL, HY_ARG_STR, &positions_s, NULL,
+         "predicted positions measured (default 1000), or all: every token of the text"},
         {"--context", NULL, HY_ARG_INT, &context, NULL,
          "tokens per window, KV reset between windows (default min(max_position_embeddings, 1024))"},
         {"--rows", NULL, HY_ARG_INT, &rows_per_step, NULL, "tokens (logits rows) per forward call (default 64)"},
@@ -132,7 +152,7 @@ int hy_cmd_bench_quality(int argc, char **argv)
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
-    const char *usage = "hyinfer bench quality -m A --ref B [--text FILE] [--tokenizer DIR] [--positions 1000] "
+    const char *usage = "hyinfer bench quality -m A --ref B [--text FILE] [--tokenizer DIR] [--positions 1000|all] "
                         "[--context N] [--dtype auto|bfloat16|float32] [--ref-dtype ...] [--kv-cache-dtype fp8] "
                         "[--threads N] [--json]";
     int np;
@@ -149,9 +169,13 @@ int hy_cmd_bench_quality(int argc, char **argv)
         hy_args_usage(usage, args, na);
         return 2;
     }
-    if (positions < 1 || context < 0 || rows_per_step < 1) {
-        fprintf(stderr, "hyinfer bench quality: --positions (%d) and --rows (%d) must be >= 1, --context (%d) >= 2\n",
-                positions, rows_per_step, context);
+    if (positions_s && parse_positions(positions_s, &positions)) {
+        fprintf(stderr, "hyinfer bench quality: --positions \"%s\": expected a count >= 1 or all\n", positions_s);
+        return 2;
+    }
+    if (context < 0 || rows_per_step < 1) {
+        fprintf(stderr, "hyinfer bench quality: --rows (%d) must be >= 1, --context (%d) >= 2\n", rows_per_step,
+                context);
         return 2;
     }
     if (!so[1].dtype)
@@ -222,6 +246,15 @@ int hy_cmd_bench_quality(int argc, char **argv)
         hy_err_set("the tokenizers differ on the text: %zu vs %zu tokens, first difference at token %zu", n_ids[0],
                    n_ids[1], i);
         goto fail;
+    }
+    if (positions == POSITIONS_ALL) { /* every text token predicted once: the inverse of tokens_needed */
+        const int64_t all = bos >= 0 ? (int64_t)n_ids[0] : (int64_t)n_ids[0] - 1;
+        if (all < 1) {
+            hy_err_set("--positions all: the text (%s from character %lld) gives no position to predict (%zu tokens)",
+                       text_path, (long long)start_char, n_ids[0]);
+            goto fail;
+        }
+        positions = all < INT32_MAX ? (int)all : INT32_MAX;
     }
     const int64_t need = hy_quality_tokens_needed(positions, bos);
     if ((int64_t)n_ids[0] < need) {

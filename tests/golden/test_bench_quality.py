@@ -8,10 +8,11 @@
    mean KL > 0.
 4. Arithmetic: every figure of a 3-window fp32 run (windows of 8 tokens, 3 rows per forward call)
    recomputed with numpy from `hyinfer logits --all-positions` of both models on the same windows.
-5. --tokenizer DIR: one tokenizer for both sides. Bad input: missing -m / --ref, unreadable
-   directory, --positions 0 or beyond the text, vocab sizes that differ, tokenizers that differ
-   (BOS or ids), no default text, bad --context / --text / --text-start / --tokenizer: exit 2 and
-   a message naming the problem.
+5. --tokenizer DIR: one tokenizer for both sides; `--positions all` on a small text predicts each
+   of its tokens. Bad input: missing -m / --ref, unreadable directory, --positions 0, not a count,
+   beyond the text or `all` of an empty text, vocab sizes that differ, tokenizers that differ (BOS
+   or ids), no default text, bad --context / --text / --text-start / --tokenizer: exit 2 and a
+   message naming the problem.
 Measured when written (1000 positions): bf16 vs fp32 top-1 0.987, mean KL 0.00124; perturbed
 top-1 0.670, mean KL 0.196.
 """
@@ -188,6 +189,15 @@ def main():
     with open(small, "w") as f:
         f.write("To be, or not to be.\n")
     expect_error(["-m", TINY, "--ref", TINY, "--text", small, "--positions", "50"], "needs 50 text tokens")
+    r = quality("-m", TINY, "--ref", TINY, "--text", small, "--positions", "all")
+    check(r["positions"] == r["text"]["tokens"] == r["text"]["tokens_used"] and 1 < r["positions"] < 20 and
+          r["top1_agreement"] == 1.0, "--positions all: every token of the text (%d of %d)" %
+          (r["positions"], r["text"]["tokens"]))
+    for bad_count in ("abc", "-3", "12x", "99999999999", ""):
+        expect_error(["-m", TINY, "--ref", TINY, "--positions", bad_count], "expected a count >= 1 or all")
+    empty = os.path.join(WORK, "empty.txt")
+    open(empty, "w").close()
+    expect_error(["-m", TINY, "--ref", TINY, "--text", empty, "--positions", "all"], "no position to predict")
     bad = os.path.join(WORK, "bad-utf8.txt")
     with open(bad, "wb") as f:
         f.write(b"abc \xc0\x80 def")
