@@ -6,7 +6,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 SAN      ?=
-ALL_CFLAGS = $(CFLAGS) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -Isrc -Iinclude $(PKG_CFLAGS)
+ALL_CFLAGS = $(CFLAGS) $(SAN) -std=c11 -D_GNU_SOURCE -ffp-contract=off -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -Isrc -Iinclude $(PKG_CFLAGS)
 LDLIBS   += $(PKG_LIBS) -lm -lpthread -fopenmp $(SAN)
 BUILD    ?= build
 
@@ -56,7 +56,7 @@ asan:
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 # The parsers and what they call; no OpenMP runtime in the fuzz build (pragmas are ignored).
 FUZZ_LIB_SRC := $(filter-out src/cli/% src/bench/%,$(LIB_SRC))
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc $(PKG_CFLAGS)
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -ffp-contract=off -g -O1 -Isrc $(PKG_CFLAGS)
 FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=build-fuzz/obj/%.o)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 
