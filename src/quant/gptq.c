@@ -18,15 +18,18 @@ double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8
 }
 
 #define CHOL_BLOCK 64 /* columns per parallel step of the Cholesky (one barrier each) */
-#define INV_COLS 16   /* columns of L^-1 per task of the inverse */
+#define CHOL_ROWS 4   /* rows below a block per step of the Cholesky (the avx2 gemm_sub_f64's 4 rows) */
+#define INV_COLS 64   /* columns of L^-1 per task of the inverse (each task reads all of L once) */
 
 /* In-place lower Cholesky factor of a [n, n] (row-major, lower triangle read and written; the upper
  * triangle is left as it was): a[i][j] = (a[i][j] - dot(a_i[0, j), a_j[0, j))) / a[j][j] with the
  * level's dot_f64, left-looking by blocks of CHOL_BLOCK columns: the block's diagonal part on one
- * thread, then its rows below in parallel. Every element is the same expression whatever the thread
+ * thread, then its rows below in parallel, CHOL_ROWS at a time. Every element is the same expression whatever the thread
  * count. Returns 0, or 1 when a pivot is not positive (a not positive definite). */
 static int chol_lower(double *a, int64_t n, double (*dot)(const double *, const double *, int64_t))
 {
+    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t,
+                     int64_t) = hy_kernels_active()->gemm_sub_f64;
     for (int64_t j0 = 0; j0 < n; j0 += CHOL_BLOCK) {
         const int64_t j1 = j0 + CHOL_BLOCK < n ? j0 + CHOL_BLOCK : n;
         for (int64_t j = j0; j < j1; j++) {
@@ -38,11 +41,17 @@ static int chol_lower(double *a, int64_t n, double (*dot)(const double *, const 
             for (int64_t i = j + 1; i < j1; i++)
                 a[i * n + j] = (a[i * n + j] - dot(a + i * n, aj, j)) / aj[j];
         }
-#pragma omp parallel for schedule(dynamic, 16) if ((n - j1) * j1 >= 65536)
-        for (int64_t i = j1; i < n; i++) {
-            double *ai = a + i * n;
-            for (int64_t j = j0; j < j1; j++)
-                ai[j] = (ai[j] - dot(ai, a + j * n, j)) / a[j * n + j];
+        /* rows in fours: the four dots with row j share its loads (gemm_sub_f64 with one column, each
+         * x -= dot in dot_f64's order, so every element is the expression above) */
+#pragma omp parallel for schedule(dynamic, 4) if ((n - j1) * j1 >= 65536)
+        for (int64_t i0 = j1; i0 < n; i0 += CHOL_ROWS) {
+            const int64_t nr = n - i0 < CHOL_ROWS ? n - i0 : CHOL_ROWS;
+            double *ai = a + i0 * n;
+            for (int64_t j = j0; j < j1; j++) {
+                gemm_sub(ai + j, n, nr, ai, n, a + j * n, n, j, 1);
+                for (int64_t t = 0; t < nr; t++)
+                    ai[t * n + j] /= a[j * n + j];
+            }
         }
     }
     return 0;

@@ -44,8 +44,8 @@ struct hy_gptq_opts {
  * If Hd is not positive definite, λ is raised (10x, and to at least 1e-6 mean(diag H)) up to 6 times. Returns 0; 1 when Hd stayed
  * indefinite (nothing written: fall back to round-to-nearest); -1 out of memory or bad arguments
  * (with hy_err_msg()). Threads: OpenMP over tiles of 8 rows, over the rows of each 64-column block
- * of the Cholesky, over 16-column tasks of the triangular inverse and over column chunks of the
- * objectives; every value is the same expression whatever the thread count, and the sums are the
+ * of the Cholesky (4 at a time), over 64-column tasks of the triangular inverse and over column
+ * chunks of the objectives; every value is the same expression whatever the thread count, and the sums are the
  * kernel table's dot_f64 / gemm_sub_f64 (bitwise equal at every level), so the output is a function
  * of the inputs only. Memory: about 3 K^2 doubles while factoring (K^2 kept: U^T), plus 8 K +
  * 128 (128 + 8) doubles per thread and 4 * 32 K for the objectives. Time: K^3 / 3 multiply-adds for
@@ -53,7 +53,7 @@ struct hy_gptq_opts {
  * gptq.c), N K^2 / 2 for the rounding, done with GPTQ's lazy batch updates: within a block of 128
  * columns the error goes to the block's columns at once, to the later columns once per block as
  * x -= E U[block, later] (gemm_sub_f64 on U^T's rows, which are U's columns, read once per 8 rows).
- * Measured (tools/gptq_bench.c, 2 Zen 3 cores, N 1536, K 4096): factor 3.2 s, rounding 1.9 s; 60 s and
+ * Measured (tools/gptq_bench.c, 2 Zen 3 cores, N 1536, K 4096): factor 1.9 s, rounding 1.1 s; 60 s and
  * 12.5 s with the earlier explicit inverse, second Cholesky and row-at-a-time updates, same codes. */
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
