@@ -91,7 +91,9 @@ HY_AVX512_INLINE void dec32_e4m3(const int CHK, const uint8_t *p, __m512 c, __m5
 }
 
 /* 16 bytes at p = 32 E2M1 codes (element 2j in the low nibble of byte j) -> w[0], w[1] = elements
- * 0-15, 16-31, each e2m1 value times c. */
+ * 0-15, 16-31, each e2m1 value times c: the 16 products e2m1(n) * c are formed once per block and
+ * looked up (the same roundings as multiplying after the lookup), and vpermps reads only bits 0-3
+ * of each index, so the even elements' high nibbles need no mask. */
 HY_AVX512_INLINE void dec32_e2m1(const uint8_t *p, __m512 c, __m512 w[2])
 {
     /* dword j of lane L (element 4L + i) <- byte (4L + i) >> 1 = 2L + (i >> 1) (+ 8 for w[1]) */
@@ -101,13 +103,12 @@ HY_AVX512_INLINE void dec32_e2m1(const uint8_t *p, __m512 c, __m512 w[2])
                                          -1, -1, -1, 1, -1, -1, -1, 1, -1, -1, -1, 0, -1, -1, -1, 0);
     const __m512i sel1 = _mm512_add_epi32(sel0, _mm512_set1_epi32(8));
     const __m512i sh = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0); /* odd element: high nibble */
-    const __m512i nib = _mm512_set1_epi32(0xF);
-    const __m512 lut = _mm512_load_ps(tab_e2m1);
+    const __m512 lutc = _mm512_mul_ps(_mm512_load_ps(tab_e2m1), c);
     const __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p));
-    const __m512i i0 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(t, sel0), sh), nib);
-    const __m512i i1 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(t, sel1), sh), nib);
-    w[0] = _mm512_mul_ps(_mm512_permutexvar_ps(i0, lut), c);
-    w[1] = _mm512_mul_ps(_mm512_permutexvar_ps(i1, lut), c);
+    const __m512i i0 = _mm512_srlv_epi32(_mm512_shuffle_epi8(t, sel0), sh);
+    const __m512i i1 = _mm512_srlv_epi32(_mm512_shuffle_epi8(t, sel1), sh);
+    w[0] = _mm512_permutexvar_ps(i0, lutc);
+    w[1] = _mm512_permutexvar_ps(i1, lutc);
 }
 
 /* Elements [k0, k0+n) of row r (n <= 32) to tmp[0..32), exact (hy_tensor_get), zero-padded. */
