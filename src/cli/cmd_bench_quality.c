@@ -170,7 +170,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
         return 2;
     }
     if (positions_s && parse_positions(positions_s, &positions)) {
-        fprintf(stderr, "hyinfer bench quality: --positions \"%s\": expected a count >= 1 or all\n", positions_s);
+        fprintf(stderr, "hyinfer bench quality: --positions \"%s\": expected a count in [1, %d] or all\n",
+                positions_s, INT32_MAX);
         return 2;
     }
     if (context < 0 || rows_per_step < 1) {
@@ -250,8 +251,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
     if (positions == POSITIONS_ALL) { /* every text token predicted once: the inverse of tokens_needed */
         const int64_t all = bos >= 0 ? (int64_t)n_ids[0] : (int64_t)n_ids[0] - 1;
         if (all < 1) {
-            hy_err_set("--positions all: the text (%s from character %lld) gives no position to predict (%zu tokens)",
-                       text_path, (long long)start_char, n_ids[0]);
+            hy_err_set("--positions all: the text (%s from character %lld) gives no position to predict (%zu "
+                       "token%s)", text_path, (long long)start_char, n_ids[0], n_ids[0] == 1 ? "" : "s");
             goto fail;
         }
         positions = all < INT32_MAX ? (int)all : INT32_MAX;

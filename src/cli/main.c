@@ -26,7 +26,7 @@ static void usage(void)
             "                      --random-output-len 64] [--json]   load a running server\n"
             "  hyinfer logits -m MODEL_DIR (-p TEXT | --prompt-ids 1,2,3) [--all-positions] [--mtp] --json\n"
             "  hyinfer bench latency -m MODEL_DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] [--json]\n"
-            "  hyinfer bench quality -m A --ref B [--text FILE] [--positions 1000] [--dtype D --ref-dtype D] [--json]\n"
+            "  hyinfer bench quality -m A --ref B [--text FILE] [--positions 1000|all] [--dtype D --ref-dtype D] [--json]\n"
             "                                         top-1 agreement / KL of A's next-token distributions vs B's\n"
             "  hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
             "  hyinfer info [-m MODEL_DIR]            kernel ISA level in use, CPU features, threads (+ model quantization)\n\n"

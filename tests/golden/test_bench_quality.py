@@ -194,7 +194,7 @@ def main():
           r["top1_agreement"] == 1.0, "--positions all: every token of the text (%d of %d)" %
           (r["positions"], r["text"]["tokens"]))
     for bad_count in ("abc", "-3", "12x", "99999999999", ""):
-        expect_error(["-m", TINY, "--ref", TINY, "--positions", bad_count], "expected a count >= 1 or all")
+        expect_error(["-m", TINY, "--ref", TINY, "--positions", bad_count], "expected a count in [1, 2147483647] or all")
     empty = os.path.join(WORK, "empty.txt")
     open(empty, "w").close()
     expect_error(["-m", TINY, "--ref", TINY, "--text", empty, "--positions", "all"], "no position to predict")

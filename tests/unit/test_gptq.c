@@ -586,7 +586,7 @@ static void test_gram_add(void **state)
         }
 }
 
-/* The factor at K across the Cholesky's 64-column blocks and the inverse's 16-column tasks: perm a
+/* The factor at K across the Cholesky's 64-column blocks and the inverse's 64-column tasks: perm a
  * permutation, U upper with a positive diagonal, U^T U Hd = I (Hd = h permuted + λ I), and the
  * same bytes on 1 and 2 threads. */
 static void test_factor_properties(void **state)
