@@ -14,6 +14,7 @@
  */
 #if defined(__x86_64__)
 
+#include "kernels/avx2_quant.h"
 #include "kernels/avx512_common.h"
 #include "kernels/avx512_quant.h"
 #include "kernels/kernel_table.h"
@@ -214,6 +215,10 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
     const int64_t N = W->rows, K = W->cols;
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
+    if (T <= HY512_STREAM_MAX_T && quant) { /* decode, quantized: the raw scheme's rows scaled once */
+        hy_avx512q_gemv(y, x, T, W);
+        return;
+    }
     if (T <= HY512_STREAM_MAX_T) { /* decode: 4 weight rows streamed once per group, up to 4 tokens per pass */
         const int64_t groups = (N + 3) / 4;
         /* dynamic chunks of 16 groups: which thread computes a row never changes its result */
@@ -232,12 +237,26 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
      * parked in acc between slices; horizontal sums at the end. Row stride padded by 64 bytes so the
      * 16 rows of a slice do not share L1 sets. */
     const int64_t Kp = (K + 15) & ~(int64_t)15, ldw = Kp + 16, blocks = (N + GEMM_NB - 1) / GEMM_NB;
-    /* x copied once to 64-byte aligned rows (no 64-byte load splits a cache line) */
+    /* x copied once to 64-byte aligned rows (no 64-byte load splits a cache line); per-tensor FP8 in
+     * the raw scheme (avx512_quant.h): rows times c, raw panels, tokens whose scaled row is not
+     * finite recomputed with exact values at the end */
+    float fold_c = 0.0f;
+    const int fold = quant && hy_avx2q_fold_scale(W, &fold_c);
     float *xp = aligned_alloc(64, ((size_t)T * (size_t)ldw * sizeof(float) + 63) & ~(size_t)63);
+    uint8_t *ok = fold ? malloc((size_t)T) : NULL;
+    if (fold && (!xp || !ok)) { /* out of memory: the streaming tiles (same chains) */
+        free(xp);
+        free(ok);
+        hy_avx512q_rows(y, N, x, K, T, W, 0, N);
+        return;
+    }
     const float *xs = xp ? xp : x; /* out of memory: the caller's rows */
     const int64_t ldx = xp ? ldw : K;
-    for (int64_t t = 0; xp && t < T; t++)
-        memcpy(xp + t * ldw, x + t * K, (size_t)K * sizeof(float));
+    if (fold)
+        hy_avx2q_scale_rows(x, K, T, K, fold_c, xp, ldw, ok);
+    else
+        for (int64_t t = 0; xp && t < T; t++)
+            memcpy(xp + t * ldw, x + t * K, (size_t)K * sizeof(float));
 #pragma omp parallel if (par)
     {
         float *wbuf = aligned_alloc(64, (size_t)GEMM_NB * (size_t)ldw * sizeof(float));
@@ -252,7 +271,10 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
                     hy_avx512_matmul_rows(y + n0, N, x, T, W, n0, n0 + nb);
                 continue;
             }
-            hy_avx512_widen_rows(W, n0, nb, ldw, wbuf);
+            if (fold)
+                hy_avx512q_widen_rows_raw(W, n0, nb, ldw, wbuf);
+            else
+                hy_avx512_widen_rows(W, n0, nb, ldw, wbuf);
             for (int64_t t0 = 0; t0 < T; t0 += GEMM_TB) {
                 const int64_t tb = T - t0 < GEMM_TB ? T - t0 : GEMM_TB;
                 memset(acc, 0, (size_t)(tb * GEMM_NB * 16) * sizeof(float));
@@ -272,7 +294,11 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
         free(wbuf);
         free(acc);
     }
+    for (int64_t t = 0; fold && t < T; t++)
+        if (!ok[t])
+            hy_avx512q_rows(y + t * N, N, x + t * K, K, 1, W, 0, N);
     free(xp);
+    free(ok);
 }
 
 /* Outputs [n0, n1) on the calling thread through the decode tiles (same chains as hy_avx512_matmul). */

@@ -19,6 +19,7 @@
 #include "kernels/avx2_quant.h"
 #include "kernels/avx512_common.h"
 #include "kernels/kernel_table.h"
+#include "kernels/scratch.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -52,9 +53,11 @@ struct qw {
     int64_t K, row_bytes, n_sb, pf;
     float cscale; /* non-MX multiplier (E4M3: scale * 2^120) */
     int scalar;   /* non-MX E4M3 whose scale * 2^120 overflows: every block scalar */
+    int fold;     /* 1: the raw scheme (E4M3 values * 2^-120; cscale applied to x by the caller) */
 };
 
-static void qw_init(struct qw *q, const struct hy_tensor *W)
+/* fold: 1 to take the raw scheme where the tensor allows it (hy_avx2q_fold_scale), 0 for exact values. */
+static void qw_init(struct qw *q, const struct hy_tensor *W, int fold)
 {
     pthread_once(&tab_once, tab_init);
     q->W = W;
@@ -67,6 +70,7 @@ static void qw_init(struct qw *q, const struct hy_tensor *W)
     const float s = W->qscheme == HY_QS_PER_TENSOR ? W->scale : 1.0f;
     q->cscale = W->dtype == HY_DTYPE_F8_E4M3 ? s * 0x1p120f : s;
     q->scalar = W->dtype == HY_DTYPE_F8_E4M3 && isfinite(s) && !isfinite(q->cscale);
+    q->fold = fold && W->dtype == HY_DTYPE_F8_E4M3 && W->qscheme != HY_QS_MX32 && !q->scalar;
 }
 
 int hy_avx512q_supported(const struct hy_tensor *W)
@@ -74,15 +78,18 @@ int hy_avx512q_supported(const struct hy_tensor *W)
     return hy_avx2q_supported(W);
 }
 
-/* 32 E4M3 bytes at p -> w[0], w[1] = elements 0-15, 16-31 times c; with CHK, NaN-code bytes or-ed
- * into *nan. */
-HY_AVX512_INLINE void dec32_e4m3(const int CHK, const uint8_t *p, __m512 c, __m512 w[2], __mmask32 *nan)
+/* 32 E4M3 bytes at p -> w[0], w[1] = elements 0-15, 16-31 as v * 2^-120, times c when MUL; with CHK,
+ * NaN-code bytes or-ed into *nan. */
+HY_AVX512_INLINE void dec32_e4m3(const int MUL, const int CHK, const uint8_t *p, __m512 c, __m512 w[2],
+                                 __mmask32 *nan)
 {
     const __m512i m = _mm512_set1_epi32((int)0x87F00000u);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
-        w[h] = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(v, 20), m)), c);
+        w[h] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(v, 20), m));
+        if (MUL)
+            w[h] = _mm512_mul_ps(w[h], c);
     }
     if (CHK) {
         const __m256i b = _mm256_loadu_si256((const __m256i *)p);
@@ -111,11 +118,14 @@ HY_AVX512_INLINE void dec32_e2m1(const uint8_t *p, __m512 c, __m512 w[2])
     w[1] = _mm512_permutexvar_ps(i1, lutc);
 }
 
-/* Elements [k0, k0+n) of row r (n <= 32) to tmp[0..32), exact (hy_tensor_get), zero-padded. */
-static void widen_scalar(const struct hy_tensor *W, int64_t r, int64_t k0, int64_t n, float *tmp)
+/* Elements [k0, k0+n) of row r (n <= 32) to tmp[0..32), zero-padded: exact (hy_tensor_get), or in
+ * the raw scheme (q->fold) e4m3 * 2^-120 (exact too: E4M3 subnormals land on f32 subnormals). */
+static void widen_scalar(const struct qw *q, int64_t r, int64_t k0, int64_t n, float *tmp)
 {
     for (int64_t i = 0; i < 32; i++)
-        tmp[i] = i < n ? hy_tensor_get(W, r, k0 + i) : 0.0f;
+        tmp[i] = i >= n ? 0.0f
+                 : q->fold ? hy_e4m3_to_f32(q->data[r * q->row_bytes + k0 + i]) * 0x1p-120f
+                           : hy_tensor_get(q->W, r, k0 + i);
 }
 
 /* The multiplier of the block at k of row r, and whether the block must be widened scalar. */
@@ -138,13 +148,16 @@ HY_AVX512_INLINE void block(const int E, const int MX, const struct qw *q, int64
     const __m512 c = block_scale(E, MX, q, r, k, &scalar);
     if (!scalar && E == Q_E4M3) {
         __mmask32 nan = 0;
-        dec32_e4m3(1, row + k, c, w, &nan);
+        if (MX || !q->fold)
+            dec32_e4m3(1, 1, row + k, c, w, &nan);
+        else
+            dec32_e4m3(0, 1, row + k, c, w, &nan);
         scalar = nan != 0;
     } else if (!scalar)
         dec32_e2m1(row + k / 2, c, w);
     if (scalar) {
         float tmp[32];
-        widen_scalar(q->W, r, k, 32, tmp);
+        widen_scalar(q, r, k, 32, tmp);
         w[0] = _mm512_loadu_ps(tmp);
         w[1] = _mm512_loadu_ps(tmp + 16);
     }
@@ -164,7 +177,7 @@ static HY_AVX512 void tile_slow(int mr, int nr, const struct qw *q, const float 
         const int64_t n = K - k < 32 ? K - k : 32;
         for (int j = 0; j < nr; j++) {
             float tmp[32];
-            widen_scalar(q->W, n0 + j, k, n, tmp);
+            widen_scalar(q, n0 + j, k, n, tmp);
             for (int64_t c = 0; c * 16 < n; c++) {
                 const int64_t kc = k + 16 * c;
                 const __m512 wv = _mm512_loadu_ps(tmp + 16 * c);
@@ -196,8 +209,8 @@ static int tile_needs_slow(const int E, const int MX, const struct qw *q, int64_
 /* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 4, j < NR <= 4. The caller routed
  * tiles with overflowing scales to tile_slow; returns 1 (results not stored) if an E4M3 NaN code
  * was seen. */
-HY_AVX512_INLINE int tile(const int E, const int MX, const int CHK, const int MR, const int NR, const struct qw *q,
-                          const float *x, int64_t ldx, int64_t n0, float *y, int64_t ldy)
+HY_AVX512_INLINE int tile(const int E, const int MX, const int FOLD, const int CHK, const int MR, const int NR,
+                          const struct qw *q, const float *x, int64_t ldx, int64_t n0, float *y, int64_t ldy)
 {
     const int64_t K = q->K, K32 = K & ~(int64_t)31;
     const uint8_t *rp[4], *sp[4];
@@ -223,7 +236,7 @@ HY_AVX512_INLINE int tile(const int E, const int MX, const int CHK, const int MR
                 _mm_prefetch((const char *)rp[j] + (E == Q_E4M3 ? k : k / 2) + q->pf, _MM_HINT_T0);
             const __m512 c = MX ? _mm512_set1_ps(tab[sp[j][k >> 5]]) : cs;
             if (E == Q_E4M3)
-                dec32_e4m3(CHK, rp[j] + k, c, w, &nan);
+                dec32_e4m3(!FOLD, CHK, rp[j] + k, c, w, &nan); /* FOLD: raw values, x arrives times cscale */
             else
                 dec32_e2m1(rp[j] + k / 2, c, w);
 #pragma GCC unroll 2
@@ -239,7 +252,7 @@ HY_AVX512_INLINE int tile(const int E, const int MX, const int CHK, const int MR
         float tmp[4][32];
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
-            widen_scalar(q->W, n0 + j, K32, K - K32, tmp[j]);
+            widen_scalar(q, n0 + j, K32, K - K32, tmp[j]);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const int64_t kc = K32 + 16 * h;
@@ -264,14 +277,15 @@ HY_AVX512_INLINE int tile(const int E, const int MX, const int CHK, const int MR
     return 0;
 }
 
-#define Q_CASES(E, MX, CHK, MR)                                                                   \
-    case (MR) * 8 + 1: nan = tile(E, MX, CHK, MR, 1, q, x, ldx, n0, y, ldy); break;               \
-    case (MR) * 8 + 2: nan = tile(E, MX, CHK, MR, 2, q, x, ldx, n0, y, ldy); break;               \
-    case (MR) * 8 + 3: nan = tile(E, MX, CHK, MR, 3, q, x, ldx, n0, y, ldy); break;               \
-    case (MR) * 8 + 4: nan = tile(E, MX, CHK, MR, 4, q, x, ldx, n0, y, ldy); break;
+#define Q_CASES(E, MX, FOLD, CHK, MR)                                                             \
+    case (MR) * 8 + 1: nan = tile(E, MX, FOLD, CHK, MR, 1, q, x, ldx, n0, y, ldy); break;         \
+    case (MR) * 8 + 2: nan = tile(E, MX, FOLD, CHK, MR, 2, q, x, ldx, n0, y, ldy); break;         \
+    case (MR) * 8 + 3: nan = tile(E, MX, FOLD, CHK, MR, 3, q, x, ldx, n0, y, ldy); break;         \
+    case (MR) * 8 + 4: nan = tile(E, MX, FOLD, CHK, MR, 4, q, x, ldx, n0, y, ldy); break;
 
-/* CHK: test E4M3 blocks for NaN codes (0 for tensors the loader marked nan_free). */
-#define DEF_Q_TILE(NAME, E, MX, CHK)                                                              \
+/* FOLD: the raw scheme (q->fold must match); CHK: test E4M3 blocks for NaN codes (0 for tensors the
+ * loader marked nan_free). */
+#define DEF_Q_TILE(NAME, E, MX, FOLD, CHK)                                                        \
     static HY_AVX512 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, \
                                float *y, int64_t ldy)                                             \
     {                                                                                             \
@@ -281,39 +295,107 @@ HY_AVX512_INLINE int tile(const int E, const int MX, const int CHK, const int MR
         }                                                                                         \
         int nan = 0;                                                                              \
         switch (mr * 8 + nr) {                                                                    \
-            Q_CASES(E, MX, CHK, 1)                                                                \
-            Q_CASES(E, MX, CHK, 2)                                                                \
-            Q_CASES(E, MX, CHK, 3)                                                                \
-            Q_CASES(E, MX, CHK, 4)                                                                \
+            Q_CASES(E, MX, FOLD, CHK, 1)                                                          \
+            Q_CASES(E, MX, FOLD, CHK, 2)                                                          \
+            Q_CASES(E, MX, FOLD, CHK, 3)                                                          \
+            Q_CASES(E, MX, FOLD, CHK, 4)                                                          \
         default: break;                                                                           \
         }                                                                                         \
         if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */            \
             tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                             \
     }
 
-DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0, 1)
-DEF_Q_TILE(tile_e4m3_t_nf, Q_E4M3, 0, 0)
-DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1, 1)
-DEF_Q_TILE(tile_e4m3_mx_nf, Q_E4M3, 1, 0)
-DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0, 0)
-DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1, 0)
+DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0, 0, 1)    /* per-tensor, exact values, NaN test */
+DEF_Q_TILE(tile_e4m3_t_nf, Q_E4M3, 0, 0, 0) /* per-tensor, exact values, checked NaN-free at load */
+DEF_Q_TILE(tile_e4m3_tr, Q_E4M3, 0, 1, 1)   /* per-tensor, raw scheme */
+DEF_Q_TILE(tile_e4m3_tr_nf, Q_E4M3, 0, 1, 0)
+DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1, 0, 1)   /* MXFP8 */
+DEF_Q_TILE(tile_e4m3_mx_nf, Q_E4M3, 1, 0, 0)
+DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0, 0, 0)    /* FP4, one scale */
+DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1, 0, 0)   /* MXFP4 */
 
 typedef void (*q_tile_fn)(int, int, const struct qw *, const float *, int64_t, int64_t, float *, int64_t);
+
+static q_tile_fn q_tile_for(const struct qw *q)
+{
+    const int mx = q->W->qscheme == HY_QS_MX32, nf = q->W->nan_free;
+    if (q->W->dtype != HY_DTYPE_F8_E4M3)
+        return mx ? tile_e2m1_mx : tile_e2m1_t;
+    if (mx)
+        return nf ? tile_e4m3_mx_nf : tile_e4m3_mx;
+    if (q->fold)
+        return nf ? tile_e4m3_tr_nf : tile_e4m3_tr;
+    return nf ? tile_e4m3_t_nf : tile_e4m3_t;
+}
+
+/* Per-call state: the exact and raw-scheme views of W and, in the raw scheme, the scaled activations
+ * with their per-token ok flags (NULL xs / ok: every token exact). */
+struct qcall {
+    struct qw qe, qf;
+    q_tile_fn fe, ff;
+    float *xs;
+    uint8_t *ok; /* after the rows, in the same buffer (the calling thread's scratch) */
+};
+
+/* The calling thread's buffer for the raw scheme's scaled activations. */
+static _Thread_local struct hy_scratch qscratch;
+
+static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *x, int64_t ldx, int64_t T)
+{
+    qw_init(&c->qe, W, 0);
+    qw_init(&c->qf, W, 1);
+    c->fe = q_tile_for(&c->qe);
+    c->ff = q_tile_for(&c->qf);
+    c->xs = NULL;
+    c->ok = NULL;
+    if (!c->qf.fold)
+        return;
+    const size_t xb = (size_t)(T * W->cols) * sizeof(float);
+    c->xs = hy_scratch_get(&qscratch, xb + (size_t)T);
+    if (!c->xs) /* out of memory: every token exact (T-invariance then holds only while memory lasts) */
+        return;
+    c->ok = (uint8_t *)c->xs + xb;
+    hy_avx2q_scale_rows(x, ldx, T, W->cols, c->qf.cscale, c->xs, W->cols, c->ok);
+}
+
+/* Rows [n0, n0+nr) (nr <= 4) for every token: runs of up to 4 consecutive tokens of one scheme per
+ * tile, raw (qf, scaled xs) where ok[t], else exact (qe, x). */
+static void rows_tiles(const struct qcall *c, const float *x, int64_t ldx, int64_t T, int64_t n0, int nr, float *y,
+                       int64_t ldy)
+{
+    for (int64_t t = 0; t < T;) {
+        const int raw = c->ok && c->ok[t];
+        int mt = 1;
+        while (mt < 4 && t + mt < T && (c->ok && c->ok[t + mt]) == raw)
+            mt++;
+        if (raw)
+            c->ff(mt, nr, &c->qf, c->xs + t * c->qf.K, c->qf.K, n0, y + t * ldy, ldy);
+        else
+            c->fe(mt, nr, &c->qe, x + t * ldx, ldx, n0, y + t * ldy, ldy);
+        t += mt;
+    }
+}
 
 void hy_avx512q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
                      int64_t n0, int64_t nb)
 {
-    struct qw q;
-    qw_init(&q, W);
-    const int mx = W->qscheme == HY_QS_MX32;
-    const int nf = W->nan_free;
-    const q_tile_fn fn = W->dtype == HY_DTYPE_F8_E4M3
-                             ? (mx ? (nf ? tile_e4m3_mx_nf : tile_e4m3_mx) : (nf ? tile_e4m3_t_nf : tile_e4m3_t))
-                             : (mx ? tile_e2m1_mx : tile_e2m1_t);
+    struct qcall c;
+    qcall_init(&c, W, x, ldx, T);
     for (int64_t j = 0; j < nb; j += 4)
-        for (int64_t t = 0; t < T; t += 4)
-            fn((int)(T - t < 4 ? T - t : 4), (int)(nb - j < 4 ? nb - j : 4), &q, x + t * ldx, ldx, n0 + j,
-               y + t * ldy + j, ldy);
+        rows_tiles(&c, x, ldx, T, n0 + j, (int)(nb - j < 4 ? nb - j : 4), y + j, ldy);
+}
+
+void hy_avx512q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *W)
+{
+    struct qcall c;
+    qcall_init(&c, W, x, W->cols, T);
+    const int64_t N = W->rows, K = W->cols, groups = (N + 3) / 4;
+    const int par = (double)N * (double)K * (double)T > 65536.0;
+    (void)par;
+    /* dynamic chunks of 16 groups (64 rows): which thread computes a row never changes its result */
+#pragma omp parallel for schedule(dynamic, 16) if (par)
+    for (int64_t g = 0; g < groups; g++)
+        rows_tiles(&c, x, K, T, g * 4, (int)(N - g * 4 < 4 ? N - g * 4 : 4), y + g * 4, N);
 }
 
 /* Widens the first K32 (a multiple of 32) elements of row r to f32 at d; one instance per format. */
@@ -333,10 +415,10 @@ DEF_WIDEN(widen_e4m3_mx, Q_E4M3, 1)
 DEF_WIDEN(widen_e2m1_t, Q_E2M1, 0)
 DEF_WIDEN(widen_e2m1_mx, Q_E2M1, 1)
 
-void hy_avx512q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
+static void widen_rows_scheme(const struct hy_tensor *W, int fold, int64_t n0, int64_t nb, int64_t ldw, float *dst)
 {
     struct qw q;
-    qw_init(&q, W);
+    qw_init(&q, W, fold);
     const int mx = W->qscheme == HY_QS_MX32;
     void (*fn)(const struct qw *, int64_t, int64_t, float *) =
         W->dtype == HY_DTYPE_F8_E4M3 ? (mx ? widen_e4m3_mx : widen_e4m3_t) : (mx ? widen_e2m1_mx : widen_e2m1_t);
@@ -346,10 +428,20 @@ void hy_avx512q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, in
         fn(&q, n0 + r, K32, d);
         if (K32 < K) {
             float tmp[32];
-            widen_scalar(W, n0 + r, K32, K - K32, tmp);
+            widen_scalar(&q, n0 + r, K32, K - K32, tmp);
             memcpy(d + K32, tmp, (size_t)(Kp - K32) * sizeof(float));
         }
     }
+}
+
+void hy_avx512q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
+{
+    widen_rows_scheme(W, 0, n0, nb, ldw, dst);
+}
+
+void hy_avx512q_widen_rows_raw(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst)
+{
+    widen_rows_scheme(W, 1, n0, nb, ldw, dst);
 }
 
 #endif /* __x86_64__ */

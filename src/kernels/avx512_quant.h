@@ -9,6 +9,11 @@
  *   its nibble, vpermps looks the code up in a 16-entry f32 table, times the scale (2^(s-127) for MX).
  * Scalar hy_tensor_get covers E4M3 NaN codes (the tile or panel block is recomputed), E4M3 scales
  * whose * 2^120 overflows, and the last K % 32 elements of a row.
+ * Per-tensor (and unscaled) FP8 E4M3 takes avx2_quant.h's raw scheme: the weights enter the chain as
+ * e4m3 * 2^-120 and each activation row is multiplied once per call by c = scale * 2^120
+ * (hy_avx2q_fold_scale / hy_avx2q_scale_rows; a token whose scaled row is not finite takes the exact
+ * values). The decode tiles and the prefill panels (hy_avx512q_widen_rows_raw) agree, so results
+ * stay independent of T and of the thread count.
  * Call only if hy_cpu_supports(HY_ISA_AVX512).
  */
 #ifndef HY_KERNELS_AVX512_QUANT_H
@@ -26,8 +31,15 @@ int hy_avx512q_supported(const struct hy_tensor *W);
 void hy_avx512q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
                      int64_t n0, int64_t nb);
 
+/* Decode GEMV/GEMM y[T, N] = x[T, K] . W^T (x rows of stride K): hy_avx512q_rows over groups of 4
+ * rows, OpenMP in chunks of 64 rows, the raw scheme's scaled rows formed once per call. */
+void hy_avx512q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+
 /* Widens rows [n0, n0+nb) of W to their exact f32 values: dst[r*ldw + k] for k < K, zeros for
  * K <= k < round_up(K, 16) (ldw >= round_up(K, 16)). Same values as hy_avx512q_rows feeds its chains. */
 void hy_avx512q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
+
+/* hy_avx512q_widen_rows giving the raw scheme's values (e4m3 * 2^-120) of a hy_avx2q_fold_scale W. */
+void hy_avx512q_widen_rows_raw(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
 
 #endif

@@ -111,6 +111,8 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 #define hy_avx512q_supported emu512_q_supported
 #define hy_avx512q_rows emu512_q_rows
 #define hy_avx512q_widen_rows emu512_q_widen_rows
+#define hy_avx512q_widen_rows_raw emu512_q_widen_rows_raw
+#define hy_avx512q_gemv emu512_q_gemv
 #define hy_avx512bf16_matmul_bf16x emu512_bf16x
 void emu512_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
