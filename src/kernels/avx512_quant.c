@@ -192,18 +192,27 @@ static HY_AVX512 void tile_slow(int mr, int nr, const struct qw *q, const float 
             y[i * ldy + j] = hy_avx512_hsum(acc[i][j]);
 }
 
-/* 1 if the tile of nr rows from n0 needs tile_slow from the start (E4M3 scales overflowing). */
-static int tile_needs_slow(const int E, const int MX, const struct qw *q, int64_t n0, int nr)
+/* 1 if the tile of nr rows from n0 needs tile_slow from the start (E4M3 scales overflowing: an MX
+ * scale byte in 135..254). The rows' scale bytes are contiguous; 32 at a time, as avx2_quant.c (a
+ * byte loop here cost about a fifth of an MXFP8 decode tile at K = 4096). */
+static HY_AVX512 int tile_needs_slow(const int E, const int MX, const struct qw *q, int64_t n0, int nr)
 {
     if (E != Q_E4M3)
         return 0;
     if (!MX)
         return q->scalar;
     const uint8_t *s = q->scales + n0 * q->n_sb;
-    for (int64_t i = 0; i < (int64_t)nr * q->n_sb; i++)
-        if (s[i] >= 135 && s[i] != 255)
-            return 1;
-    return 0;
+    const int64_t n = (int64_t)nr * q->n_sb, n32 = n & ~(int64_t)31;
+    const __m256i lo = _mm256_set1_epi8((char)135), hi = _mm256_set1_epi8((char)254);
+    __m256i bad = _mm256_setzero_si256();
+    for (int64_t i = 0; i < n32; i += 32) { /* v in [135, 254] <=> clamp(v, 135, 254) == v */
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(_mm256_min_epu8(_mm256_max_epu8(v, lo), hi), v));
+    }
+    int r = !_mm256_testz_si256(bad, bad);
+    for (int64_t i = n32; i < n; i++)
+        r |= s[i] >= 135 && s[i] != 255;
+    return r;
 }
 
 /* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 4, j < NR <= 4. The caller routed
