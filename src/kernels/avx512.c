@@ -9,7 +9,8 @@
  * (T > 32: 16-row blocks widened once to f32 panels, 4x4 register tiles whose chains are parked
  * between k slices) run exactly that chain, so a row's result never depends on T, on the path or on
  * the thread count (threads split N only). Quantized weights (FP8 / MXFP8 / MXFP4) are widened to
- * their exact f32 values (avx512_quant.c) and run through the same chains.
+ * their exact f32 values (avx512_quant.c), per-tensor FP8 to its raw values with the scale folded
+ * into x (the raw scheme, avx512_quant.h), and run through the same chains.
  * Rope, silu_mul, bf16 rounding and attention of this level are the avx2 kernels (dispatch.c).
  */
 #if defined(__x86_64__)
@@ -225,10 +226,7 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
 #pragma omp parallel for schedule(dynamic, 16) if (par)
         for (int64_t g = 0; g < groups; g++) {
             const int64_t n0 = g * 4, nr = N - n0 < 4 ? N - n0 : 4;
-            if (quant)
-                hy_avx512q_rows(y + n0, N, x, K, T, W, n0, nr);
-            else
-                hy_avx512_matmul_rows(y + n0, N, x, T, W, n0, n0 + nr);
+            hy_avx512_matmul_rows(y + n0, N, x, T, W, n0, n0 + nr);
         }
         return;
     }
@@ -244,7 +242,8 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
     const int fold = quant && hy_avx2q_fold_scale(W, &fold_c);
     float *xp = aligned_alloc(64, ((size_t)T * (size_t)ldw * sizeof(float) + 63) & ~(size_t)63);
     uint8_t *ok = fold ? malloc((size_t)T) : NULL;
-    if (fold && (!xp || !ok)) { /* out of memory: the streaming tiles (same chains) */
+    if (fold && (!xp || !ok)) { /* out of memory: the streaming tiles (same chains while their scratch for
+                                   the scaled rows can be had; else every token exact) */
         free(xp);
         free(ok);
         hy_avx512q_rows(y, N, x, K, T, W, 0, N);
@@ -264,7 +263,8 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < blocks; b++) {
             const int64_t n0 = b * GEMM_NB, nb = N - n0 < GEMM_NB ? N - n0 : GEMM_NB;
-            if (!wbuf || !acc) { /* out of memory: the streaming kernels (same chains) */
+            if (!wbuf || !acc) { /* out of memory: the streaming kernels (same chains, for per-tensor FP8
+                                    while their scratch for the scaled rows can be had) */
                 if (quant)
                     hy_avx512q_rows(y + n0, N, x, K, T, W, n0, nb);
                 else

@@ -140,7 +140,8 @@ HY_AVX512_INLINE __m512 block_scale(const int E, const int MX, const struct qw *
     return _mm512_set1_ps(E == Q_E4M3 ? tab_e8m0_120[s] : tab_e8m0[s]);
 }
 
-/* The full block at k of row r into w[2], exact; E4M3 NaN codes and overflowing scales scalar. */
+/* The full block at k of row r into w[2]: exact values, or raw ones under q->fold; E4M3 NaN codes and
+ * overflowing scales scalar. */
 HY_AVX512_INLINE void block(const int E, const int MX, const struct qw *q, int64_t r, int64_t k, __m512 w[2])
 {
     const uint8_t *row = q->data + r * q->row_bytes;

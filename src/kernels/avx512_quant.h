@@ -36,7 +36,8 @@ void hy_avx512q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t
 void hy_avx512q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 
 /* Widens rows [n0, n0+nb) of W to their exact f32 values: dst[r*ldw + k] for k < K, zeros for
- * K <= k < round_up(K, 16) (ldw >= round_up(K, 16)). Same values as hy_avx512q_rows feeds its chains. */
+ * K <= k < round_up(K, 16) (ldw >= round_up(K, 16)). The values hy_avx512q_rows feeds its chains,
+ * except for per-tensor FP8 in the raw scheme (hy_avx512q_widen_rows_raw). */
 void hy_avx512q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
 
 /* hy_avx512q_widen_rows giving the raw scheme's values (e4m3 * 2^-120) of a hy_avx2q_fold_scale W. */

@@ -11,7 +11,9 @@
  * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)); it never depends on T, on the GEMV/GEMM path taken, or on
  * the thread count. Quantized weights (FP8 per-tensor, MXFP8, MXFP4; model/tensor.h) run the same
  * chain on each element's exact dequantized f32 value hy_tensor_get (ref via hy_tensor_get, avx2
- * via avx2_quant.c: widened in registers for decode, into f32 panels for prefill).
+ * via avx2_quant.c: widened in registers for decode, into f32 panels for prefill), except that
+ * per-tensor FP8 on avx2 and avx512 takes the raw scheme (avx2_quant.h: raw values, the scale
+ * folded into each activation row), which differs from ref in rounding only.
  * avx512 (also the amx level's matmul): one 16-lane FMA chain, lane j taking k = j mod 16, masked
  * zero tail, then the halves added lane by lane and summed in the avx2 order (avx512_common.h).
  * The one exception is matmul_bf16x at the amx level (bf16 compute mode only): AMX tile order.
@@ -133,7 +135,8 @@ void hy_avx512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, con
 float hy_avx512_dot_f32(const float *a, const float *b, int64_t n);
 void hy_avx512_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
 /* Rows [n0, n0+nb) of W (any kernel dtype or hy_avx512q_supported format) widened to f32:
- * dst[r*ldw + k], zeros for K <= k < round_up(K, 16); the values the avx512 chains use. */
+ * dst[r*ldw + k], zeros for K <= k < round_up(K, 16); the values the avx512 chains use (per-tensor
+ * FP8 in the raw scheme excepted: hy_avx512q_widen_rows_raw). */
 void hy_avx512_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
 
 #endif
