@@ -250,11 +250,9 @@ static HY_AVX2 void tile_slow(int mr, int nr, const struct qw *q, const float *x
             y[i * ldy + j] = hy_avx2_hsum(acc[i][j]);
 }
 
-/* 1 if one of nr rows from n0 has an E8M0 byte in 135..254 (E4M3 scale * 2^120 overflows). */
-static HY_AVX2 int rows_need_slow(const struct qw *q, int64_t n0, int nr)
+int HY_AVX2 hy_avx2q_mx_scales_overflow(const uint8_t *s, int64_t n)
 {
-    const uint8_t *s = q->scales + n0 * q->n_sb;
-    const int64_t n = (int64_t)nr * q->n_sb, n32 = n & ~(int64_t)31;
+    const int64_t n32 = n & ~(int64_t)31;
     const __m256i lo = _mm256_set1_epi8((char)135), hi = _mm256_set1_epi8((char)254);
     __m256i bad = _mm256_setzero_si256();
     for (int64_t i = 0; i < n32; i += 32) {
@@ -265,6 +263,12 @@ static HY_AVX2 int rows_need_slow(const struct qw *q, int64_t n0, int nr)
     for (int64_t i = n32; i < n; i++)
         r |= s[i] >= 135 && s[i] != 255;
     return r;
+}
+
+/* 1 if one of nr rows from n0 has an E8M0 byte in 135..254 (E4M3 scale * 2^120 overflows). */
+static int rows_need_slow(const struct qw *q, int64_t n0, int nr)
+{
+    return hy_avx2q_mx_scales_overflow(q->scales + n0 * q->n_sb, (int64_t)nr * q->n_sb);
 }
 
 /* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 2, j < NR <= 4: each row's 32-element
@@ -446,8 +450,18 @@ static void tokens_tile(const struct qcall *c, const float *x, int64_t ldx, int6
 }
 
 /* The calling thread's buffer for the raw scheme's scaled activations (decode calls come once per
- * 64-row band of every expert matrix: a malloc per call was measurable). */
+ * 64-row band of every expert matrix: a malloc per call was measurable); the avx512 level's too. */
 static _Thread_local struct hy_scratch qscratch;
+
+float *hy_avx2q_scaled_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, uint8_t **ok)
+{
+    const size_t xb = (size_t)(T * K) * sizeof(float);
+    float *xs = hy_scratch_get(&qscratch, xb + (size_t)T);
+    *ok = xs ? (uint8_t *)xs + xb : NULL;
+    if (xs)
+        hy_avx2q_scale_rows(x, ldx, T, K, c, xs, K, *ok);
+    return xs;
+}
 
 static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *x, int64_t ldx, int64_t T)
 {
@@ -457,15 +471,10 @@ static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *
     c->ff = tile_for(&c->qf);
     c->xs = NULL;
     c->ok = NULL;
-    if (!c->qf.fold)
-        return;
-    const size_t xb = (size_t)(T * W->cols) * sizeof(float);
-    c->xs = hy_scratch_get(&qscratch, xb + (size_t)T);
-    if (!c->xs) /* out of memory: every token exact (same values up to rounding order, so T-invariance
-                 * is only kept while memory lasts) */
-        return;
-    c->ok = (uint8_t *)c->xs + xb;
-    hy_avx2q_scale_rows(x, ldx, T, W->cols, c->qf.cscale, c->xs, W->cols, c->ok);
+    /* out of memory: NULL, every token exact (same values up to rounding order, so T-invariance is
+     * only kept while memory lasts) */
+    if (c->qf.fold)
+        c->xs = hy_avx2q_scaled_rows(x, ldx, T, W->cols, c->qf.cscale, &c->ok);
 }
 
 void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,

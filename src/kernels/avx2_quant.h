@@ -45,10 +45,19 @@ void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T
  * so results stay T-invariant). */
 int hy_avx2q_fold_scale(const struct hy_tensor *W, float *c);
 
+/* 1 if some byte of the E8M0 scales s[0..n) lies in 135..254 (its E4M3 block times 2^120 would
+ * overflow: those blocks take the scalar route); 32 bytes at a time. */
+int hy_avx2q_mx_scales_overflow(const uint8_t *s, int64_t n);
+
 /* The raw scheme's activations: xs[t*ldxs + k] = x[t*ldx + k] * c for T rows of K; ok[t] = 1 where
  * every product is finite (0: token t takes the exact values; also for inf / NaN inputs). */
 void hy_avx2q_scale_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, float *xs, int64_t ldxs,
                          uint8_t *ok);
+
+/* hy_avx2q_scale_rows of T rows of K into the calling thread's scratch (kept for the next call, so
+ * valid until this thread calls again): returns xs [T, K] with *ok [T] after it, or NULL and *ok =
+ * NULL when out of memory. Callers own nothing; other threads may read it until then. */
+float *hy_avx2q_scaled_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, uint8_t **ok);
 
 /* hy_avx2q_widen_rows giving the raw scheme's values (e4m3 * 2^-120) of a hy_avx2q_fold_scale W. */
 void hy_avx2q_widen_rows_raw(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);

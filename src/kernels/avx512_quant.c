@@ -19,7 +19,6 @@
 #include "kernels/avx2_quant.h"
 #include "kernels/avx512_common.h"
 #include "kernels/kernel_table.h"
-#include "kernels/scratch.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -194,26 +193,15 @@ static HY_AVX512 void tile_slow(int mr, int nr, const struct qw *q, const float 
 }
 
 /* 1 if the tile of nr rows from n0 needs tile_slow from the start (E4M3 scales overflowing: an MX
- * scale byte in 135..254). The rows' scale bytes are contiguous; 32 at a time, as avx2_quant.c (a
- * byte loop here cost about a fifth of an MXFP8 decode tile at K = 4096). */
-static HY_AVX512 int tile_needs_slow(const int E, const int MX, const struct qw *q, int64_t n0, int nr)
+ * scale byte in 135..254). The rows' scale bytes are contiguous (a byte loop here cost about a fifth
+ * of an MXFP8 decode tile at K = 4096; the avx2 scan takes 32 at a time). */
+static int tile_needs_slow(const int E, const int MX, const struct qw *q, int64_t n0, int nr)
 {
     if (E != Q_E4M3)
         return 0;
     if (!MX)
         return q->scalar;
-    const uint8_t *s = q->scales + n0 * q->n_sb;
-    const int64_t n = (int64_t)nr * q->n_sb, n32 = n & ~(int64_t)31;
-    const __m256i lo = _mm256_set1_epi8((char)135), hi = _mm256_set1_epi8((char)254);
-    __m256i bad = _mm256_setzero_si256();
-    for (int64_t i = 0; i < n32; i += 32) { /* v in [135, 254] <=> clamp(v, 135, 254) == v */
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));
-        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(_mm256_min_epu8(_mm256_max_epu8(v, lo), hi), v));
-    }
-    int r = !_mm256_testz_si256(bad, bad);
-    for (int64_t i = n32; i < n; i++)
-        r |= s[i] >= 135 && s[i] != 255;
-    return r;
+    return hy_avx2q_mx_scales_overflow(q->scales + n0 * q->n_sb, (int64_t)nr * q->n_sb);
 }
 
 /* y[i*ldy + j] = x row i (stride ldx) . W row n0+j, i < MR <= 4, j < NR <= 4. The caller routed
@@ -344,11 +332,8 @@ struct qcall {
     struct qw qe, qf;
     q_tile_fn fe, ff;
     float *xs;
-    uint8_t *ok; /* after the rows, in the same buffer (the calling thread's scratch) */
+    uint8_t *ok; /* after the rows, in the same buffer (hy_avx2q_scaled_rows) */
 };
-
-/* The calling thread's buffer for the raw scheme's scaled activations. */
-static _Thread_local struct hy_scratch qscratch;
 
 static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *x, int64_t ldx, int64_t T)
 {
@@ -358,14 +343,8 @@ static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *
     c->ff = q_tile_for(&c->qf);
     c->xs = NULL;
     c->ok = NULL;
-    if (!c->qf.fold)
-        return;
-    const size_t xb = (size_t)(T * W->cols) * sizeof(float);
-    c->xs = hy_scratch_get(&qscratch, xb + (size_t)T);
-    if (!c->xs) /* out of memory: every token exact (T-invariance then holds only while memory lasts) */
-        return;
-    c->ok = (uint8_t *)c->xs + xb;
-    hy_avx2q_scale_rows(x, ldx, T, W->cols, c->qf.cscale, c->xs, W->cols, c->ok);
+    if (c->qf.fold) /* out of memory: NULL, every token exact (T-invariance holds while memory lasts) */
+        c->xs = hy_avx2q_scaled_rows(x, ldx, T, W->cols, c->qf.cscale, &c->ok);
 }
 
 /* Rows [n0, n0+nr) (nr <= 4) for every token: runs of up to 4 consecutive tokens of one scheme per

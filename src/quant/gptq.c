@@ -24,8 +24,9 @@ double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8
 /* In-place lower Cholesky factor of a [n, n] (row-major, lower triangle read and written; the upper
  * triangle is left as it was): a[i][j] = (a[i][j] - dot(a_i[0, j), a_j[0, j))) / a[j][j] with the
  * level's dot_f64, left-looking by blocks of CHOL_BLOCK columns: the block's diagonal part on one
- * thread, then its rows below in parallel, CHOL_ROWS at a time. Every element is the same expression whatever the thread
- * count. Returns 0, or 1 when a pivot is not positive (a not positive definite). */
+ * thread, then its rows below in parallel, CHOL_ROWS at a time. Every element is the same
+ * expression whatever the thread count. Returns 0, or 1 when a pivot is not positive (a not
+ * positive definite). */
 static int chol_lower(double *a, int64_t n, double (*dot)(const double *, const double *, int64_t))
 {
     void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t,
