@@ -111,7 +111,7 @@ int hy_cpu_supports(enum hy_isa isa)
     case HY_ISA_AVX512:
         return avx512;
     case HY_ISA_AMX:
-        return avx512 && k->amx_tile && k->amx_bf16 && k->os_amx;
+        return avx512 && k->avx512bf16 && k->amx_tile && k->amx_bf16 && k->os_amx; /* decode: vdpbf16ps */
     default:
         return 0;
     }

@@ -23,7 +23,7 @@ enum hy_isa {
     HY_ISA_REF = 0,  /* portable scalar C (src/kernels/ref.c), the oracle */
     HY_ISA_AVX2,     /* AVX2 + FMA + F16C */
     HY_ISA_AVX512,   /* AVX-512 F/BW/VL (+BF16) */
-    HY_ISA_AMX,      /* AMX-TILE + AMX-BF16 on top of AVX-512 */
+    HY_ISA_AMX,      /* AMX-TILE + AMX-BF16 on top of AVX-512 with AVX512_BF16 */
     HY_ISA_COUNT
 };
 

@@ -21,7 +21,7 @@
  * Tiles: C 0-3, A 4-5, B 6-7, every tile 16 rows x 64 bytes (palette 1).
  *
  * Smaller T (decode, T < HY_AMX_MIN_T) and formats without a bf16 form (F32, F16) take the avx512
- * matmul. Compiled with HY_AMX_EMU (tests only), the tile instructions are the software model of
+ * level's AVX512-BF16 matmul (avx512_bf16.c: vdpbf16ps decode tiles; F32 / F16 the f32 chain). Compiled with HY_AMX_EMU (tests only), the tile instructions are the software model of
  * tests/unit/amx_emu.h, the fallback is the ref matmul and quantized panels are widened by
  * hy_tensor_get, so the whole logic runs and is tested on machines without AMX.
  */
@@ -29,6 +29,7 @@
 
 #include "kernels/amx.h"
 
+#include "kernels/avx512_bf16.h"
 #include "kernels/avx512_quant.h"
 #include "kernels/bf16_panel.h"
 #include "kernels/kernel_table.h"
@@ -46,7 +47,7 @@
 #include <immintrin.h>
 #define AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
 #define AMX_FN(name) name
-#define AMX_FALLBACK hy_avx512_matmul
+#define AMX_FALLBACK hy_avx512bf16_matmul_bf16x /* AMX CPUs have AVX512_BF16 */
 #define AMX_WIDEN hy_avx512q_widen_rows
 #endif
 

@@ -1,15 +1,33 @@
 /* avx512_bf16.c - hy_matmul_bf16x on AVX512-BF16 dot products (vdpbf16ps), the avx512 level's
- * matmul_bf16x where the CPU has AVX512_BF16 (Cooper Lake, Sapphire Rapids and later, Zen 4).
+ * matmul_bf16x and matmul_rows_bf16x where the CPU has AVX512_BF16 (Cooper Lake, Sapphire Rapids and
+ * later, Zen 4 and 5), and the amx level's for decode-sized calls.
  *
- * For prefill-sized calls (T >= HY_BF16X_MIN_T) with weights that have a bf16 form (bf16_panel.h):
- * x (bf16 values by contract) is converted once to bf16 rows of Kp = round_up(K, 32) elements; each
- * thread takes blocks of 16 weight rows (read in place when BF16 with K % 32 == 0, else written to a
- * zero-padded bf16 panel, FP8 / MX dequantized there); 4 tokens x 4 rows register tiles run, per
- * output, one 16-lane chain acc = dpbf16(acc, x[k..k+32], w[k..k+32]) (lane j adds the products of
- * elements 2j and 2j+1 of each 32-element chunk, in increasing k), then hy_avx512_hsum, times the
- * per-tensor scale. Products of bf16 values are exact in fp32; results differ from hy_matmul's f32
- * chain in rounding order only (and vdpbf16ps flushes denormals), and they do not depend on T or on
- * the thread count. Smaller T and other dtypes take hy_avx512_matmul.
+ * The chain (one per output, whatever the path): x (bf16 values by contract) as bf16 rows of
+ * Kp = round_up(K, 32) elements; the weight row as its exact bf16 values (BF16 itself; FP8 / MXFP8 /
+ * MXFP4 dequantized, bf16_panel.h; a per-tensor scale left out); acc = dpbf16(acc, x[k..k+32],
+ * w[k..k+32]) over the 32-element chunks in increasing k (lane j adds the products of elements 2j and
+ * 2j+1 of each chunk), zeros past K, then hy_avx512_hsum, times the per-tensor scale. Products of bf16
+ * values are exact in fp32; results differ from hy_matmul's f32 chain in rounding order only (and
+ * vdpbf16ps flushes denormals). Two paths compute it, bitwise alike:
+ * - prefill (T >= HY_BF16X_MIN_T): each thread takes blocks of 16 weight rows, read in place (BF16,
+ *   K % 32 == 0) or written to a zero-padded bf16 panel (FP8 / MX widened by hy_avx512q_widen_rows,
+ *   then hy_f32_to_bf16), and runs 4 tokens x 4 rows register tiles over it;
+ * - decode (T < HY_BF16X_MIN_T, and matmul_rows_bf16x for any T): 4 tokens x 4 rows register tiles
+ *   decode each 32-element chunk of a weight row in registers to the same bf16 words:
+ *   E4M3: sign-extended to words; (w << 4) & 0x07F0 puts exponent and mantissa at bits 4..10, and
+ *   adding (s - 7) << 7 (s = the E8M0 scale byte, 127 for unscaled / per-tensor FP8) rebases the
+ *   exponent, exact for normal codes when 7 <= s <= 246 (the bf16 exponent field stays in 1..254);
+ *   codes with exponent 0 (zeros, subnormals) are looked up (vpermw) in an 8-entry table of
+ *   bf16(m * 2^-9 * 2^(s-127)), the panel's values; the sign is or-ed last.
+ *   E2M1: byte j to dword j (vpmovzxbd), its low nibble to word 2j and high nibble to word 2j+1, looked
+ *   up (vpermw) in a 16-entry table of e2m1(n) * 2^(s-127) per scale byte: the panel's values for
+ *   every s. Tiles whose rows hold an MXFP8 scale byte outside [7, 246] or an E4M3 NaN code (tensors
+ *   not marked nan_free) are computed from a bf16 panel of their rows (the prefill route), as are the
+ *   last K % 32 elements of quantized rows (scalar, hy_tensor_get then hy_f32_to_bf16).
+ * So results do not depend on T, on the path, on how rows are split into calls, or on the thread
+ * count. F32 / F16 weights take hy_avx512_matmul (the f32 chain), as does everything when memory for
+ * the bf16 copy of x cannot be had. HYINFER_MXFP4_ACT=mxint8 routes MXFP4 weights to the W4A8 kernel
+ * (w4a8.h) for every T.
  */
 #if defined(__x86_64__)
 
@@ -19,21 +37,56 @@
 #include "kernels/avx512_quant.h"
 #include "kernels/bf16_panel.h"
 #include "kernels/kernel_table.h"
+#include "kernels/scratch.h"
+#include "kernels/w4a8.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef HY_AVX512_SIMDE
+/* (tests: the emulated intrinsics are large; the per-chunk body stays one function per instance so
+ * the emulation compiles in reasonable time) */
 #define BF16_TARGET
+#define BF16_INLINE static inline __attribute__((always_inline))
+#define BF16_CHUNK static __attribute__((noinline))
 #else
+#define BF16_CHUNK BF16_INLINE
 #define BF16_TARGET __attribute__((target(HY_AVX512_TARGET ",avx512bf16")))
+#define BF16_INLINE static inline __attribute__((always_inline, target(HY_AVX512_TARGET ",avx512bf16")))
 #endif
 
+/* ---- x as bf16 rows ---- */
+
+/* xb[t * Kp + k] = hy_f32_to_bf16(x[t * ldx + k]) for k < K, 0 for K <= k < Kp (Kp % 32 == 0), bitwise
+ * as the scalar rule (round to nearest even; NaN keeps its top bits and is made quiet). */
+static BF16_TARGET void x_to_bf16(const float *x, int64_t ldx, int64_t T, int64_t K, uint16_t *xb, int64_t Kp)
+{
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
+                  one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
+    const int64_t K16 = K & ~(int64_t)15;
+    for (int64_t t = 0; t < T; t++) {
+        const float *xr = x + t * ldx;
+        uint16_t *d = xb + t * Kp;
+        for (int64_t k = 0; k < K16; k += 16) {
+            const __m512i u = _mm512_loadu_si512((const void *)(xr + k));
+            const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, absm), inf);
+            const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+            __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), 16);
+            r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), quiet);
+            _mm256_storeu_si256((__m256i *)(d + k), _mm512_cvtepi32_epi16(r));
+        }
+        for (int64_t k = K16; k < K; k++)
+            d[k] = hy_f32_to_bf16(xr[k]);
+        memset(d + K, 0, (size_t)(Kp - K) * sizeof(uint16_t));
+    }
+}
+
+/* ---- the chain over bf16 rows (prefill panels, and the decode path's panel fallback) ---- */
+
 /* y[i*ldy + j] = chain(x row i, w row j) for i < MR, j < NR (<= 4), rows of kc chunks of 32 bf16. */
-static inline __attribute__((always_inline)) BF16_TARGET void dp_tile(const int MR, const int NR,
-                                                                        const uint16_t *x, int64_t ldx,
-                                                                        const uint16_t *w, int64_t ldw, int64_t kc,
-                                                                        float oscale, float *y, int64_t ldy)
+BF16_INLINE void dp_tile(const int MR, const int NR, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
+                         int64_t kc, float oscale, float *y, int64_t ldy)
 {
     __m512 acc[4][4];
 #pragma GCC unroll 4
@@ -68,7 +121,7 @@ static inline __attribute__((always_inline)) BF16_TARGET void dp_tile(const int 
     case (MR) * 8 + 4: dp_tile(MR, 4, x, ldx, w, ldw, kc, oscale, y, ldy); break;
 
 static BF16_TARGET void dp_tile_fn(int mr, int nr, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
-                                int64_t kc, float oscale, float *y, int64_t ldy)
+                                   int64_t kc, float oscale, float *y, int64_t ldy)
 {
     switch (mr * 8 + nr) {
         BF_CASES(1)
@@ -79,11 +132,342 @@ static BF16_TARGET void dp_tile_fn(int mr, int nr, const uint16_t *x, int64_t ld
     }
 }
 
-#define NB 16 /* weight rows per block */
+/* y rows t < T (stride ldy), outputs j < nr over the panel rows (stride Kp). */
+static void dp_panel_rows(const uint16_t *xb, int64_t Kp, int64_t T, const uint16_t *wp, int64_t nr, int64_t kc,
+                          float oscale, float *y, int64_t ldy)
+{
+    for (int64_t t = 0; t < T; t += 4)
+        for (int64_t j = 0; j < nr; j += 4)
+            dp_tile_fn((int)(T - t < 4 ? T - t : 4), (int)(nr - j < 4 ? nr - j : 4), xb + t * Kp, Kp, wp + j * Kp, Kp,
+                       kc, oscale, y + t * ldy + j, ldy);
+}
+
+/* ---- decode tiles: weights decoded to bf16 in registers ---- */
+
+enum { F_BF16 = 0, F_E4M3, F_E4M3_MX, F_E2M1, F_E2M1_MX };
+
+#define E4M3_S_MIN 7   /* MXFP8 scale bytes whose normal codes decode exactly (see top) */
+#define E4M3_S_MAX 246
+#define S_ONE 127      /* the scale byte of 2^0: unscaled and per-tensor formats */
+
+static uint16_t dq_tab_e2m1[256][32] __attribute__((aligned(64))); /* bf16(e2m1(n & 15) * 2^(s-127)) */
+static uint16_t dq_tab_sub[256][32] __attribute__((aligned(64)));  /* bf16(e4m3(m) * 2^(s-127)), m < 8; 0 after */
+static uint16_t dq_tab_off[256][32] __attribute__((aligned(64)));  /* (s - 7) << 7, the E4M3 exponent rebase */
+static pthread_once_t dq_tab_once = PTHREAD_ONCE_INIT;
+
+static void dq_tab_init(void)
+{
+    for (int s = 0; s < 256; s++) {
+        const float f = hy_e8m0_to_f32((uint8_t)s);
+        for (int i = 0; i < 32; i++) {
+            dq_tab_e2m1[s][i] = hy_f32_to_bf16(hy_e2m1_to_f32((uint8_t)(i & 15)) * f);
+            dq_tab_sub[s][i] = i < 8 ? hy_f32_to_bf16(hy_e4m3_to_f32((uint8_t)i) * f) : 0;
+            dq_tab_off[s][i] = s >= E4M3_S_MIN && s <= E4M3_S_MAX ? (uint16_t)((s - 7) << 7) : 0;
+        }
+    }
+}
+
+/* What a call needs to address rows and scales. */
+struct dq {
+    struct hy_tensor bare; /* W without its per-tensor scale (the scalar tail's values) */
+    const uint8_t *data, *scales;
+    int64_t K, row_bytes, n_sb, kf, kc, pf;
+    float oscale;
+};
+
+static int fmt_of(const struct hy_tensor *W)
+{
+    const int mx = W->qscheme == HY_QS_MX32;
+    if (W->dtype == HY_DTYPE_BF16)
+        return F_BF16;
+    if (W->dtype == HY_DTYPE_F8_E4M3)
+        return mx ? F_E4M3_MX : F_E4M3;
+    return mx ? F_E2M1_MX : F_E2M1;
+}
+
+static void dq_init(struct dq *q, const struct hy_tensor *W)
+{
+    pthread_once(&dq_tab_once, dq_tab_init);
+    q->bare = *W;
+    if (q->bare.qscheme == HY_QS_PER_TENSOR) {
+        q->bare.qscheme = HY_QS_NONE;
+        q->bare.scale = 1.0f;
+    }
+    q->data = W->data;
+    q->scales = W->mx_scales;
+    q->K = W->cols;
+    q->row_bytes = hy_tensor_row_bytes(W);
+    q->n_sb = (W->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
+    q->kf = W->cols / 32;
+    q->kc = (W->cols + 31) / 32;
+    q->pf = 4 * q->row_bytes; /* prefetch 4 rows ahead (the next tile's rows), as avx512_quant.c */
+    q->oscale = hy_bf16_out_scale(W);
+}
+
+/* 32 E4M3 codes at p -> their bf16 values times 2^(s-127): off = (s - 7) << 7 per word, sub = dq_tab_sub[s]. */
+BF16_INLINE __m512i dec_e4m3(const uint8_t *p, __m512i off, __m512i sub)
+{
+    const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
+    __m512i v = _mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x07F0));
+    const __mmask32 normal = _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x78));
+    v = _mm512_mask_add_epi16(v, normal, v, off);
+    v = _mm512_mask_permutexvar_epi16(v, (__mmask32)~normal, w, sub); /* exponent 0: index = mantissa */
+    return _mm512_ternarylogic_epi32(v, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* v | (w & 0x8000) */
+}
+
+/* 16 bytes at p = 32 E2M1 codes (element 2j in the low nibble of byte j) -> their bf16 values from tab. */
+BF16_INLINE __m512i dec_e2m1(const uint8_t *p, __m512i tab)
+{
+    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    /* dword j = byte j | byte j << 12, masked to the nibbles at bits 0..3 (word 2j) and 16..19 (word 2j+1) */
+    const __m512i i = _mm512_ternarylogic_epi32(d, _mm512_slli_epi32(d, 12), _mm512_set1_epi32(0x000F000F), 0xA8);
+    return _mm512_permutexvar_epi16(i, tab);
+}
+
+/* The last K % 32 elements of row r as bf16 (scalar: the panel's values), zero-padded to 32. */
+static void tail_bf16(const struct dq *q, int64_t r, uint16_t *tmp)
+{
+    const int64_t k0 = q->kf * 32;
+    for (int64_t i = 0; i < 32; i++)
+        tmp[i] = k0 + i < q->K ? hy_f32_to_bf16(hy_tensor_get(&q->bare, r, k0 + i)) : 0;
+}
+
+/* 1 if the MXFP8 scale bytes of rows [n0, n0+nr) all lie in [E4M3_S_MIN, E4M3_S_MAX]. */
+BF16_INLINE int mx8_scales_ok(const struct dq *q, int64_t n0, int nr)
+{
+    const uint8_t *s = q->scales + n0 * q->n_sb;
+    const int64_t n = (int64_t)nr * q->n_sb;
+    const __m512i lo = _mm512_set1_epi8(E4M3_S_MIN), span = _mm512_set1_epi8(E4M3_S_MAX - E4M3_S_MIN);
+    for (int64_t i = 0; i < n; i += 64) {
+        const __mmask64 m = n - i >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (n - i)) - 1);
+        const __m512i v = _mm512_maskz_loadu_epi8(m, (const void *)(s + i));
+        if (_mm512_cmpgt_epu8_mask(_mm512_sub_epi8(v, lo), span) & m) /* below the range wraps around */
+            return 0;
+    }
+    return 1;
+}
+
+/* Chunk c (32 elements) of the tile: each row's weights decoded to bf16, one dpbf16 per output. r0 / s0:
+ * the first row's data and scales, rb / ns their row strides; *nan gets E4M3 NaN codes (CHK). */
+BF16_CHUNK void dchunk(const int F, const int CHK, const int MR, const int NR, const uint8_t *r0, int64_t rb,
+                        const uint8_t *s0, int64_t ns, const uint16_t *xb, int64_t ldx, int64_t c, __m512 acc[4][4],
+                        __mmask32 *nan)
+{
+    __m512bh xv[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+        xv[i] = (__m512bh)_mm512_loadu_si512((const void *)(xb + i * ldx + 32 * c));
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++) {
+        const uint8_t *r = r0 + j * rb;
+        __m512i wv;
+        if (F == F_BF16)
+            wv = _mm512_loadu_si512((const void *)(r + 64 * c));
+        else if (F == F_E4M3 || F == F_E4M3_MX) {
+            const int s = F == F_E4M3_MX ? s0[j * ns + c] : S_ONE;
+            wv = dec_e4m3(r + 32 * c, _mm512_load_si512((const void *)dq_tab_off[s]),
+                          _mm512_load_si512((const void *)dq_tab_sub[s]));
+            if (CHK) {
+                const __m256i b = _mm256_loadu_si256((const __m256i *)(r + 32 * c));
+                *nan |= _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_set1_epi8(-1));
+            }
+        } else
+            wv = dec_e2m1(r + 16 * c, _mm512_load_si512((const void *)dq_tab_e2m1[F == F_E2M1_MX ? s0[j * ns + c] : S_ONE]));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+            acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], (__m512bh)wv);
+    }
+}
+
+/* y[i*ldy + j] = chain(x row i, W row n0+j), i < MR, j < NR (<= 4); xb rows of stride ldx (bf16, Kp).
+ * F: format; CHK: test E4M3 chunks for NaN codes. Returns 1 (nothing stored) if a NaN code was seen or
+ * an MXFP8 scale byte of the rows lies outside [E4M3_S_MIN, E4M3_S_MAX]: the caller takes the panel route. */
+BF16_INLINE int dtile(const int F, const int CHK, const int MR, const int NR, const struct dq *q, const uint16_t *xb,
+                      int64_t ldx, int64_t n0, float *y, int64_t ldy)
+{
+    if (F == F_E4M3_MX && !mx8_scales_ok(q, n0, NR))
+        return 1;
+    const int64_t rb = q->row_bytes, ns = q->n_sb, kf = q->kf;
+    const uint8_t *r0 = q->data + n0 * rb, *s0 = q->scales ? q->scales + n0 * ns : NULL;
+    const int CPL = F == F_BF16 ? 1 : F == F_E4M3 || F == F_E4M3_MX ? 2 : 4; /* chunks per 64 bytes of a row */
+    __mmask32 nan = 0;
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            acc[i][j] = _mm512_setzero_ps();
+    int64_t c = 0;
+    for (; c + CPL <= kf; c += CPL) { /* one 64-byte line of each row: prefetch 4 rows ahead, then its chunks */
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            _mm_prefetch((const char *)r0 + j * rb + c * (64 / CPL) + q->pf, _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int u = 0; u < CPL; u++)
+            dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c + u, acc, &nan);
+    }
+    for (; c < kf; c++)
+        dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, &nan);
+    if (CHK && nan)
+        return 1;
+    if (kf < q->kc) { /* the last K % 32 elements */
+        __m512bh xv[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++)
+            xv[i] = (__m512bh)_mm512_loadu_si512((const void *)(xb + i * ldx + 32 * kf));
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            __m512i wv;
+            if (F == F_BF16)
+                wv = _mm512_maskz_loadu_epi16((__mmask32)((1u << (q->K - 32 * kf)) - 1u),
+                                              (const void *)(r0 + j * rb + 64 * kf));
+            else {
+                uint16_t tmp[32] __attribute__((aligned(64)));
+                tail_bf16(q, n0 + j, tmp);
+                wv = _mm512_load_si512((const void *)tmp);
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < MR; i++)
+                acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], (__m512bh)wv);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            y[i * ldy + j] = hy_avx512_hsum(acc[i][j]) * q->oscale;
+    return 0;
+}
+
+#define D_CASES(F, CHK, MR)                                                                       \
+    case (MR) * 8 + 1: return dtile(F, CHK, MR, 1, q, xb, ldx, n0, y, ldy);                       \
+    case (MR) * 8 + 2: return dtile(F, CHK, MR, 2, q, xb, ldx, n0, y, ldy);                       \
+    case (MR) * 8 + 3: return dtile(F, CHK, MR, 3, q, xb, ldx, n0, y, ldy);                       \
+    case (MR) * 8 + 4: return dtile(F, CHK, MR, 4, q, xb, ldx, n0, y, ldy);
+
+#define DEF_DTILE(NAME, F, CHK)                                                                   \
+    static BF16_TARGET int NAME(int mr, int nr, const struct dq *q, const uint16_t *xb, int64_t ldx, int64_t n0, \
+                                float *y, int64_t ldy)                                            \
+    {                                                                                             \
+        switch (mr * 8 + nr) {                                                                    \
+            D_CASES(F, CHK, 1)                                                                    \
+            D_CASES(F, CHK, 2)                                                                    \
+            D_CASES(F, CHK, 3)                                                                    \
+            D_CASES(F, CHK, 4)                                                                    \
+        default: return 0;                                                                        \
+        }                                                                                         \
+    }
+
+DEF_DTILE(dtile_bf16, F_BF16, 0)
+DEF_DTILE(dtile_e4m3, F_E4M3, 1)        /* FP8 (per-tensor or unscaled), NaN test */
+DEF_DTILE(dtile_e4m3_nf, F_E4M3, 0)     /* checked NaN-free at load */
+DEF_DTILE(dtile_e4m3_mx, F_E4M3_MX, 1)  /* MXFP8 */
+DEF_DTILE(dtile_e4m3_mx_nf, F_E4M3_MX, 0)
+DEF_DTILE(dtile_e2m1, F_E2M1, 0)        /* FP4 (per-tensor or unscaled) */
+DEF_DTILE(dtile_e2m1_mx, F_E2M1_MX, 0)  /* MXFP4 */
+
+typedef int (*dtile_fn)(int, int, const struct dq *, const uint16_t *, int64_t, int64_t, float *, int64_t);
+
+static dtile_fn dtile_for(const struct hy_tensor *W)
+{
+    const int nf = W->nan_free;
+    switch (fmt_of(W)) {
+    case F_BF16: return dtile_bf16;
+    case F_E4M3: return nf ? dtile_e4m3_nf : dtile_e4m3;
+    case F_E4M3_MX: return nf ? dtile_e4m3_mx_nf : dtile_e4m3_mx;
+    case F_E2M1: return dtile_e2m1;
+    default: return dtile_e2m1_mx;
+    }
+}
+
+/* Per-thread bf16 panel of up to 4 weight rows (and the f32 row the widening writes into). */
+static _Thread_local struct hy_scratch panel_scratch;
+
+/* Outputs [n0, n0+nr) (nr <= 4) for T tokens through a bf16 panel of the rows (the prefill route).
+ * Returns -1 when memory for the panel cannot be had. */
+static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint16_t *xb, int64_t Kp, int64_t T,
+                       int64_t n0, int nr, float *y, int64_t ldy)
+{
+    uint16_t *panel = hy_scratch_get(&panel_scratch, (size_t)(4 * Kp) * sizeof(uint16_t) +
+                                                         (size_t)(Kp + 16) * sizeof(float) + 64);
+    if (!panel)
+        return -1;
+    float *wrow = (float *)(panel + 4 * Kp);
+    hy_bf16_panel(W, n0, nr, nr, Kp, panel, wrow, hy_avx512q_widen_rows);
+    dp_panel_rows(xb, Kp, T, panel, nr, q->kc, q->oscale, y, ldy);
+    return 0;
+}
+
+/* Outputs [n0, n0+nr) (nr <= 4) for T tokens: decode tiles of up to 4 tokens, or the panel route for
+ * rows with out-of-range MXFP8 scales or NaN codes. Returns -1 when the panel route ran out of memory. */
+static int rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn fn, const uint16_t *xb, int64_t Kp,
+                      int64_t T, int64_t n0, int nr, float *y, int64_t ldy)
+{
+    for (int64_t t = 0; t < T; t += 4)
+        if (fn((int)(T - t < 4 ? T - t : 4), nr, q, xb + t * Kp, Kp, n0, y + t * ldy, ldy))
+            return panel_group(W, q, xb, Kp, T, n0, nr, y, ldy); /* every token by the panel */
+    return 0;
+}
+
+/* Per-thread bf16 copy of x for matmul_rows_bf16x calls (kept between calls: the MoE pass makes many). */
+static _Thread_local struct hy_scratch x_scratch;
+
+static int w4a8_on(const struct hy_tensor *W)
+{
+    return hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8;
+}
+
+void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
+                                     int64_t n0, int64_t n1)
+{
+    if (w4a8_on(W) || !hy_bf16_form(W)) {
+        hy_avx512_matmul_rows(y, ldy, x, T, W, n0, n1);
+        return;
+    }
+    if (n1 <= n0 || T <= 0)
+        return;
+    const int64_t K = W->cols, Kp = (K + 31) / 32 * 32;
+    uint16_t *xb = hy_scratch_get(&x_scratch, (size_t)(T * Kp) * sizeof(uint16_t));
+    if (!xb) { /* out of memory: the f32 chain */
+        hy_avx512_matmul_rows(y, ldy, x, T, W, n0, n1);
+        return;
+    }
+    x_to_bf16(x, K, T, K, xb, Kp);
+    struct dq q;
+    dq_init(&q, W);
+    const dtile_fn fn = dtile_for(W);
+    for (int64_t n = n0; n < n1; n += 4) {
+        const int nr = (int)(n1 - n < 4 ? n1 - n : 4);
+        if (rows_group(W, &q, fn, xb, Kp, T, n, nr, y + (n - n0), ldy))
+            hy_avx512_matmul_rows(y + (n - n0), ldy, x, T, W, n, n + nr); /* out of memory */
+    }
+}
+
+/* Decode-sized calls: x converted once, groups of 4 rows over the threads. */
+static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_tensor *W, const uint16_t *xb,
+                          int64_t Kp)
+{
+    struct dq q;
+    dq_init(&q, W);
+    const dtile_fn fn = dtile_for(W);
+    const int64_t N = W->rows, groups = (N + 3) / 4;
+    const int par = (double)N * (double)W->cols * (double)T > 65536.0;
+    (void)par;
+    /* dynamic chunks of 16 groups (64 rows): which thread computes a row never changes its result */
+#pragma omp parallel for schedule(dynamic, 16) if (par)
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t n0 = g * 4;
+        const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
+        if (rows_group(W, &q, fn, xb, Kp, T, n0, nr, y + n0, N))
+            hy_avx512_matmul_rows(y + n0, N, x, T, W, n0, n0 + nr); /* out of memory */
+    }
+}
+
+#define NB 16 /* weight rows per block (prefill) */
 
 void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    if (T < HY_BF16X_MIN_T || !hy_bf16_form(W)) {
+    if (w4a8_on(W) || !hy_bf16_form(W)) {
         hy_avx512_matmul(y, x, T, W);
         return;
     }
@@ -93,10 +477,11 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
         hy_avx512_matmul(y, x, T, W);
         return;
     }
-    for (int64_t t = 0; t < T; t++) { /* RNE: exact for bf16-representable x */
-        for (int64_t k = 0; k < K; k++)
-            xb[t * Kp + k] = hy_f32_to_bf16(x[t * K + k]);
-        memset(xb + t * Kp + K, 0, (size_t)(Kp - K) * sizeof(uint16_t));
+    x_to_bf16(x, K, T, K, xb, Kp);
+    if (T < HY_BF16X_MIN_T) {
+        matmul_decode(y, x, T, W, xb, Kp);
+        free(xb);
+        return;
     }
     const int in_place = hy_bf16_in_place(W);
     const float oscale = hy_bf16_out_scale(W);
@@ -119,10 +504,7 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
                 hy_bf16_panel(W, n0, nv, nv, Kp, panel, wrow, hy_avx512q_widen_rows);
                 wp = panel;
             }
-            for (int64_t t = 0; t < T; t += 4)
-                for (int64_t j = 0; j < nv; j += 4)
-                    dp_tile_fn((int)(T - t < 4 ? T - t : 4), (int)(nv - j < 4 ? nv - j : 4), xb + t * Kp, Kp,
-                            wp + j * Kp, Kp, kc, oscale, y + t * N + n0 + j, N);
+            dp_panel_rows(xb, Kp, T, wp, nv, kc, oscale, y + n0, N);
         }
         free(panel);
         free(wrow);

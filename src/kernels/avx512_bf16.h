@@ -1,5 +1,5 @@
-/* avx512_bf16.h - the AVX512-BF16 matmul_bf16x of the avx512 level (internal to src/kernels; math in
- * avx512_bf16.c). */
+/* avx512_bf16.h - the AVX512-BF16 matmul_bf16x / matmul_rows_bf16x of the avx512 level (and the amx
+ * level's decode-sized calls); internal to src/kernels, math and exactness rules in avx512_bf16.c. */
 #ifndef HY_KERNELS_AVX512_BF16_H
 #define HY_KERNELS_AVX512_BF16_H
 
@@ -7,14 +7,21 @@
 
 #include <stdint.h>
 
-/* Below this many tokens hy_avx512bf16_matmul_bf16x takes the f32 avx512 matmul (decode: bound by
- * weight bandwidth, not by FLOPs). */
+/* From this many tokens on, hy_avx512bf16_matmul_bf16x widens 16-row blocks of quantized weights
+ * into bf16 panels (each weight decoded once per call); below it, weights are decoded in registers
+ * per 4-token tile. Both give the same chain, so the choice changes speed only. */
 #define HY_BF16X_MIN_T 32
 
-/* Contract of hy_matmul_bf16x (kernels.h) on vdpbf16ps: x bf16-representable, W BF16 / FP8 / MXFP8 /
- * MXFP4 (others, and T < HY_BF16X_MIN_T: hy_avx512_matmul). Deterministic, T- and thread-invariant
- * within this path. Temporary memory: x as bf16 (T x round_up(K, 32)) and per thread a 16-row panel.
- * Call only if the CPU has AVX-512 F/BW/VL and AVX512_BF16 (hy_cpu_caps()->avx512bf16). */
+/* Contract of hy_matmul_bf16x (kernels.h) on vdpbf16ps: x bf16-representable (others are rounded to
+ * bf16), W BF16 / FP8 / MXFP8 / MXFP4 (F32 / F16: hy_avx512_matmul). Deterministic, T- and
+ * thread-invariant: each output is the chain of avx512_bf16.c whatever T. Temporary memory: x as bf16
+ * (T x round_up(K, 32)), per thread a 16-row panel (prefill) or, for tiles that need one, a 4-row
+ * panel. Call only if the CPU has AVX-512 F/BW/VL and AVX512_BF16 (hy_cpu_caps()->avx512bf16). */
 void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+
+/* Outputs n0 <= n < n1 of hy_avx512bf16_matmul_bf16x(x[T, K], W) on the calling thread, bitwise
+ * equal to what that call computes for them (any T): y[t*ldy + (n - n0)]. x rows of stride K. */
+void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
+                                     int64_t n0, int64_t n1);
 
 #endif

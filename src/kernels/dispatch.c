@@ -17,6 +17,7 @@ static const struct hy_kernel_table ref_table = {
     .matmul = hy_ref_matmul,
     .matmul_bf16x = hy_ref_matmul,
     .matmul_rows = hy_ref_matmul_rows,
+    .matmul_rows_bf16x = hy_ref_matmul_rows,
     .dot_f32 = hy_ref_dot_f32,
     .rmsnorm = hy_ref_rmsnorm,
     .rope = hy_ref_rope,
@@ -37,6 +38,7 @@ static const struct hy_kernel_table avx2_table = {
     .matmul = hy_avx2_matmul,
     .matmul_bf16x = hy_avx2_matmul,
     .matmul_rows = hy_avx2_matmul_rows,
+    .matmul_rows_bf16x = hy_avx2_matmul_rows,
     .dot_f32 = hy_avx2_dot_f32,
     .rmsnorm = hy_avx2_rmsnorm,
     .rope = hy_avx2_rope,
@@ -55,20 +57,23 @@ static const struct hy_kernel_table avx2_table = {
  * and the f64 ones are bitwise equal to ref at every level).
  * They differ in the bf16-mode matmul: the f32 chain, vdpbf16ps where the CPU has AVX512_BF16
  * (avx512_bf16.c), AMX-BF16 tiles (amx.c). */
-#define AVX512_TABLE(ISA, NAME, BF16X)                                                            \
+#define AVX512_TABLE(ISA, NAME, BF16X, ROWS_BF16X)                                                \
     {                                                                                             \
         .isa = ISA, .name = NAME, .matmul = hy_avx512_matmul, .matmul_bf16x = BF16X,              \
-        .matmul_rows = hy_avx512_matmul_rows, .dot_f32 = hy_avx512_dot_f32,                       \
+        .matmul_rows = hy_avx512_matmul_rows, .matmul_rows_bf16x = ROWS_BF16X,                    \
+        .dot_f32 = hy_avx512_dot_f32,                                                             \
         .rmsnorm = hy_avx512_rmsnorm, .rope = hy_avx2_rope, .silu_mul = hy_avx2_silu_mul,         \
         .round_bf16 = hy_avx2_round_bf16, .attend = hy_avx2_attend,                               \
         .fp8_fit_pass = hy_avx2_fp8_fit_pass, .fp8_encode = hy_avx2_fp8_encode,                   \
         .dot_f64 = hy_avx2_dot_f64, .gemm_sub_f64 = hy_avx2_gemm_sub_f64,                         \
         .gemm_tn_acc_f64 = hy_avx2_gemm_tn_acc_f64,                                               \
     }
-static const struct hy_kernel_table avx512_table = AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512_matmul);
+static const struct hy_kernel_table avx512_table =
+    AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512_matmul, hy_avx512_matmul_rows);
 static const struct hy_kernel_table avx512bf16_table =
-    AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512bf16_matmul_bf16x);
-static const struct hy_kernel_table amx_table = AVX512_TABLE(HY_ISA_AMX, "amx", hy_amx_matmul_bf16x);
+    AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512bf16_matmul_bf16x, hy_avx512bf16_matmul_rows_bf16x);
+static const struct hy_kernel_table amx_table =
+    AVX512_TABLE(HY_ISA_AMX, "amx", hy_amx_matmul_bf16x, hy_avx512bf16_matmul_rows_bf16x);
 #endif
 
 /* Levels that have kernels in this build. */
@@ -156,6 +161,12 @@ void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const stru
                     int64_t n1)
 {
     hy_kernels_active()->matmul_rows(y, ldy, x, T, W, n0, n1);
+}
+
+void hy_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                          int64_t n1)
+{
+    hy_kernels_active()->matmul_rows_bf16x(y, ldy, x, T, W, n0, n1);
 }
 
 void hy_matmul_rows_by_view(void (*matmul)(float *, const float *, int64_t, const struct hy_tensor *), float *y,

@@ -16,7 +16,10 @@
  * folded into each activation row), which differs from ref in rounding only.
  * avx512 (also the amx level's matmul): one 16-lane FMA chain, lane j taking k = j mod 16, masked
  * zero tail, then the halves added lane by lane and summed in the avx2 order (avx512_common.h).
- * The one exception is matmul_bf16x at the amx level (bf16 compute mode only): AMX tile order.
+ * The bf16-mode matmuls (matmul_bf16x, matmul_rows_bf16x) are these chains at the ref and avx2
+ * levels and on AVX-512 CPUs without AVX512_BF16; with it they are avx512_bf16.c's vdpbf16ps chain
+ * (T-invariant too, different rounding order); at the amx level matmul_bf16x with T >= HY_AMX_MIN_T
+ * runs on AMX tiles, whose order depends on the 16-token tile a row falls in (bf16 mode only).
  */
 #ifndef HY_KERNELS_KERNEL_TABLE_H
 #define HY_KERNELS_KERNEL_TABLE_H
@@ -34,6 +37,9 @@ struct hy_kernel_table {
     /* Same contract as hy_matmul_rows (kernels.h): outputs n0 <= n < n1 only, on the calling thread. */
     void (*matmul_rows)(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);
+    /* Same contract as hy_matmul_rows_bf16x (kernels.h); levels without bf16 dot products: = matmul_rows. */
+    void (*matmul_rows_bf16x)(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
+                              int64_t n0, int64_t n1);
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
     void (*rope)(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,

@@ -38,6 +38,13 @@ void hy_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor
 void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                     int64_t n1);
 
+/* Outputs n0 <= n < n1 of hy_matmul_bf16x(x[T, K], W), same contract as hy_matmul_rows (calling thread
+ * only, y[t*ldy + (n - n0)]), each bitwise equal to what hy_matmul_bf16x computes for it wherever that
+ * is batch-invariant (every level but amx, whose T >= HY_AMX_MIN_T tiles it then equals for T < 32 only).
+ * x must hold bf16-representable values, as for hy_matmul_bf16x; the fp32 mode calls hy_matmul_rows. */
+void hy_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                          int64_t n1);
+
 /* Dot product of a[n] and b[n] in the fixed order hy_matmul uses. */
 float hy_dot_f32(const float *a, const float *b, int64_t n);
 

@@ -206,6 +206,17 @@ static void linear(const struct hy_model *m, float *y, const float *x, int64_t T
         hy_matmul(y, x, T, W);
 }
 
+/* Outputs [n0, n1) of linear() on the calling thread (the grouped passes' row bands): the same values
+ * linear() gives them, from the same mode's kernel. */
+static void linear_rows(const struct hy_model *m, float *y, int64_t ldy, const float *x, int64_t T,
+                        const struct hy_tensor *W, int64_t n0, int64_t n1)
+{
+    if (m->compute == HY_COMPUTE_BF16)
+        hy_matmul_rows_bf16x(y, ldy, x, T, W, n0, n1);
+    else
+        hy_matmul_rows(y, ldy, x, T, W, n0, n1);
+}
+
 static void embed_rows(const struct hy_model *m, const int32_t *ids, int64_t T, float *x)
 {
     const int64_t H = m->cfg.hidden_size;
@@ -251,8 +262,8 @@ static int64_t bands(int64_t rows, int64_t band)
 static void ffn_gate_up(const struct hy_model *m, const struct ffn_job *j, int64_t r0, int64_t r1)
 {
     const int64_t I = j->e->gate.rows, w = r1 - r0;
-    hy_matmul_rows(j->a + r0, I, j->x, j->n, &j->e->gate, r0, r1);
-    hy_matmul_rows(j->b + r0, I, j->x, j->n, &j->e->up, r0, r1);
+    linear_rows(m, j->a + r0, I, j->x, j->n, &j->e->gate, r0, r1);
+    linear_rows(m, j->b + r0, I, j->x, j->n, &j->e->up, r0, r1);
     for (int64_t t = 0; t < j->n; t++) {
         float *ga = j->a + t * I + r0, *gb = j->b + t * I + r0;
         maybe_round(m, ga, w);
@@ -265,7 +276,7 @@ static void ffn_gate_up(const struct hy_model *m, const struct ffn_job *j, int64
 static void ffn_down(const struct hy_model *m, const struct ffn_job *j, int64_t r0, int64_t r1)
 {
     const int64_t H = j->e->down.rows;
-    hy_matmul_rows(j->out + r0, H, j->a, j->n, &j->e->down, r0, r1);
+    linear_rows(m, j->out + r0, H, j->a, j->n, &j->e->down, r0, r1);
     for (int64_t t = 0; t < j->n; t++)
         maybe_round(m, j->out + t * H + r0, r1 - r0);
 }
@@ -500,7 +511,7 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
         for (int64_t task = 0; task < n_tasks; task++) {
             const int i = task < nb0 ? 0 : task < nb0 + nb1 ? 1 : 2;
             const int64_t r0 = (task - (i == 0 ? 0 : i == 1 ? nb0 : nb0 + nb1)) * BAND_GU, N = Ws[i]->rows;
-            hy_matmul_rows(ys[i] + r0, N, s->a, T, Ws[i], r0, r0 + BAND_GU < N ? r0 + BAND_GU : N);
+            linear_rows(m, ys[i] + r0, N, s->a, T, Ws[i], r0, r0 + BAND_GU < N ? r0 + BAND_GU : N);
         }
     } else {
         linear(m, s->q, s->a, T, &ly->wq);

@@ -40,6 +40,18 @@ static inline __m512i emu_cvtepi8_epi32(__m128i a)
     return r;
 }
 
+static inline __m512i emu_cvtepu8_epi32(__m128i a)
+{
+    uint8_t in[16];
+    int32_t out[16];
+    memcpy(in, &a, 16);
+    for (int i = 0; i < 16; i++)
+        out[i] = in[i];
+    __m512i r;
+    memcpy(&r, out, 64);
+    return r;
+}
+
 static inline __m512i emu_cvtepu16_epi32(__m256i a)
 {
     uint16_t in[16];
@@ -74,6 +86,38 @@ static inline __m256i emu_maskz_loadu_epi16(__mmask16 k, const void *p)
     return r;
 }
 
+static inline __m256i emu_cvtepi32_epi16(__m512i a)
+{
+    int32_t in[16];
+    int16_t out[16];
+    memcpy(in, &a, 64);
+    for (int i = 0; i < 16; i++)
+        out[i] = (int16_t)in[i]; /* truncation, as vpmovdw */
+    __m256i r;
+    memcpy(&r, out, 32);
+    return r;
+}
+
+static inline __m512i emu512_maskz_loadu_epi16(__mmask32 k, const void *p)
+{
+    uint16_t out[32];
+    for (int i = 0; i < 32; i++)
+        out[i] = (k >> i) & 1 ? ((const uint16_t *)p)[i] : 0;
+    __m512i r;
+    memcpy(&r, out, 64);
+    return r;
+}
+
+static inline __m512i emu512_maskz_loadu_epi8(__mmask64 k, const void *p)
+{
+    uint8_t out[64];
+    for (int i = 0; i < 64; i++)
+        out[i] = (k >> i) & 1 ? ((const uint8_t *)p)[i] : 0;
+    __m512i r;
+    memcpy(&r, out, 64);
+    return r;
+}
+
 static inline __m512 emu_maskz_loadu_ps(__mmask16 k, const void *p)
 {
     float out[16];
@@ -96,10 +140,14 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 }
 
 #define _mm512_cvtepi8_epi32 emu_cvtepi8_epi32
+#define _mm512_cvtepu8_epi32 emu_cvtepu8_epi32
+#define _mm512_cvtepi32_epi16 emu_cvtepi32_epi16
 #define _mm512_cvtepu16_epi32 emu_cvtepu16_epi32
 #define _mm512_cvtph_ps emu_cvtph_ps
 #define _mm256_maskz_loadu_epi16 emu_maskz_loadu_epi16
 #define _mm512_maskz_loadu_ps emu_maskz_loadu_ps
+#define _mm512_maskz_loadu_epi16 emu512_maskz_loadu_epi16
+#define _mm512_maskz_loadu_epi8 emu512_maskz_loadu_epi8
 #define _mm256_cmpeq_epi8_mask emu_cmpeq_epi8_mask
 
 /* The kernels' public names, renamed (declared first: the sources call some before defining them). */
@@ -114,7 +162,10 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 #define hy_avx512q_widen_rows_raw emu512_q_widen_rows_raw
 #define hy_avx512q_gemv emu512_q_gemv
 #define hy_avx512bf16_matmul_bf16x emu512_bf16x
+#define hy_avx512bf16_matmul_rows_bf16x emu512_rows_bf16x
 void emu512_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
+void emu512_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                       int64_t n1);
 void emu512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);
@@ -143,6 +194,7 @@ int hy_test_avx512_emu_table(struct hy_kernel_table *t)
         .matmul = emu512_matmul,
         .matmul_bf16x = emu512_bf16x, /* the AVX512_BF16 path (vdpbf16ps emulated) */
         .matmul_rows = emu512_matmul_rows,
+        .matmul_rows_bf16x = emu512_rows_bf16x, /* its decode tiles */
         .dot_f32 = emu512_dot_f32,
         .rmsnorm = emu512_rmsnorm,
         .rope = hy_avx2_rope,

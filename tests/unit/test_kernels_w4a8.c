@@ -367,7 +367,30 @@ static void test_dispatch(void **state)
         for (int64_t T = 1; T <= 3; T++) {
             t.matmul(y1, x, T, &W);
             assert_same(y1, y0, T * N, t.name);
+            /* the bf16-mode entries too (vdpbf16ps levels included): W4A8 for every T */
+            t.matmul_bf16x(y1, x, T, &W);
+            assert_same(y1, y0, T * N, t.name);
+            memset(y1, 0xff, (size_t)(T * N) * 4);
+            for (int64_t n0 = 0; n0 < N; n0 += 5)
+                t.matmul_rows_bf16x(y1 + n0, N, x, T, &W, n0, n0 + 5 < N ? n0 + 5 : N);
+            assert_same(y1, y0, T * N, t.name);
         }
+    }
+    { /* a prefill-sized bf16-mode call (T >= 32: the panel paths) is W4A8 as well */
+        const int64_t TT = 40;
+        float *xl = malloc((size_t)(TT * K) * 4), *yl0 = malloc((size_t)(TT * N) * 4),
+              *yl1 = malloc((size_t)(TT * N) * 4);
+        make_x(xl, TT, K, 0);
+        hy_ref_matmul_w4a8(yl0, xl, TT, &W);
+        for (int isa = HY_ISA_REF; isa < HY_ISA_COUNT; isa++) {
+            if (hy_kernels_table_for((enum hy_isa)isa, &t))
+                continue;
+            t.matmul_bf16x(yl1, xl, TT, &W);
+            assert_same(yl1, yl0, TT * N, t.name);
+        }
+        free(xl);
+        free(yl0);
+        free(yl1);
     }
     free_w(&W);
     /* MXFP8 weights: still the exact path (y = dot of dequantized values) */
