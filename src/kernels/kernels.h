@@ -27,8 +27,11 @@ void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
  * by levels that use bf16 products). A level may then multiply bf16 x bf16 exactly and accumulate in
  * fp32 in its own order: at the amx level, T >= HY_AMX_MIN_T (kernels/amx.h) with BF16 or FP8/MX
  * weights runs on AMX tiles (kernels/amx.c), whose summation order depends on the 16-token tile a row
- * falls in, so the result is NOT batch-invariant; at every other level, or for other shapes and
- * dtypes, it is hy_matmul exactly. The fp32 compute mode must call hy_matmul. */
+ * falls in, so the result is NOT batch-invariant. Where the CPU has AVX512_BF16 (the avx512 level,
+ * and the amx level below HY_AMX_MIN_T), BF16 / FP8 / MX weights run on vdpbf16ps (kernels/avx512_bf16.c:
+ * exact bf16 products, fp32 sums in its own fixed order, the same for every T: batch-invariant).
+ * Otherwise (ref, avx2, AVX-512 without AVX512_BF16, F32 / F16 weights) it is hy_matmul exactly. The
+ * fp32 compute mode must call hy_matmul. */
 void hy_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 
 /* Outputs n0 <= n < n1 of hy_matmul(x[T, K], W): y[t*ldy + (n - n0)], each bitwise equal to what
@@ -38,10 +41,10 @@ void hy_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor
 void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                     int64_t n1);
 
-/* Outputs n0 <= n < n1 of hy_matmul_bf16x(x[T, K], W), same contract as hy_matmul_rows (calling thread
- * only, y[t*ldy + (n - n0)]), each bitwise equal to what hy_matmul_bf16x computes for it wherever that
- * is batch-invariant (every level but amx, whose T >= HY_AMX_MIN_T tiles it then equals for T < 32 only).
- * x must hold bf16-representable values, as for hy_matmul_bf16x; the fp32 mode calls hy_matmul_rows. */
+/* Outputs n0 <= n < n1 of hy_matmul_bf16x(x[T, K], W) on the calling thread, y[t*ldy + (n - n0)] (as
+ * hy_matmul_rows), each bitwise equal to what hy_matmul_bf16x computes for it, whatever T, at every
+ * level but amx; there it equals hy_matmul_bf16x below HY_AMX_MIN_T tokens (the AMX tiles of larger
+ * calls sum in another order). x as for hy_matmul_bf16x; the fp32 mode calls hy_matmul_rows. */
 void hy_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                           int64_t n1);
 

@@ -492,6 +492,36 @@ routed_done:
     }
 }
 
+/* Attention of the batch's T > 1 tokens inside the caller's parallel region (all threads call it):
+ * runs of up to ATT_RUN tokens of one sequence at consecutive positions (prefill) go to one
+ * hy_kv_cache_attend_multi call (each KV tile read once per run; results identical). */
+static void attend_runs(struct hy_kv_cache *kv, int L, const struct hy_batch *b, struct scratch *s, int32_t nh,
+                        int64_t D, int32_t max_ctx)
+{
+    enum { ATT_RUN = 8 };
+    const int64_t T = b->n_tokens, run = T >= 32 ? ATT_RUN : 1, n_runs = (T + run - 1) / run;
+    float *scores = malloc((size_t)max_ctx * sizeof(float));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r = 0; r < n_runs; r++) {
+        const int64_t t0 = r * run, t1 = t0 + run < T ? t0 + run : T;
+        int64_t t = t0;
+        while (t < t1) {
+            int64_t e = t + 1;
+            while (e < t1 && b->seq_ids[e] == b->seq_ids[t] && b->positions[e] == b->positions[t] + (e - t))
+                e++;
+            if (e - t == 1)
+                hy_kv_cache_attend(kv, L, s->q + t * nh * D, nh, b->block_tables[b->seq_ids[t]], b->positions[t] + 1,
+                                   scores, s->att + t * nh * D);
+            else
+                hy_kv_cache_attend_multi(kv, L, s->q + t * nh * D, (int32_t)(e - t), nh,
+                                         b->block_tables[b->seq_ids[t]], b->positions[t] + 1, scores,
+                                         s->att + t * nh * D);
+            t = e;
+        }
+    }
+    free(scores);
+}
+
 /* Attention sub-block: x[T,H] += o_proj(attn(norm(x))). */
 static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b,
                               float *x, struct scratch *s)
@@ -536,32 +566,15 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
     for (int64_t t = 0; t < T; t++)
         if (b->positions[t] + 1 > max_ctx)
             max_ctx = b->positions[t] + 1;
-    /* prefill: runs of up to ATT_RUN tokens of one sequence at consecutive positions go to one
-     * hy_kv_cache_attend_multi call (each KV tile read once per run; results identical) */
-    enum { ATT_RUN = 8 };
-    const int64_t run = T >= 32 ? ATT_RUN : 1, n_runs = (T + run - 1) / run;
-#pragma omp parallel if (T > 1)
-    {
+    if (T == 1) { /* decode: the attention kernel splits the heads over the threads itself (a parallel
+                     region opened inside an inactive one would start a new thread team every call) */
         float *scores = malloc((size_t)max_ctx * sizeof(float));
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t r = 0; r < n_runs; r++) {
-            const int64_t t0 = r * run, t1 = t0 + run < T ? t0 + run : T;
-            int64_t t = t0;
-            while (t < t1) {
-                int64_t e = t + 1;
-                while (e < t1 && b->seq_ids[e] == b->seq_ids[t] && b->positions[e] == b->positions[t] + (e - t))
-                    e++;
-                if (e - t == 1)
-                    hy_kv_cache_attend(kv, L, s->q + t * nh * D, (int32_t)nh, b->block_tables[b->seq_ids[t]],
-                                       b->positions[t] + 1, scores, s->att + t * nh * D);
-                else
-                    hy_kv_cache_attend_multi(kv, L, s->q + t * nh * D, (int32_t)(e - t), (int32_t)nh,
-                                             b->block_tables[b->seq_ids[t]], b->positions[t] + 1, scores,
-                                             s->att + t * nh * D);
-                t = e;
-            }
-        }
+        hy_kv_cache_attend(kv, L, s->q, (int32_t)nh, b->block_tables[b->seq_ids[0]], b->positions[0] + 1, scores,
+                           s->att);
         free(scores);
+    } else {
+#pragma omp parallel
+        attend_runs(kv, L, b, s, (int32_t)nh, D, max_ctx);
     }
     maybe_round(m, s->att, T * nh * D);
     linear(m, s->tmp, s->att, T, &ly->wo);
