@@ -204,7 +204,8 @@ static void dq_init(struct dq *q, const struct hy_tensor *W)
     q->oscale = hy_bf16_out_scale(W);
 }
 
-/* 32 E4M3 codes at p -> their bf16 values times 2^(s-127): off = (s - 7) << 7 per word, sub = dq_tab_sub[s]. */
+/* 32 E4M3 codes at p -> their bf16 values times 2^(s-127): off = dq_tab_off[s], sub = dq_tab_sub[s]
+ * (branch-free: this measured faster than testing chunks for the rare subnormal codes first). */
 BF16_INLINE __m512i dec_e4m3(const uint8_t *p, __m512i off, __m512i sub)
 {
     const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));

@@ -1,13 +1,18 @@
 /* test_batch_invariance.c - fp32 logits of a sequence are bitwise independent of what else is in
  * the batch and of how its prompt is split into chunks (DESIGN.md §4), on the hy3-golden-b
- * checkpoint (MoE + dense layer + GQA + QK-norm) from ../shared; with the fp32 KV cache and with
- * the FP8 E4M3 one (--kv-cache-dtype fp8: per-token scales keep it invariant). */
+ * checkpoint (MoE + dense layer + GQA + QK-norm, BF16 weights) from ../shared; with the fp32 KV
+ * cache and with the FP8 E4M3 one (--kv-cache-dtype fp8: per-token scales keep it invariant).
+ * The bfloat16 mode is too at every level but amx (whose AMX tiles sum 32+-token calls in a tile-
+ * dependent order): steps of 1 to 53 tokens, so the vdpbf16ps decode tiles, the bf16 panels of
+ * 32+-token calls and the per-expert MoE path all meet (kernels/avx512_bf16.c where the CPU has
+ * AVX512_BF16, the f32 chain elsewhere). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "kernels/kernel_table.h"
 #include "model/model.h"
 
 #include <stdio.h>
@@ -155,11 +160,61 @@ static void test_chunking_and_batching_bitwise_fp8_kv(void **state)
     kv_dtype = HY_DTYPE_UNKNOWN;
 }
 
+/* 40 tokens: with A (17) it makes 57-token steps, past the bf16 panels' 32 and the grouped MoE pass's 32 */
+static const int32_t D40[] = {471, 12, 99, 380, 5,   77,  301, 44,  260, 19,  104, 66,  280, 400,
+                              33,  75, 10, 402, 281, 300, 32,  401, 35,  471, 99,  12,  44,  301,
+                              60,  61, 62, 63,  64,  65,  66,  67,  68,  69,  70,  71};
+
+static void test_bf16_mode_bitwise(void **state)
+{
+    (void)state;
+    if (hy_kernels_active()->isa == HY_ISA_AMX) {
+        skip(); /* AMX tiles: not batch-invariant by design (kernels.h) */
+        return;
+    }
+    struct hy_model *m32 = model;
+    assert_int_equal(hy_model_load(golden_dir(), HY_COMPUTE_BF16, &model), 0);
+    const int32_t n = (int32_t)(sizeof(A) / sizeof(A[0])), V = model->cfg.vocab_size;
+    float *ref = malloc((size_t)n * V * sizeof(float)), *got = malloc((size_t)n * V * sizeof(float)),
+          *l32 = malloc((size_t)n * V * sizeof(float));
+    struct tseq alone = {A, n, {0, 1, 2, 3, 4}};
+    run(&alone, 1, 0, 1000, ref);
+    int chunks[] = {1, 3, 5};
+    for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+        memset(got, 0, (size_t)n * V * sizeof(float));
+        struct tseq s = {A, n, {9, 2, 30, 7, 11}};
+        run(&s, 1, 0, chunks[c], got);
+        assert_memory_equal(ref, got, (size_t)n * V * sizeof(float));
+    }
+    for (int chunk = 4; chunk <= 1000; chunk = chunk == 4 ? 1000 : 1001) { /* 8 / 57-token steps */
+        struct tseq duo[2] = {{D40, 40, {30, 31, 32, 33, 34, 35, 36, 37, 38, 39}}, {A, n, {50, 51, 52, 53, 54}}};
+        memset(got, 0, (size_t)n * V * sizeof(float));
+        run(duo, 2, 1, chunk, got);
+        assert_memory_equal(ref, got, (size_t)n * V * sizeof(float));
+    }
+    /* the bf16 mode really runs: its logits are not the fp32 mode's, but close (bf16 activations) */
+    hy_model_free(model);
+    model = m32;
+    run(&alone, 1, 0, 1000, l32);
+    assert_true(memcmp(l32, ref, (size_t)n * V * sizeof(float)) != 0);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++) {
+        num += ((double)ref[i] - l32[i]) * ((double)ref[i] - l32[i]);
+        den += (double)l32[i] * l32[i];
+    }
+    printf("bf16 mode vs fp32 mode logits: nmse %.3g\n", num / den);
+    assert_true(num / den < 0.25);
+    free(ref);
+    free(got);
+    free(l32);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunking_and_batching_bitwise),
         cmocka_unit_test(test_chunking_and_batching_bitwise_fp8_kv),
+        cmocka_unit_test(test_bf16_mode_bitwise),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
