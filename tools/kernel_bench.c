@@ -12,7 +12,9 @@
  * fraction of the read bandwidth measured by hy_bench_mem_bw with the same thread count. Then
  * prefill GEMM T=128 at 4096x4096, GFLOP/s, formats interleaved. With 1 thread the GEMV lines also
  * give the median over thread CPU time (leaves out time the thread was descheduled).
- * KB_THREADS=1 or 2 runs only that thread count of the quant section.
+ * KB_THREADS=1 or 2 runs only that thread count of the quant section; KB_BF16X=1 times the bfloat16
+ * mode's matmul_bf16x (activations rounded to bf16; on AVX512_BF16 CPUs the vdpbf16ps kernels) instead.
+ * The pools are 2 MiB-aligned with MADV_HUGEPAGE, as the loader's weight arena.
  * bands section (only with "bands"): per quantized format, the MoE expert shapes through matmul_rows
  * as one call vs forward.c's 64 / 128-row bands (1 thread, same matrix): the per-call cost. */
 #include "bench/probe.h"
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static double now(void)
@@ -82,11 +85,13 @@ static const char *const fname[F_COUNT] = {"bf16", "fp8", "mxfp8", "mxfp4", "w4a
 
 /* The matmul of format f: w4a8 = the MXFP4 bytes through the opt-in MXINT8-activation kernel
  * (kernels/w4a8.h, called directly whatever HYINFER_MXFP4_ACT says). */
+static int bf16x_mode; /* KB_BF16X=1: the bfloat16 mode's matmul_bf16x (x rounded to bf16) instead of matmul */
+
 static void run_mm(const struct hy_kernel_table *k, int f, float *y, const float *x, int64_t T,
                    const struct hy_tensor *W)
 {
     if (f != F_W4A8)
-        k->matmul(y, x, T, W);
+        (bf16x_mode ? k->matmul_bf16x : k->matmul)(y, x, T, W);
 #if defined(__x86_64__)
     else if (k->isa != HY_ISA_REF)
         hy_avx2_matmul_w4a8(y, x, T, W);
@@ -109,13 +114,30 @@ static float rnd_tri(uint64_t *st) /* triangular on (-0.05, 0.05) */
     return ((float)a + (float)b - 65535.0f) / 65536.0f * 0.05f;
 }
 
+/* n bytes, 2 MiB-aligned and advised MADV_HUGEPAGE, like the loader's weight arena (with 4 KiB pages this
+ * VM's TLB misses cost MXFP4 GEMVs up to 20x and made pool figures scatter). Never freed. */
+static void *huge_alloc(size_t n)
+{
+    const size_t huge = (size_t)2 << 20;
+    n = (n + huge - 1) & ~(huge - 1);
+    void *p = aligned_alloc(huge, n);
+    if (!p) {
+        fprintf(stderr, "kernel_bench: out of memory\n");
+        exit(1);
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 /* Pools of realistic bytes: random rows of 4096 values rounded to bf16 or quantized (OCP MX). */
 static void make_pools(void)
 {
     for (int f = 0; f < F_COUNT; f++)
-        pool_data[f] = f == F_MXFP8 ? pool_data[F_FP8] : f == F_W4A8 ? NULL : malloc(POOL);
-    pool_scales[F_MXFP8] = malloc(POOL / 32);
-    pool_scales[F_MXFP4] = malloc(POOL / 32);
+        pool_data[f] = f == F_MXFP8 ? pool_data[F_FP8] : f == F_W4A8 ? NULL : huge_alloc(POOL);
+    pool_scales[F_MXFP8] = huge_alloc(POOL / 32);
+    pool_scales[F_MXFP4] = huge_alloc(POOL / 32);
     pool_data[F_W4A8] = pool_data[F_MXFP4]; /* the same MXFP4 bytes */
     pool_scales[F_W4A8] = pool_scales[F_MXFP4];
     const size_t rows8 = POOL / 4096; /* E4M3 rows of 4096 bytes; BF16: 2048 values per row slot */
@@ -185,6 +207,10 @@ static void quant_section(int reps)
     float *x = malloc(128 * 4096 * 4), *y = malloc(128 * 4096 * 4);
     for (int i = 0; i < 128 * 4096; i++)
         x[i] = (float)(i % 7) * 0.1f - 0.3f;
+    const char *env_bx = getenv("KB_BF16X");
+    bf16x_mode = env_bx && env_bx[0] == '1';
+    for (int i = 0; bf16x_mode && i < 128 * 4096; i++)
+        x[i] = hy_round_bf16(x[i]);
     double *tm = malloc(sizeof(double) * (size_t)reps * F_COUNT), *tc = malloc(sizeof(double) * (size_t)reps * F_COUNT);
     const char *env_th = getenv("KB_THREADS"); /* "1" or "2": only that count */
     for (int th = 1; th <= 2; th++) {
@@ -194,7 +220,8 @@ static void quant_section(int reps)
         double bw = 0, bw_s = 0;
         if (hy_bench_mem_bw((size_t)1 << 30, 5, &bw, &bw_s))
             bw = NAN;
-        printf("quant [%s] threads=%d: read bandwidth %.2f GB/s (hy_bench_mem_bw, 1 GiB, best of 5)\n", k.name, th, bw);
+        printf("quant [%s%s] threads=%d: read bandwidth %.2f GB/s (hy_bench_mem_bw, 1 GiB, best of 5)\n", k.name,
+               bf16x_mode ? ", matmul_bf16x" : "", th, bw);
         for (int s = 0; s < 3; s++) {
             const int64_t N = shapes[s][0], K = shapes[s][1];
             for (int f = 0; f < F_COUNT; f++) { /* warm-up */
