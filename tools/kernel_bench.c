@@ -82,11 +82,10 @@ static double run(const struct hy_kernel_table *k, struct hy_tensor *W, int nW, 
 
 enum { F_BF16 = 0, F_FP8, F_MXFP8, F_MXFP4, F_W4A8, F_COUNT };
 static const char *const fname[F_COUNT] = {"bf16", "fp8", "mxfp8", "mxfp4", "w4a8"};
+static int bf16x_mode; /* KB_BF16X=1: the bfloat16 mode's matmul_bf16x (x rounded to bf16) instead of matmul */
 
 /* The matmul of format f: w4a8 = the MXFP4 bytes through the opt-in MXINT8-activation kernel
  * (kernels/w4a8.h, called directly whatever HYINFER_MXFP4_ACT says). */
-static int bf16x_mode; /* KB_BF16X=1: the bfloat16 mode's matmul_bf16x (x rounded to bf16) instead of matmul */
-
 static void run_mm(const struct hy_kernel_table *k, int f, float *y, const float *x, int64_t T,
                    const struct hy_tensor *W)
 {

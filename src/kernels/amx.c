@@ -20,10 +20,12 @@
  * passes), then are written transposed into y.
  * Tiles: C 0-3, A 4-5, B 6-7, every tile 16 rows x 64 bytes (palette 1).
  *
- * Smaller T (decode, T < HY_AMX_MIN_T) and formats without a bf16 form (F32, F16) take the avx512
- * level's AVX512-BF16 matmul (avx512_bf16.c: vdpbf16ps decode tiles; F32 / F16 the f32 chain). Compiled with HY_AMX_EMU (tests only), the tile instructions are the software model of
- * tests/unit/amx_emu.h, the fallback is the ref matmul and quantized panels are widened by
- * hy_tensor_get, so the whole logic runs and is tested on machines without AMX.
+ * Smaller T (decode, T < HY_AMX_MIN_T), formats without a bf16 form (F32, F16) and, under the opt-in
+ * HYINFER_MXFP4_ACT=mxint8, MXFP4 weights take the avx512 level's AVX512-BF16 matmul (avx512_bf16.c:
+ * vdpbf16ps decode tiles; F32 / F16 the f32 chain; the W4A8 kernel). Compiled with HY_AMX_EMU (tests
+ * only), the tile instructions are the software model of tests/unit/amx_emu.h, the fallback is the
+ * ref matmul and quantized panels are widened by hy_tensor_get, so the whole logic runs and is tested
+ * on machines without AMX.
  */
 #if defined(__x86_64__)
 
@@ -33,6 +35,7 @@
 #include "kernels/avx512_quant.h"
 #include "kernels/bf16_panel.h"
 #include "kernels/kernel_table.h"
+#include "kernels/w4a8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -163,8 +166,8 @@ static AMX_TARGET void block_rows(const uint8_t *a0, int64_t lda, const uint32_t
 
 void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    if (T < HY_AMX_MIN_T || !hy_bf16_form(W)) {
-        AMX_FALLBACK(y, x, T, W);
+    if (T < HY_AMX_MIN_T || !hy_bf16_form(W) || (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8)) {
+        AMX_FALLBACK(y, x, T, W); /* (the opt-in W4A8 MXFP4 path for every T, as the avx512 level) */
         return;
     }
     const int64_t N = W->rows, K = W->cols, Kc = (K + 31) / 32, Kp = Kc * 32, Tp = (T + 31) & ~(int64_t)31;

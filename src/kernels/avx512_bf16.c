@@ -44,14 +44,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define HY_BF16_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HY_BF16_SANITIZED 1
+#endif
+#endif
+
+/* Tests: the emulated intrinsics are large, and sanitizer builds instrument every access; there the
+ * per-chunk body stays one function per instance so the file compiles in reasonable time. */
 #ifdef HY_AVX512_SIMDE
-/* (tests: the emulated intrinsics are large; the per-chunk body stays one function per instance so
- * the emulation compiles in reasonable time) */
 #define BF16_TARGET
 #define BF16_INLINE static inline __attribute__((always_inline))
 #define BF16_CHUNK static __attribute__((noinline))
 #else
+#ifdef HY_BF16_SANITIZED
+#define BF16_CHUNK static __attribute__((noinline, target(HY_AVX512_TARGET ",avx512bf16")))
+#else
 #define BF16_CHUNK BF16_INLINE
+#endif
 #define BF16_TARGET __attribute__((target(HY_AVX512_TARGET ",avx512bf16")))
 #define BF16_INLINE static inline __attribute__((always_inline, target(HY_AVX512_TARGET ",avx512bf16")))
 #endif
@@ -238,7 +250,7 @@ BF16_INLINE int mx8_scales_ok(const struct dq *q, int64_t n0, int nr)
 {
     const uint8_t *s = q->scales + n0 * q->n_sb;
     const int64_t n = (int64_t)nr * q->n_sb;
-    const __m512i lo = _mm512_set1_epi8(E4M3_S_MIN), span = _mm512_set1_epi8(E4M3_S_MAX - E4M3_S_MIN);
+    const __m512i lo = _mm512_set1_epi8(E4M3_S_MIN), span = _mm512_set1_epi8((char)(E4M3_S_MAX - E4M3_S_MIN));
     for (int64_t i = 0; i < n; i += 64) {
         const __mmask64 m = n - i >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (n - i)) - 1);
         const __m512i v = _mm512_maskz_loadu_epi8(m, (const void *)(s + i));
@@ -273,7 +285,8 @@ BF16_CHUNK void dchunk(const int F, const int CHK, const int MR, const int NR, c
                 *nan |= _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_set1_epi8(-1));
             }
         } else
-            wv = dec_e2m1(r + 16 * c, _mm512_load_si512((const void *)dq_tab_e2m1[F == F_E2M1_MX ? s0[j * ns + c] : S_ONE]));
+            wv = dec_e2m1(r + 16 * c,
+                          _mm512_load_si512((const void *)dq_tab_e2m1[F == F_E2M1_MX ? s0[j * ns + c] : S_ONE]));
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++)
             acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], (__m512bh)wv);
@@ -386,9 +399,17 @@ static _Thread_local struct hy_scratch panel_scratch;
 
 /* Outputs [n0, n0+nr) (nr <= 4) for T tokens through a bf16 panel of the rows (the prefill route).
  * Returns -1 when memory for the panel cannot be had. */
+static unsigned long panel_routes; /* decode groups computed through a panel (tests: which route ran) */
+
+unsigned long hy_avx512bf16_panel_routes(void)
+{
+    return __atomic_load_n(&panel_routes, __ATOMIC_RELAXED);
+}
+
 static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint16_t *xb, int64_t Kp, int64_t T,
                        int64_t n0, int nr, float *y, int64_t ldy)
 {
+    __atomic_fetch_add(&panel_routes, 1, __ATOMIC_RELAXED);
     uint16_t *panel = hy_scratch_get(&panel_scratch, (size_t)(4 * Kp) * sizeof(uint16_t) +
                                                          (size_t)(Kp + 16) * sizeof(float) + 64);
     if (!panel)

@@ -24,4 +24,9 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
 void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
                                      int64_t n0, int64_t n1);
 
+/* How many decode groups (up to 4 weight rows) have been computed through a bf16 panel instead of the
+ * in-register decoders (MXFP8 scale bytes outside the decoders' range, E4M3 NaN codes), in this
+ * process; for tests that check which route ran. */
+unsigned long hy_avx512bf16_panel_routes(void);
+
 #endif

@@ -7,7 +7,7 @@
  * Compiled once (Makefile) and linked into every unit test; interface in avx512_emu.h. The emulated
  * functions are the kernels' sources renamed emu512_* (no clash with the library's real ones).
  *
- * SIMDe 0.7.4 lacks six of the intrinsics the kernels use; they are defined below from the Intel
+ * SIMDe 0.7.4 lacks ten of the intrinsics the kernels use; they are defined below from the Intel
  * intrinsics guide's element-wise descriptions (masked loads read only the selected elements, as the
  * hardware does, so ASan sees the same accesses).
  */
@@ -163,9 +163,11 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 #define hy_avx512q_gemv emu512_q_gemv
 #define hy_avx512bf16_matmul_bf16x emu512_bf16x
 #define hy_avx512bf16_matmul_rows_bf16x emu512_rows_bf16x
+#define hy_avx512bf16_panel_routes emu512_bf16x_panel_routes
 void emu512_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                        int64_t n1);
+unsigned long emu512_bf16x_panel_routes(void);
 void emu512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);

@@ -17,4 +17,7 @@ void emu512_q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T
                    int64_t n0, int64_t nb);
 void emu512_q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
 
+/* hy_avx512bf16_panel_routes (kernels/avx512_bf16.h) of the emulated AVX512-BF16 path. */
+unsigned long emu512_bf16x_panel_routes(void);
+
 #endif

@@ -3,7 +3,7 @@
  * checkpoint (MoE + dense layer + GQA + QK-norm, BF16 weights) from ../shared; with the fp32 KV
  * cache and with the FP8 E4M3 one (--kv-cache-dtype fp8: per-token scales keep it invariant).
  * The bfloat16 mode is too at every level but amx (whose AMX tiles sum 32+-token calls in a tile-
- * dependent order): steps of 1 to 53 tokens, so the vdpbf16ps decode tiles, the bf16 panels of
+ * dependent order): steps of 1 to 57 tokens, so the vdpbf16ps decode tiles, the bf16 panels of
  * 32+-token calls and the per-expert MoE path all meet (kernels/avx512_bf16.c where the CPU has
  * AVX512_BF16, the f32 chain elsewhere). */
 #include <setjmp.h>

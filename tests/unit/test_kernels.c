@@ -152,7 +152,8 @@ static void test_matmul_vs_ref(void **state)
                          (long long)T, (long long)N, (long long)K);
                 ASSERT_NMSE(y1, y0, T * N, what, &levels[l]);
             }
-            /* matmul_bf16x on bf16 inputs (AMX tiles at the amx level; = matmul elsewhere): same bound */
+            /* matmul_bf16x on bf16 inputs (AMX tiles at the amx level, vdpbf16ps on AVX512_BF16 CPUs; = matmul
+             * elsewhere): same bound */
             for (int64_t i = 0; i < T * K; i++)
                 x[i] = hy_round_bf16(x[i]);
             ref.matmul(y0, x, T, &W);

@@ -3,10 +3,12 @@
  * SIMDe's emulated intrinsics (avx512_emu.h). On CPUs with AVX512_BF16 (and in the emulation) these
  * are kernels/avx512_bf16.c: weights decoded to bf16 in registers for decode-sized calls, bf16 panels
  * for T >= HY_BF16X_MIN_T, one vdpbf16ps chain per output either way. Elsewhere they are the level's
- * f32 chain, and the same checks hold. Checks (bitwise, NaN == NaN):
+ * f32 chain, and the same checks hold; at the amx level, calls of 32 or more tokens run on AMX tiles
+ * (another summation order), so there the path comparisons use smaller calls. Checks (bitwise, NaN
+ * bits included on the vdpbf16ps path):
  * - every weight code at every scale: all 256 E4M3 codes (NaN codes and subnormals included) as
  *   per-tensor FP8, unscaled FP8 and MXFP8 under each of the 256 E8M0 bytes (the decode tiles' range
- *   [10, 246] and the panel route outside it), all 16 E2M1 codes under each E8M0 byte, seen through
+ *   [7, 246] and the panel route outside it), all 16 E2M1 codes under each E8M0 byte, seen through
  *   one-hot activations: the T = 1 (decode) results equal the T = K (panel) results, and in rows whose
  *   elements are all finite, where the element's value is a normal bf16 number, y equals it times the
  *   per-tensor scale (the product and the sum of zeros are exact);
@@ -17,7 +19,9 @@
  * - matmul_rows_bf16x over bands of 1, 3, 4, 5 and 64 rows equals matmul_bf16x, for T = 1, 3, 40;
  * - 1 and 2 OpenMP threads give the same bits;
  * - E4M3 NaN codes in a tensor not marked nan_free make exactly the outputs of their rows NaN, on both
- *   paths; marking a NaN-free tensor nan_free changes no bit.
+ *   paths; marking a NaN-free tensor nan_free changes no bit;
+ * - the route: decode-sized calls on NaN-free weights with in-range scales never fall back to a panel;
+ *   one out-of-range MXFP8 scale byte or one NaN code sends exactly its 4-row group there.
  * Accuracy against ref is checked in test_kernels.c / test_kernels_quant.c (matmul_bf16x vs ref).
  */
 #include <setjmp.h>
@@ -27,6 +31,7 @@
 
 #include "base/cpu.h"
 #include "base/err.h"
+#include "kernels/avx512_bf16.h"
 #include "kernels/kernel_table.h"
 #include "unit/avx512_emu.h"
 #include "unit/kernel_test_util.h"
@@ -52,13 +57,16 @@ static int setup(void **state)
     return 0;
 }
 
-static int same_bits(const float *a, const float *b, int64_t n, int64_t *at)
+/* Bitwise, NaN bits included where the level's bf16-mode matmul is the vdpbf16ps path (both paths run the
+ * same instructions on the same operands); the f32 chains' decode and panel paths order their FMA
+ * operands differently, so there any NaN equals any NaN (as in test_kernels_quant.c). */
+static int same_bits(const float *a, const float *b, int64_t n, int nan_bits, int64_t *at)
 {
     for (int64_t i = 0; i < n; i++) {
         uint32_t ua, ub;
         memcpy(&ua, &a[i], 4);
         memcpy(&ub, &b[i], 4);
-        if (ua != ub && !(isnan(a[i]) && isnan(b[i]))) {
+        if (ua != ub && (nan_bits || !(isnan(a[i]) && isnan(b[i])))) {
             *at = i;
             return 0;
         }
@@ -66,10 +74,12 @@ static int same_bits(const float *a, const float *b, int64_t n, int64_t *at)
     return 1;
 }
 
-static void expect_same(const float *a, const float *b, int64_t n, const char *what, const char *level)
+static void expect_same_level(const float *a, const float *b, int64_t n, const char *what,
+                              const struct hy_kernel_table *kt)
 {
     int64_t at = 0;
-    if (!same_bits(a, b, n, &at)) {
+    const char *level = kt->name;
+    if (!same_bits(a, b, n, kt->matmul_bf16x != kt->matmul, &at)) {
         print_error("[%s] %s: element %lld: %a != %a\n", level, what, (long long)at, a[at], b[at]);
         fail();
     }
@@ -115,7 +125,7 @@ static void check_one_hot(const struct hy_tensor *W, const char *what)
         levels[l].matmul_bf16x(yp, x, K, W);
         for (int64_t t = 0; t < K; t++)
             levels[l].matmul_bf16x(yd + t * N, x + t * K, 1, W);
-        expect_same(yd, yp, K * N, what, levels[l].name);
+        expect_same_level(yd, yp, K * N, what, &levels[l]);
         for (int64_t n = 0; n < N; n++) {
             int finite = 1; /* a NaN or infinite element poisons its row's sums (0 * inf) */
             for (int64_t k = 0; k < K; k++)
@@ -143,8 +153,8 @@ static void test_every_code_and_scale(void **state)
     (void)state;
     /* E4M3: rows 0..255 hold the codes (rotated by r) under MX scale byte r, NaN codes replaced by +-448
      * and codes whose value times 2^(r-127) overflows moved down to a finite binade, so only scale 255
-     * poisons its row; rows 256..258 hold all 256 codes, NaNs included, under scale bytes 9, 127
-     * and 250 (the decode tiles, and the panel route below and above their range) */
+     * poisons its row; rows 256..258 hold all 256 codes, NaNs included, under scale bytes 5, 127
+     * and 250 (the panel route below and above the decode tiles' range, and the tiles' NaN test) */
     const int64_t K8 = 256, N8 = 259;
     uint8_t *d8 = malloc((size_t)(N8 * K8)), *s8 = malloc((size_t)(N8 * K8 / 32));
     for (int64_t r = 0; r < N8; r++) {
@@ -158,7 +168,7 @@ static void test_every_code_and_scale(void **state)
             }
             d8[r * K8 + k] = c;
         }
-        memset(s8 + r * (K8 / 32), r < 256 ? (int)r : r == 256 ? 9 : r == 257 ? 127 : 250, K8 / 32);
+        memset(s8 + r * (K8 / 32), r < 256 ? (int)r : r == 256 ? 5 : r == 257 ? 127 : 250, K8 / 32);
     }
     struct hy_tensor mx8 = {.dtype = HY_DTYPE_F8_E4M3, .rows = N8, .cols = K8, .data = d8, .qscheme = HY_QS_MX32,
                             .mx_scales = s8};
@@ -232,7 +242,7 @@ static void test_x_rounding(void **state)
         levels[l].matmul_bf16x(y, x, TT, &W);
         for (int64_t t = 0; t < TT; t++)
             levels[l].matmul_bf16x(y1 + t * K, x + t * K, 1, &W);
-        expect_same(y1, y, TT * K, "identity weight: T = 1 vs T = 40", levels[l].name);
+        expect_same_level(y1, y, TT * K, "identity weight: T = 1 vs T = 40", &levels[l]);
         if (levels[l].matmul_bf16x == levels[l].matmul)
             continue; /* the f32 chain: x enters unrounded */
         for (int64_t i = 0; i < TT * K; i++) {
@@ -277,14 +287,19 @@ static void test_t_invariance_and_rows(void **state)
             char what[96];
             for (int l = 0; l < n_levels; l++) {
                 const struct hy_kernel_table *kt = &levels[l];
-                kt->matmul_bf16x(y, x, TT, &W);
+                const int amx = kt->isa == HY_ISA_AMX; /* AMX tiles from 32 tokens: the reference in 8-token calls */
+                if (amx)
+                    for (int64_t t0 = 0; t0 < TT; t0 += 8)
+                        kt->matmul_bf16x(y + t0 * N, x + t0 * K, 8, &W);
+                else
+                    kt->matmul_bf16x(y, x, TT, &W);
                 static const int64_t sub[] = {1, 2, 3, 5, 33};
-                for (size_t si = 0; si < 5; si++)
+                for (int si = 0; si < 5 - amx; si++)
                     for (int64_t t0 = 0; t0 + sub[si] <= TT; t0 += sub[si]) {
                         kt->matmul_bf16x(ys, x + t0 * K, sub[si], &W);
                         snprintf(what, sizeof(what), "%s K=%lld: rows %lld..+%lld (T=%lld) vs T=40", wname[f],
                                  (long long)K, (long long)t0, (long long)sub[si], (long long)sub[si]);
-                        expect_same(ys, y + t0 * N, sub[si] * N, what, kt->name);
+                        expect_same_level(ys, y + t0 * N, sub[si] * N, what, kt);
                     }
                 static const int64_t bands[] = {1, 3, 4, 5, 64};
                 static const int64_t Ts[] = {1, 3, 40};
@@ -296,7 +311,7 @@ static void test_t_invariance_and_rows(void **state)
                             kt->matmul_rows_bf16x(ys + n0, N, x, T, &W, n0, n0 + bands[bi] < N ? n0 + bands[bi] : N);
                         snprintf(what, sizeof(what), "%s K=%lld T=%lld: rows_bf16x in bands of %lld vs matmul_bf16x",
                                  wname[f], (long long)K, (long long)T, (long long)bands[bi]);
-                        expect_same(ys, y, T * N, what, kt->name);
+                        expect_same_level(ys, y, T * N, what, kt);
                     }
             }
             free(x);
@@ -321,7 +336,7 @@ static void test_threads(void **state)
                 levels[l].matmul_bf16x(y1, x, Ts[ti], &W);
                 omp_set_num_threads(2);
                 levels[l].matmul_bf16x(y2, x, Ts[ti], &W);
-                expect_same(y2, y1, Ts[ti] * N, wname[f], levels[l].name);
+                expect_same_level(y2, y1, Ts[ti] * N, wname[f], &levels[l]);
             }
         free(x);
         free(y1);
@@ -346,7 +361,7 @@ static void test_nan_codes(void **state)
             levels[l].matmul_bf16x(y0, x, 1, &W);
             W.nan_free = 1;
             levels[l].matmul_bf16x(y1, x, 1, &W);
-            expect_same(y1, y0, N, "nan_free marking", levels[l].name);
+            expect_same_level(y1, y0, N, "nan_free marking", &levels[l]);
         }
         W.nan_free = 0;
         d[2 * K + 77] = 0xff; /* row 2 */
@@ -369,6 +384,62 @@ static void test_nan_codes(void **state)
     }
 }
 
+/* Which route ran: NaN-free tensors whose MXFP8 scale bytes lie in the decode tiles' range never take
+ * the panel route in decode-sized calls; an out-of-range scale byte or a NaN code does (levels with the
+ * AVX512-BF16 path only: the real one, or the emulated one without AVX-512). */
+static void test_routes(void **state)
+{
+    (void)state;
+    unsigned long (*routes)(void) = NULL;
+    const struct hy_kernel_table *kt = NULL;
+    for (int l = 0; l < n_levels; l++) {
+        if (!strcmp(levels[l].name, "avx512-emu")) {
+            routes = emu512_bf16x_panel_routes;
+            kt = &levels[l];
+        } else if (levels[l].isa == HY_ISA_AVX512 && hy_cpu_caps()->avx512bf16) {
+            routes = hy_avx512bf16_panel_routes;
+            kt = &levels[l];
+        }
+    }
+    if (!routes) {
+        skip();
+        return;
+    }
+    const int64_t N = 21, K = 200;
+    float *x = malloc((size_t)(3 * K) * 4), *y = malloc((size_t)(3 * N) * 4);
+    bf16_fill(x, 3 * K);
+    for (int f = 0; f < W_COUNT; f++) {
+        struct hy_tensor W = make_w(f, N, K);
+        if (f == KT_FP8 || f == KT_MXFP8)
+            W.nan_free = 1;
+        const unsigned long r0 = routes();
+        for (int64_t T = 1; T <= 3; T++)
+            kt->matmul_bf16x(y, x, T, &W);
+        kt->matmul_rows_bf16x(y, N, x, 3, &W, 2, 19);
+        if (routes() != r0) {
+            print_error("[%s] %s: %lu panel routes for in-range, NaN-free weights\n", kt->name, wname[f],
+                        routes() - r0);
+            fail();
+        }
+        if (f == KT_MXFP8) { /* one out-of-range scale byte (row 9): its group, and only it, by the panel */
+            ((uint8_t *)W.mx_scales)[9 * ((K + 31) / 32) + 2] = 250;
+            const unsigned long r1 = routes();
+            kt->matmul_bf16x(y, x, 1, &W);
+            assert_int_equal(routes() - r1, 1);
+        }
+        if (f == KT_FP8) { /* a NaN code in a tensor not marked NaN-free */
+            W.nan_free = 0;
+            ((uint8_t *)W.data)[5 * K + 7] = 0x7f;
+            const unsigned long r1 = routes();
+            kt->matmul_bf16x(y, x, 1, &W);
+            assert_int_equal(routes() - r1, 1);
+        }
+        free_w(&W);
+    }
+    free(x);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_t_invariance_and_rows),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_nan_codes),
+        cmocka_unit_test(test_routes),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -267,7 +267,8 @@ static void test_quant_matmul_vs_ref(void **state)
                     fail();
                 }
             }
-            /* matmul_bf16x on bf16 inputs (the amx level's AMX tiles; = matmul elsewhere), same bound */
+            /* matmul_bf16x on bf16 inputs (the amx level's AMX tiles, vdpbf16ps on AVX512_BF16 CPUs; = matmul
+             * elsewhere), same bound */
             for (int64_t i = 0; i < T * K; i++)
                 x[i] = hy_round_bf16(x[i]);
             ref.matmul(y0, x, T, &W);
