@@ -21,9 +21,10 @@
  *   bf16(m * 2^-9 * 2^(s-127)), the panel's values; the sign is or-ed last.
  *   E2M1: byte j to dword j (vpmovzxbd), its low nibble to word 2j and high nibble to word 2j+1, looked
  *   up (vpermw) in a 16-entry table of e2m1(n) * 2^(s-127) per scale byte: the panel's values for
- *   every s. Tiles whose rows hold an MXFP8 scale byte outside [7, 246] or an E4M3 NaN code (tensors
- *   not marked nan_free) are computed from a bf16 panel of their rows (the prefill route), as are the
- *   last K % 32 elements of quantized rows (scalar, hy_tensor_get then hy_f32_to_bf16).
+ *   every s. Groups of rows that hold an MXFP8 scale byte outside [7, 246] or an E4M3 NaN code
+ *   (tensors not marked nan_free) are computed from a bf16 panel of their rows (the prefill route);
+ *   the last K % 32 elements of quantized rows are decoded scalar (hy_tensor_get, hy_f32_to_bf16), as
+ *   the panel does.
  * So results do not depend on T, on the path, on how rows are split into calls, or on the thread
  * count. F32 / F16 weights take hy_avx512_matmul (the f32 chain), as does everything when memory for
  * the bf16 copy of x cannot be had. HYINFER_MXFP4_ACT=mxint8 routes MXFP4 weights to the W4A8 kernel
