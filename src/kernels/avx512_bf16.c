@@ -201,11 +201,7 @@ static int fmt_of(const struct hy_tensor *W)
 static void dq_init(struct dq *q, const struct hy_tensor *W)
 {
     pthread_once(&dq_tab_once, dq_tab_init);
-    q->bare = *W;
-    if (q->bare.qscheme == HY_QS_PER_TENSOR) {
-        q->bare.qscheme = HY_QS_NONE;
-        q->bare.scale = 1.0f;
-    }
+    q->bare = hy_bf16_bare(W);
     q->data = W->data;
     q->scales = W->mx_scales;
     q->K = W->cols;
@@ -281,10 +277,8 @@ BF16_CHUNK void dchunk(const int F, const int CHK, const int MR, const int NR, c
             const int s = F == F_E4M3_MX ? s0[j * ns + c] : S_ONE;
             wv = dec_e4m3(r + 32 * c, _mm512_load_si512((const void *)dq_tab_off[s]),
                           _mm512_load_si512((const void *)dq_tab_sub[s]));
-            if (CHK) {
-                const __m256i b = _mm256_loadu_si256((const __m256i *)(r + 32 * c));
-                *nan |= _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_set1_epi8(-1));
-            }
+            if (CHK)
+                *nan |= hy_avx512_e4m3_nan32(r + 32 * c);
         } else
             wv = dec_e2m1(r + 16 * c,
                           _mm512_load_si512((const void *)dq_tab_e2m1[F == F_E2M1_MX ? s0[j * ns + c] : S_ONE]));
@@ -398,8 +392,6 @@ static dtile_fn dtile_for(const struct hy_tensor *W)
 /* Per-thread bf16 panel of up to 4 weight rows (and the f32 row the widening writes into). */
 static _Thread_local struct hy_scratch panel_scratch;
 
-/* Outputs [n0, n0+nr) (nr <= 4) for T tokens through a bf16 panel of the rows (the prefill route).
- * Returns -1 when memory for the panel cannot be had. */
 static unsigned long panel_routes; /* decode groups computed through a panel (tests: which route ran) */
 
 unsigned long hy_avx512bf16_panel_routes(void)
@@ -407,6 +399,8 @@ unsigned long hy_avx512bf16_panel_routes(void)
     return __atomic_load_n(&panel_routes, __ATOMIC_RELAXED);
 }
 
+/* Outputs [n0, n0+nr) (nr <= 4) for T tokens through a bf16 panel of the rows (the prefill route).
+ * Returns -1 when memory for the panel cannot be had. */
 static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint16_t *xb, int64_t Kp, int64_t T,
                        int64_t n0, int nr, float *y, int64_t ldy)
 {
@@ -421,15 +415,18 @@ static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint
     return 0;
 }
 
-/* Outputs [n0, n0+nr) (nr <= 4) for T tokens: decode tiles of up to 4 tokens, or the panel route for
- * rows with out-of-range MXFP8 scales or NaN codes. Returns -1 when the panel route ran out of memory. */
-static int rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn fn, const uint16_t *xb, int64_t Kp,
-                      int64_t T, int64_t n0, int nr, float *y, int64_t ldy)
+/* Outputs [n0, n0+nr) (nr <= 4) for T tokens (x f32 rows of stride K, xb their bf16 copy): decode tiles
+ * of up to 4 tokens, or the panel route for rows with out-of-range MXFP8 scales or NaN codes; the f32
+ * chain when memory for the panel cannot be had. */
+static void rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn fn, const float *x,
+                       const uint16_t *xb, int64_t Kp, int64_t T, int64_t n0, int nr, float *y, int64_t ldy)
 {
     for (int64_t t = 0; t < T; t += 4)
-        if (fn((int)(T - t < 4 ? T - t : 4), nr, q, xb + t * Kp, Kp, n0, y + t * ldy, ldy))
-            return panel_group(W, q, xb, Kp, T, n0, nr, y, ldy); /* every token by the panel */
-    return 0;
+        if (fn((int)(T - t < 4 ? T - t : 4), nr, q, xb + t * Kp, Kp, n0, y + t * ldy, ldy)) {
+            if (panel_group(W, q, xb, Kp, T, n0, nr, y, ldy)) /* every token by the panel */
+                hy_avx512_matmul_rows(y, ldy, x, T, W, n0, n0 + nr);
+            return;
+        }
 }
 
 /* Per-thread bf16 copy of x for matmul_rows_bf16x calls (kept between calls: the MoE pass makes many). */
@@ -461,8 +458,7 @@ void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int6
     const dtile_fn fn = dtile_for(W);
     for (int64_t n = n0; n < n1; n += 4) {
         const int nr = (int)(n1 - n < 4 ? n1 - n : 4);
-        if (rows_group(W, &q, fn, xb, Kp, T, n, nr, y + (n - n0), ldy))
-            hy_avx512_matmul_rows(y + (n - n0), ldy, x, T, W, n, n + nr); /* out of memory */
+        rows_group(W, &q, fn, x, xb, Kp, T, n, nr, y + (n - n0), ldy);
     }
 }
 
@@ -481,8 +477,7 @@ static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_t
     for (int64_t g = 0; g < groups; g++) {
         const int64_t n0 = g * 4;
         const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
-        if (rows_group(W, &q, fn, xb, Kp, T, n0, nr, y + n0, N))
-            hy_avx512_matmul_rows(y + n0, N, x, T, W, n0, n0 + nr); /* out of memory */
+        rows_group(W, &q, fn, x, xb, Kp, T, n0, nr, y + n0, N);
     }
 }
 

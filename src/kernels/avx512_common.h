@@ -35,6 +35,13 @@ HY_AVX512_INLINE float hy_avx512_hsum(__m512 v)
     return hy_avx2_hsum(_mm256_add_ps(lo, hi));
 }
 
+/* Bit i set where byte i of the 32 at p is an E4M3 NaN code (0x7f / 0xff). */
+HY_AVX512_INLINE __mmask32 hy_avx512_e4m3_nan32(const uint8_t *p)
+{
+    const __m256i b = _mm256_loadu_si256((const __m256i *)p);
+    return _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_set1_epi8(-1));
+}
+
 /* Lanes [0, n) set, n in 0..16. */
 HY_AVX512_INLINE __mmask16 hy_avx512_mask(int64_t n)
 {

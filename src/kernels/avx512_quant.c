@@ -90,10 +90,8 @@ HY_AVX512_INLINE void dec32_e4m3(const int MUL, const int CHK, const uint8_t *p,
         if (MUL)
             w[h] = _mm512_mul_ps(w[h], c);
     }
-    if (CHK) {
-        const __m256i b = _mm256_loadu_si256((const __m256i *)p);
-        *nan |= _mm256_cmpeq_epi8_mask(_mm256_or_si256(b, _mm256_set1_epi8((char)0x80)), _mm256_set1_epi8(-1));
-    }
+    if (CHK)
+        *nan |= hy_avx512_e4m3_nan32(p);
 }
 
 /* 16 bytes at p = 32 E2M1 codes (element 2j in the low nibble of byte j) -> w[0], w[1] = elements

@@ -23,15 +23,21 @@ float hy_bf16_out_scale(const struct hy_tensor *W)
     return W->qscheme == HY_QS_PER_TENSOR ? W->scale : 1.0f;
 }
 
-void hy_bf16_panel(const struct hy_tensor *W, int64_t n0, int64_t nv, int64_t rows, int64_t ldp, uint16_t *panel,
-                   float *wrow, hy_widen_fn widen)
+struct hy_tensor hy_bf16_bare(const struct hy_tensor *W)
 {
-    const int64_t K = W->cols;
     struct hy_tensor bare = *W;
     if (bare.qscheme == HY_QS_PER_TENSOR) {
         bare.qscheme = HY_QS_NONE;
         bare.scale = 1.0f;
     }
+    return bare;
+}
+
+void hy_bf16_panel(const struct hy_tensor *W, int64_t n0, int64_t nv, int64_t rows, int64_t ldp, uint16_t *panel,
+                   float *wrow, hy_widen_fn widen)
+{
+    const int64_t K = W->cols;
+    const struct hy_tensor bare = hy_bf16_bare(W);
     for (int64_t r = 0; r < rows; r++) {
         uint16_t *d = panel + r * ldp;
         if (r >= nv) {

@@ -24,6 +24,9 @@ int hy_bf16_in_place(const struct hy_tensor *W);
 /* The factor the outputs of a bf16-panel matmul take: W->scale for HY_QS_PER_TENSOR, else 1. */
 float hy_bf16_out_scale(const struct hy_tensor *W);
 
+/* W's view without a per-tensor scale (qscheme NONE, scale 1): the values a bf16 panel holds. */
+struct hy_tensor hy_bf16_bare(const struct hy_tensor *W);
+
 /* Widens rows [n0, n0+nb) of a quantized W to f32 (contract of hy_avx2q_widen_rows / hy_avx512q_widen_rows). */
 typedef void (*hy_widen_fn)(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
 

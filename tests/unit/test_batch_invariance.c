@@ -101,6 +101,17 @@ static void run(struct tseq *seqs, int n_seqs, int who, int chunk, float *out)
     hy_kv_cache_free(&kv);
 }
 
+/* sum (a - b)^2 / sum b^2 over n values (b = the reference). */
+static double nmse(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return num / den;
+}
+
 static const int32_t A[] = {471, 75, 44, 301, 280, 32, 99, 104, 260, 44, 10, 66, 300, 301, 33, 281, 77};
 static const int32_t B[] = {471, 66, 301, 280, 104, 44, 12, 19, 400, 401, 402, 35};
 static const int32_t C[] = {471, 300};
@@ -147,13 +158,9 @@ static void test_chunking_and_batching_bitwise_fp8_kv(void **state)
     kv_dtype = HY_DTYPE_F8_E4M3;
     run(&alone, 1, 0, 1000, l8);
     assert_true(memcmp(l32, l8, (size_t)n * V * sizeof(float)) != 0);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < (size_t)n * V; i++) {
-        num += ((double)l8[i] - l32[i]) * ((double)l8[i] - l32[i]);
-        den += (double)l32[i] * l32[i];
-    }
-    printf("fp8 KV vs fp32 KV logits: nmse %.3g\n", num / den);
-    assert_true(num / den < 0.25);
+    const double e = nmse(l8, l32, (size_t)n * V);
+    printf("fp8 KV vs fp32 KV logits: nmse %.3g\n", e);
+    assert_true(e < 0.25);
     free(l32);
     free(l8);
     test_chunking_and_batching_bitwise(state);
@@ -197,13 +204,9 @@ static void test_bf16_mode_bitwise(void **state)
     model = m32;
     run(&alone, 1, 0, 1000, l32);
     assert_true(memcmp(l32, ref, (size_t)n * V * sizeof(float)) != 0);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < (size_t)n * V; i++) {
-        num += ((double)ref[i] - l32[i]) * ((double)ref[i] - l32[i]);
-        den += (double)l32[i] * l32[i];
-    }
-    printf("bf16 mode vs fp32 mode logits: nmse %.3g\n", num / den);
-    assert_true(num / den < 0.25);
+    const double e = nmse(ref, l32, (size_t)n * V);
+    printf("bf16 mode vs fp32 mode logits: nmse %.3g\n", e);
+    assert_true(e < 0.25);
     free(ref);
     free(got);
     free(l32);
