@@ -248,10 +248,21 @@ struct ffn_job {
     float                  *a, *b, *out;
 };
 
-#define BAND_GU 64    /* gate/up rows per task (64 x 2 rows x K = 1 MiB of BF16 weights at K = 4096) */
-#define BAND_DOWN 128 /* down rows per task */
+#define BAND_GU 64    /* gate/up rows per task for BF16 (64 x 2 rows x K = 1 MiB at K = 4096) */
+#define BAND_DOWN 128 /* down rows per task for BF16 */
 
-/* Task t of a phase: job and band [r0, r1) over `rows(job)` in bands of `band`. */
+/* Rows per task of W: `base` rows of BF16 at W's K worth of W's bytes (data + scales), a multiple of 4
+ * (the kernels' row tiles) and at least `base`. Quantized formats get as many bytes per task as BF16
+ * does: each task starts its weight streams cold, and short tasks measured slower on MXFP4. Which rows
+ * a task computes never changes their values. */
+static int64_t band_rows(const struct hy_tensor *W, int64_t base)
+{
+    const int64_t bytes = hy_tensor_bytes(W) / (W->rows > 0 ? W->rows : 1), bf16 = 2 * W->cols;
+    const int64_t r = bytes > 0 ? base * bf16 / bytes / 4 * 4 : base;
+    return r > base ? r : base;
+}
+
+/* Tasks that cover `rows` in bands of `band`. */
 static int64_t bands(int64_t rows, int64_t band)
 {
     return (rows + band - 1) / band;
@@ -285,11 +296,11 @@ static void ffn_down(const struct hy_model *m, const struct ffn_job *j, int64_t 
 static void task_of(const struct ffn_job *jobs, int nj, int phase, int64_t task, int *ji, int64_t *r0)
 {
     for (int i = 0; i < nj; i++) {
-        const int64_t rows = phase == 0 ? jobs[i].e->gate.rows : jobs[i].e->down.rows;
-        const int64_t nb = bands(rows, phase == 0 ? BAND_GU : BAND_DOWN);
+        const struct hy_tensor *W = phase == 0 ? &jobs[i].e->gate : &jobs[i].e->down;
+        const int64_t band = band_rows(W, phase == 0 ? BAND_GU : BAND_DOWN), nb = bands(W->rows, band);
         if (task < nb) {
             *ji = i;
-            *r0 = task * (phase == 0 ? BAND_GU : BAND_DOWN);
+            *r0 = task * band;
             return;
         }
         task -= nb;
@@ -305,24 +316,24 @@ static void ffn_jobs_in_region(const struct hy_model *m, const struct ffn_job *j
 {
     int64_t n_gu = 0, n_dn = 0;
     for (int i = 0; i < nj; i++) {
-        n_gu += bands(jobs[i].e->gate.rows, BAND_GU);
-        n_dn += bands(jobs[i].e->down.rows, BAND_DOWN);
+        n_gu += bands(jobs[i].e->gate.rows, band_rows(&jobs[i].e->gate, BAND_GU));
+        n_dn += bands(jobs[i].e->down.rows, band_rows(&jobs[i].e->down, BAND_DOWN));
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_gu; t++) {
         int ji;
         int64_t r0;
         task_of(jobs, nj, 0, t, &ji, &r0);
-        const int64_t I = jobs[ji].e->gate.rows;
-        ffn_gate_up(m, &jobs[ji], r0, r0 + BAND_GU < I ? r0 + BAND_GU : I);
+        const int64_t I = jobs[ji].e->gate.rows, band = band_rows(&jobs[ji].e->gate, BAND_GU);
+        ffn_gate_up(m, &jobs[ji], r0, r0 + band < I ? r0 + band : I);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_dn; t++) {
         int ji;
         int64_t r0;
         task_of(jobs, nj, 1, t, &ji, &r0);
-        const int64_t H = jobs[ji].e->down.rows;
-        ffn_down(m, &jobs[ji], r0, r0 + BAND_DOWN < H ? r0 + BAND_DOWN : H);
+        const int64_t H = jobs[ji].e->down.rows, band = band_rows(&jobs[ji].e->down, BAND_DOWN);
+        ffn_down(m, &jobs[ji], r0, r0 + band < H ? r0 + band : H);
     }
 }
 
@@ -535,13 +546,17 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
     if (grouped_on(m, T)) { /* q, k, v in one parallel region: row bands of all three, one barrier */
         const struct hy_tensor *Ws[3] = {&ly->wq, &ly->wk, &ly->wv};
         float *ys[3] = {s->q, s->k, s->v};
-        const int64_t nb0 = bands(ly->wq.rows, BAND_GU), nb1 = bands(ly->wk.rows, BAND_GU),
-                      n_tasks = nb0 + nb1 + bands(ly->wv.rows, BAND_GU);
+        int64_t band[3], nb[3];
+        for (int i = 0; i < 3; i++) {
+            band[i] = band_rows(Ws[i], BAND_GU);
+            nb[i] = bands(Ws[i]->rows, band[i]);
+        }
+        const int64_t n_tasks = nb[0] + nb[1] + nb[2];
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t task = 0; task < n_tasks; task++) {
-            const int i = task < nb0 ? 0 : task < nb0 + nb1 ? 1 : 2;
-            const int64_t r0 = (task - (i == 0 ? 0 : i == 1 ? nb0 : nb0 + nb1)) * BAND_GU, N = Ws[i]->rows;
-            linear_rows(m, ys[i] + r0, N, s->a, T, Ws[i], r0, r0 + BAND_GU < N ? r0 + BAND_GU : N);
+            const int i = task < nb[0] ? 0 : task < nb[0] + nb[1] ? 1 : 2;
+            const int64_t r0 = (task - (i == 0 ? 0 : i == 1 ? nb[0] : nb[0] + nb[1])) * band[i], N = Ws[i]->rows;
+            linear_rows(m, ys[i] + r0, N, s->a, T, Ws[i], r0, r0 + band[i] < N ? r0 + band[i] : N);
         }
     } else {
         linear(m, s->q, s->a, T, &ly->wq);
