@@ -166,7 +166,7 @@ static AMX_TARGET void block_rows(const uint8_t *a0, int64_t lda, const uint32_t
 
 void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    if (T < HY_AMX_MIN_T || !hy_bf16_form(W) || (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8)) {
+    if (T < HY_AMX_MIN_T || !hy_bf16_form(W) || hy_w4a8_on(W)) {
         AMX_FALLBACK(y, x, T, W); /* (the opt-in W4A8 MXFP4 path for every T, as the avx512 level) */
         return;
     }

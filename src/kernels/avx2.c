@@ -220,7 +220,7 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
         hy_ref_matmul(y, x, T, W);
         return;
     }
-    if (quant && hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) { /* opt-in W4A8 */
+    if (quant && hy_w4a8_on(W)) { /* opt-in W4A8 */
         hy_avx2_matmul_w4a8(y, x, T, W);
         return;
     }
@@ -336,7 +336,7 @@ void HY_AVX2 hy_avx2_matmul_rows(float *y, int64_t ldy, const float *x, int64_t 
                                  int64_t n0, int64_t n1)
 {
     if (W->qscheme != HY_QS_NONE || !hy_dtype_is_kernel_float(W->dtype)) {
-        if (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8)
+        if (hy_w4a8_on(W))
             hy_avx2_matmul_rows_w4a8(y, ldy, x, T, W, n0, n1);
         else if (T <= 2 && n1 > n0 && hy_avx2q_supported(W))
             hy_avx2q_rows(y, ldy, x, W->cols, T, W, n0, n1 - n0);

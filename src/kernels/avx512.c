@@ -209,7 +209,7 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
         hy_ref_matmul(y, x, T, W);
         return;
     }
-    if (quant && hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) { /* opt-in W4A8 */
+    if (quant && hy_w4a8_on(W)) { /* opt-in W4A8 */
         hy_avx2_matmul_w4a8(y, x, T, W);
         return;
     }
@@ -306,7 +306,7 @@ void HY_AVX512 hy_avx512_matmul_rows(float *y, int64_t ldy, const float *x, int6
                                      int64_t n0, int64_t n1)
 {
     if (is_quant(W)) {
-        if (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) /* opt-in W4A8 (avx2 code) */
+        if (hy_w4a8_on(W)) /* opt-in W4A8 (avx2 code) */
             hy_avx2_matmul_rows_w4a8(y, ldy, x, T, W, n0, n1);
         else if (!hy_avx512q_supported(W))
             hy_matmul_rows_by_view(hy_avx512_matmul, y, ldy, x, T, W, n0, n1);

@@ -432,15 +432,10 @@ static void rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn f
 /* Per-thread bf16 copy of x for matmul_rows_bf16x calls (kept between calls: the MoE pass makes many). */
 static _Thread_local struct hy_scratch x_scratch;
 
-static int w4a8_on(const struct hy_tensor *W)
-{
-    return hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8;
-}
-
 void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
                                      int64_t n0, int64_t n1)
 {
-    if (w4a8_on(W) || !hy_bf16_form(W)) {
+    if (hy_w4a8_on(W) || !hy_bf16_form(W)) {
         hy_avx512_matmul_rows(y, ldy, x, T, W, n0, n1);
         return;
     }
@@ -485,7 +480,7 @@ static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_t
 
 void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    if (w4a8_on(W) || !hy_bf16_form(W)) {
+    if (hy_w4a8_on(W) || !hy_bf16_form(W)) {
         hy_avx512_matmul(y, x, T, W);
         return;
     }

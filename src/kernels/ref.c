@@ -90,7 +90,7 @@ static const float *weight_row(const struct hy_tensor *W, int64_t n, float *buf)
 
 void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    if (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) { /* opt-in W4A8 (w4a8.h) */
+    if (hy_w4a8_on(W)) { /* opt-in W4A8 (w4a8.h) */
         hy_ref_matmul_w4a8(y, x, T, W);
         return;
     }
@@ -112,7 +112,7 @@ void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *
 void hy_ref_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1)
 {
-    if (hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8) { /* as hy_ref_matmul */
+    if (hy_w4a8_on(W)) { /* as hy_ref_matmul */
         hy_matmul_rows_by_view(hy_ref_matmul_w4a8, y, ldy, x, T, W, n0, n1);
         return;
     }

@@ -38,6 +38,11 @@ int hy_w4a8_applies(const struct hy_tensor *W)
            W->cols > 0;
 }
 
+int hy_w4a8_on(const struct hy_tensor *W)
+{
+    return hy_w4a8_applies(W) && hy_mxfp4_act_mode() == HY_MXFP4_ACT_MXINT8;
+}
+
 void hy_mxint8_quantize_row(const float *x, int64_t K, int8_t *q, int32_t *X)
 {
     for (int64_t k0 = 0, b = 0; k0 < K; k0 += 32, b++) {

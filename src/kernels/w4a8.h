@@ -40,6 +40,9 @@ enum hy_mxfp4_act hy_mxfp4_act_mode(void);
 /* 1 if W takes the W4A8 path when the mode is mxint8: F4_E2M1, HY_QS_MX32 with scales, cols even. */
 int hy_w4a8_applies(const struct hy_tensor *W);
 
+/* 1 if a matmul of W takes the W4A8 kernel now: hy_w4a8_applies(W) and the mode is mxint8. */
+int hy_w4a8_on(const struct hy_tensor *W);
+
 /* MXINT8 quantization of x[K] (rule above): q[k] for k < K (natural order), X[b] for the
  * ceil(K/32) blocks. */
 void hy_mxint8_quantize_row(const float *x, int64_t K, int8_t *q, int32_t *X);

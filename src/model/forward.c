@@ -292,8 +292,8 @@ static void ffn_down(const struct hy_model *m, const struct ffn_job *j, int64_t 
         maybe_round(m, j->out + t * H + r0, r1 - r0);
 }
 
-/* Maps a flat task index of a phase to (job, band start). */
-static void task_of(const struct ffn_job *jobs, int nj, int phase, int64_t task, int *ji, int64_t *r0)
+/* Maps a flat task index of a phase to (job, band [r0, r1)). */
+static void task_of(const struct ffn_job *jobs, int nj, int phase, int64_t task, int *ji, int64_t *r0, int64_t *r1)
 {
     for (int i = 0; i < nj; i++) {
         const struct hy_tensor *W = phase == 0 ? &jobs[i].e->gate : &jobs[i].e->down;
@@ -301,12 +301,13 @@ static void task_of(const struct ffn_job *jobs, int nj, int phase, int64_t task,
         if (task < nb) {
             *ji = i;
             *r0 = task * band;
+            *r1 = *r0 + band < W->rows ? *r0 + band : W->rows;
             return;
         }
         task -= nb;
     }
     *ji = -1;
-    *r0 = 0;
+    *r0 = *r1 = 0;
 }
 
 /* Runs the jobs inside the caller's parallel region (all threads must call it): every job's gate+up
@@ -322,18 +323,16 @@ static void ffn_jobs_in_region(const struct hy_model *m, const struct ffn_job *j
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_gu; t++) {
         int ji;
-        int64_t r0;
-        task_of(jobs, nj, 0, t, &ji, &r0);
-        const int64_t I = jobs[ji].e->gate.rows, band = band_rows(&jobs[ji].e->gate, BAND_GU);
-        ffn_gate_up(m, &jobs[ji], r0, r0 + band < I ? r0 + band : I);
+        int64_t r0, r1;
+        task_of(jobs, nj, 0, t, &ji, &r0, &r1);
+        ffn_gate_up(m, &jobs[ji], r0, r1);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_dn; t++) {
         int ji;
-        int64_t r0;
-        task_of(jobs, nj, 1, t, &ji, &r0);
-        const int64_t H = jobs[ji].e->down.rows, band = band_rows(&jobs[ji].e->down, BAND_DOWN);
-        ffn_down(m, &jobs[ji], r0, r0 + band < H ? r0 + band : H);
+        int64_t r0, r1;
+        task_of(jobs, nj, 1, t, &ji, &r0, &r1);
+        ffn_down(m, &jobs[ji], r0, r1);
     }
 }
 
