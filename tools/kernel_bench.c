@@ -18,6 +18,7 @@
  * bands section (only with "bands"): per quantized format, the MoE expert shapes through matmul_rows
  * as one call vs forward.c's 64 / 128-row bands (1 thread, same matrix): the per-call cost. */
 #include "bench/probe.h"
+#include "kernels/avx512_bf16.h"
 #include "kernels/kernel_table.h"
 #include "kernels/w4a8.h"
 
@@ -80,8 +81,10 @@ static double run(const struct hy_kernel_table *k, struct hy_tensor *W, int nW, 
 
 /* ---- quantized formats ---- */
 
-enum { F_BF16 = 0, F_FP8, F_MXFP8, F_MXFP4, F_W4A8, F_COUNT };
-static const char *const fname[F_COUNT] = {"bf16", "fp8", "mxfp8", "mxfp4", "w4a8"};
+/* fp8-rb / mxfp8-rb: the fp8 / mxfp8 bytes with avx512_bf16.c's exponent-rebase decoder instead of its
+ * AVX512_VBMI byte tables (the same kernel where the CPU lacks VBMI, or outside KB_BF16X=1) */
+enum { F_BF16 = 0, F_FP8, F_FP8RB, F_MXFP8, F_MXFP8RB, F_MXFP4, F_W4A8, F_COUNT };
+static const char *const fname[F_COUNT] = {"bf16", "fp8", "fp8-rb", "mxfp8", "mxfp8-rb", "mxfp4", "w4a8"};
 static int bf16x_mode; /* KB_BF16X=1: the bfloat16 mode's matmul_bf16x (x rounded to bf16) instead of matmul */
 
 /* The matmul of format f: w4a8 = the MXFP4 bytes through the opt-in MXINT8-activation kernel
@@ -89,6 +92,14 @@ static int bf16x_mode; /* KB_BF16X=1: the bfloat16 mode's matmul_bf16x (x rounde
 static void run_mm(const struct hy_kernel_table *k, int f, float *y, const float *x, int64_t T,
                    const struct hy_tensor *W)
 {
+#if defined(__x86_64__)
+    if (f == F_FP8RB || f == F_MXFP8RB) {
+        const int was = hy_avx512bf16_set_vbmi(0);
+        (bf16x_mode ? k->matmul_bf16x : k->matmul)(y, x, T, W);
+        hy_avx512bf16_set_vbmi(was);
+        return;
+    }
+#endif
     if (f != F_W4A8)
         (bf16x_mode ? k->matmul_bf16x : k->matmul)(y, x, T, W);
 #if defined(__x86_64__)
@@ -134,8 +145,11 @@ static void *huge_alloc(size_t n)
 static void make_pools(void)
 {
     for (int f = 0; f < F_COUNT; f++)
-        pool_data[f] = f == F_MXFP8 ? pool_data[F_FP8] : f == F_W4A8 ? NULL : huge_alloc(POOL);
+        pool_data[f] = f == F_MXFP8 || f == F_FP8RB || f == F_MXFP8RB ? pool_data[F_FP8]
+                       : f == F_W4A8                              ? NULL
+                                                                  : huge_alloc(POOL);
     pool_scales[F_MXFP8] = huge_alloc(POOL / 32);
+    pool_scales[F_MXFP8RB] = pool_scales[F_MXFP8];
     pool_scales[F_MXFP4] = huge_alloc(POOL / 32);
     pool_data[F_W4A8] = pool_data[F_MXFP4]; /* the same MXFP4 bytes */
     pool_scales[F_W4A8] = pool_scales[F_MXFP4];
@@ -170,8 +184,10 @@ static struct hy_tensor next_tensor(int f, int64_t N, int64_t K)
     struct hy_tensor W = {.rows = N, .cols = K};
     switch (f) {
     case F_BF16: W.dtype = HY_DTYPE_BF16; break;
-    case F_FP8: W.dtype = HY_DTYPE_F8_E4M3; W.qscheme = HY_QS_PER_TENSOR; W.scale = 0.05f / 448.0f; break;
-    case F_MXFP8: W.dtype = HY_DTYPE_F8_E4M3; W.qscheme = HY_QS_MX32; break;
+    case F_FP8:
+    case F_FP8RB: W.dtype = HY_DTYPE_F8_E4M3; W.qscheme = HY_QS_PER_TENSOR; W.scale = 0.05f / 448.0f; break;
+    case F_MXFP8:
+    case F_MXFP8RB: W.dtype = HY_DTYPE_F8_E4M3; W.qscheme = HY_QS_MX32; break;
     default: W.dtype = HY_DTYPE_F4_E2M1; W.qscheme = HY_QS_MX32; break;
     }
     const size_t data_bytes = (size_t)(N * hy_tensor_row_bytes(&W)), sb = (size_t)(N * ((K + 31) / 32));
@@ -312,6 +328,8 @@ static void bands_section(int reps)
     printf("bands [%s] 1 thread, T=1, matmul_rows: whole matrix vs forward.c's bands (thread CPU time)\n", k.name);
     for (int s = 0; s < 2; s++)
         for (int f = F_FP8; f < F_COUNT; f++) {
+            if (f == F_FP8RB || f == F_MXFP8RB) /* matmul_rows: the same kernels as fp8 / mxfp8 */
+                continue;
             const int64_t N = shapes[s][0], K = shapes[s][1], band = shapes[s][2];
             struct hy_tensor W = next_tensor(f, N, K);
             rows_call(&k, f, y, N, x, &W, 0, N);

@@ -164,10 +164,12 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 #define hy_avx512bf16_matmul_bf16x emu512_bf16x
 #define hy_avx512bf16_matmul_rows_bf16x emu512_rows_bf16x
 #define hy_avx512bf16_panel_routes emu512_bf16x_panel_routes
+#define hy_avx512bf16_set_vbmi emu512_bf16x_set_vbmi
 void emu512_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                        int64_t n1);
 unsigned long emu512_bf16x_panel_routes(void);
+int emu512_bf16x_set_vbmi(int on);
 void emu512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);

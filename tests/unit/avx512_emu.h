@@ -20,4 +20,7 @@ void emu512_q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int6
 /* hy_avx512bf16_panel_routes (kernels/avx512_bf16.h) of the emulated AVX512-BF16 path. */
 unsigned long emu512_bf16x_panel_routes(void);
 
+/* hy_avx512bf16_set_vbmi of the emulated path (the emulation has AVX512_VBMI: on by default). */
+int emu512_bf16x_set_vbmi(int on);
+
 #endif

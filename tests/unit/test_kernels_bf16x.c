@@ -11,7 +11,10 @@
  *   [7, 246] and the panel route outside it), all 16 E2M1 codes under each E8M0 byte, seen through
  *   one-hot activations: the T = 1 (decode) results equal the T = K (panel) results, and in rows whose
  *   elements are all finite, where the element's value is a normal bf16 number, y equals it times the
- *   per-tensor scale (the product and the sum of zeros are exact);
+ *   per-tensor scale (the product and the sum of zeros are exact); the NaN-free rows once more marked
+ *   nan_free (the AVX512_VBMI byte-table decoder where the level has it);
+ * - the byte tables and the exponent rebase give the same bits (FP8, MXFP8 with scale bytes at the
+ *   tables' range ends, T = 1..5, 31, row bands);
  * - x's rounding to bf16 (shared by both paths): through an identity weight, y = bf16(x) for ties,
  *   NaN, infinities and the largest finite values, T = 1 and T = 40;
  * - T-invariance: rows of a T = 40 call equal the same rows in calls of T = 1, 2, 3, 5, 33 at every
@@ -173,6 +176,10 @@ static void test_every_code_and_scale(void **state)
     struct hy_tensor mx8 = {.dtype = HY_DTYPE_F8_E4M3, .rows = N8, .cols = K8, .data = d8, .qscheme = HY_QS_MX32,
                             .mx_scales = s8};
     check_one_hot(&mx8, "mxfp8 every code x every scale byte");
+    mx8.rows = 256; /* no NaN code: marked nan_free, the byte tables (scale bytes 10..246), the rebase
+                     * (7..9) and the panel route (the others) where the level has AVX512_VBMI */
+    mx8.nan_free = 1;
+    check_one_hot(&mx8, "mxfp8 every finite code x every scale byte, nan_free");
     /* the largest binades at the largest scale bytes, one per row among small codes, so a row's one
      * overflowing element (inf on the panel route) is not hidden by another's 0 * inf */
     const int64_t NO = 16 * 64;
@@ -194,6 +201,14 @@ static void test_every_code_and_scale(void **state)
     fp8.qscheme = HY_QS_NONE;
     fp8.scale = 1.0f;
     check_one_hot(&fp8, "fp8 unscaled every code");
+    /* rows 0..255 hold no NaN code: marked nan_free they take the AVX512_VBMI byte tables where the
+     * level has them (the emulation does) */
+    struct hy_tensor fp8nf = {.dtype = HY_DTYPE_F8_E4M3, .rows = 256, .cols = K8, .data = d8,
+                              .qscheme = HY_QS_PER_TENSOR, .scale = 0.3712f, .nan_free = 1};
+    check_one_hot(&fp8nf, "fp8 per-tensor every finite code, nan_free");
+    fp8nf.qscheme = HY_QS_NONE;
+    fp8nf.scale = 1.0f;
+    check_one_hot(&fp8nf, "fp8 unscaled every finite code, nan_free");
     /* E2M1: row r holds the 16 codes twice per 32 elements (rotated by r), scale byte r; K = 64 */
     const int64_t K4 = 64, N4 = 256;
     uint8_t *d4 = malloc((size_t)(N4 * K4 / 2)), *s4 = malloc((size_t)(N4 * K4 / 32));
@@ -264,12 +279,80 @@ static void test_x_rounding(void **state)
     free(y1);
 }
 
-enum { W_BF16 = KT_QCOUNT, W_COUNT };
-static const char *const wname[W_COUNT] = {"fp8", "mxfp8", "mxfp4", "bf16"};
+/* fp8-nf: per-tensor FP8 marked nan_free (as the loader marks NaN-free E4M3 tensors): the byte-table
+ * decoder on levels with AVX512_VBMI; fp8: not marked, the decoder that tests for NaN codes */
+enum { W_BF16 = KT_QCOUNT, W_FP8NF, W_COUNT };
+static const char *const wname[W_COUNT] = {"fp8", "mxfp8", "mxfp4", "bf16", "fp8-nf"};
 
 static struct hy_tensor make_w(int f, int64_t N, int64_t K)
 {
+    if (f == W_FP8NF) {
+        struct hy_tensor W = kt_make_q(KT_FP8, N, K);
+        W.nan_free = 1;
+        return W;
+    }
     return f == W_BF16 ? make_bf16(N, K) : kt_make_q((enum kt_qfmt)f, N, K);
+}
+
+/* The vdpbf16ps levels' decode of nan_free per-tensor FP8 and MXFP8: the AVX512_VBMI byte tables and the
+ * exponent rebase give the same bits (K with odd chunk counts and K % 32 tails, T = 1..5, 31, row bands;
+ * MXFP8 scale bytes at the tables' range ends 10 and 246 and below it, 7..9). Runs on the real avx512
+ * level where the CPU has AVX512_BF16 and AVX512_VBMI, and on the emulated one. */
+static void test_vbmi_same_bits(void **state)
+{
+    (void)state;
+    int ran = 0;
+    for (int l = 0; l < n_levels; l++) {
+        const struct hy_kernel_table *kt = &levels[l];
+        int (*set)(int) = NULL;
+        if (!strcmp(kt->name, "avx512-emu"))
+            set = emu512_bf16x_set_vbmi;
+        else if (kt->isa == HY_ISA_AVX512 && hy_cpu_caps()->avx512bf16 && hy_cpu_caps()->avx512vbmi)
+            set = hy_avx512bf16_set_vbmi;
+        if (!set)
+            continue;
+        ran = 1;
+        static const int64_t Ks[] = {32, 64, 96, 200, 20, 1056};
+        static const int64_t Ts[] = {1, 2, 3, 4, 5, 31};
+        const int64_t N = 23;
+        for (size_t ki = 0; ki < 2 * sizeof(Ks) / sizeof(Ks[0]); ki++) {
+            const int64_t K = Ks[ki % 6];
+            const int mx = ki >= 6;
+            struct hy_tensor W = make_w(mx ? KT_MXFP8 : W_FP8NF, N, K);
+            if (mx) {
+                static const uint8_t edge[] = {7, 8, 9, 10, 246};
+                for (int e = 0; e < 5; e++) /* rows 2, 7, 12, 17, 22: one chunk each */
+                    ((uint8_t *)W.mx_scales)[(2 + 5 * e) * ((K + 31) / 32) + (e % ((K + 31) / 32))] = edge[e];
+                W.nan_free = 1;
+            }
+            float *x = malloc((size_t)(31 * K) * 4), *yv = malloc((size_t)(31 * N) * 4),
+                  *yr = malloc((size_t)(31 * N) * 4);
+            bf16_fill(x, 31 * K);
+            char what[96];
+            for (size_t ti = 0; ti < sizeof(Ts) / sizeof(Ts[0]); ti++) {
+                const int64_t T = Ts[ti];
+                assert_int_equal(set(1), 1); /* on by default */
+                kt->matmul_bf16x(yv, x, T, &W);
+                set(0);
+                kt->matmul_bf16x(yr, x, T, &W);
+                snprintf(what, sizeof(what), "%s K=%lld T=%lld: byte tables vs exponent rebase",
+                         mx ? "mxfp8-nf" : "fp8-nf", (long long)K, (long long)T);
+                expect_same_level(yv, yr, T * N, what, kt);
+                for (int64_t n0 = 0; n0 < N; n0 += 5)
+                    kt->matmul_rows_bf16x(yr + n0, N, x, T, &W, n0, n0 + 5 < N ? n0 + 5 : N);
+                set(1);
+                snprintf(what, sizeof(what), "%s K=%lld T=%lld: rows_bf16x (rebase) vs matmul_bf16x",
+                         mx ? "mxfp8-nf" : "fp8-nf", (long long)K, (long long)T);
+                expect_same_level(yr, yv, T * N, what, kt);
+            }
+            free(x);
+            free(yv);
+            free(yr);
+            free_w(&W);
+        }
+    }
+    if (!ran)
+        skip();
 }
 
 static void test_t_invariance_and_rows(void **state)
@@ -449,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_nan_codes),
         cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_vbmi_same_bits),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
