@@ -24,8 +24,8 @@
  *   bf16 values of the codes' 7 magnitude bits in two 128-entry tables, the sign is or-ed into the
  *   high bytes, and two vpermt2b interleave the bytes into the same 32-word vectors (5 vector
  *   instructions per 64 codes instead of 7 per 32; one core, L2-resident rows: 60 vs 37 GB/s); MXFP8
- *   then adds (s - 127) << 7 to the nonzero words, exact for 10 <= s <= 246 (groups with s in 7..9
- *   take the rebase above);
+ *   then adds (s - 127) << 7 to the nonzero words, exact for 10 <= s <= 246 (a 4-row group with a
+ *   scale byte in 7..9 takes the rebase above, whole);
  *   E2M1: byte j to dword j (vpmovzxbd), its low nibble to word 2j and high nibble to word 2j+1, looked
  *   up (vpermw) in a 16-entry table of e2m1(n) * 2^(s-127) per scale byte: the panel's values for
  *   every s. Groups of rows that hold an MXFP8 scale byte outside [7, 246] or an E4M3 NaN code

@@ -31,9 +31,8 @@ unsigned long hy_avx512bf16_panel_routes(void);
 
 /* Whether E4M3 weights (per-tensor / unscaled FP8, MXFP8) marked nan_free decode through the AVX512_VBMI
  * byte tables (on by default where the CPU has AVX512_VBMI) or the exponent rebase; both give the same
- * bits. on = 0
- * / 1; 1 is ignored without AVX512_VBMI. Returns the previous setting. For tests and benchmarks that
- * compare the two; takes effect for calls that start after it. */
+ * bits. on = 0 / 1; 1 is ignored without AVX512_VBMI. Returns the previous setting. Process-wide, for
+ * tests and benchmarks that compare the two; takes effect for calls that start after it. */
 int hy_avx512bf16_set_vbmi(int on);
 
 #endif

@@ -13,8 +13,9 @@
  *   elements are all finite, where the element's value is a normal bf16 number, y equals it times the
  *   per-tensor scale (the product and the sum of zeros are exact); the NaN-free rows once more marked
  *   nan_free (the AVX512_VBMI byte-table decoder where the level has it);
- * - the byte tables and the exponent rebase give the same bits (FP8, MXFP8 with scale bytes at the
- *   tables' range ends, T = 1..5, 31, row bands);
+ * - the byte tables and the exponent rebase give the same bits (random FP8 and MXFP8 codes, scale bytes
+ *   at the tables' range ends, T = 1..5, 31, row bands, K with odd chunk counts and K % 32 tails); every
+ *   finite code under MX scale bytes 10, 11 and 244..246, the ends of the tables' range;
  * - x's rounding to bf16 (shared by both paths): through an identity weight, y = bf16(x) for ties,
  *   NaN, infinities and the largest finite values, T = 1 and T = 40;
  * - T-invariance: rows of a T = 40 call equal the same rows in calls of T = 1, 2, 3, 5, 33 at every
@@ -195,6 +196,23 @@ static void test_every_code_and_scale(void **state)
     check_one_hot(&ov, "mxfp8 large codes x scale bytes 239..254");
     free(dov);
     free(sov);
+    /* the byte tables' MX range ends: 4-row groups (a group takes one decoder) of every finite code under
+     * scale bytes 10, 11, 244, 245, 246, K = 256 (64-code steps); nan_free */
+    static const uint8_t edge_s[] = {10, 11, 244, 245, 246};
+    const int64_t NE = 4 * 5;
+    uint8_t *de = malloc((size_t)(NE * K8)), *se = malloc((size_t)(NE * K8 / 32));
+    for (int64_t r = 0; r < NE; r++) {
+        for (int64_t k = 0; k < K8; k++) {
+            const uint8_t c = (uint8_t)(k + 37 * r);
+            de[r * K8 + k] = (c & 0x7f) == 0x7f ? (uint8_t)(c - 1) : c;
+        }
+        memset(se + r * (K8 / 32), edge_s[r / 4], K8 / 32);
+    }
+    struct hy_tensor edge = {.dtype = HY_DTYPE_F8_E4M3, .rows = NE, .cols = K8, .data = de, .qscheme = HY_QS_MX32,
+                             .mx_scales = se, .nan_free = 1};
+    check_one_hot(&edge, "mxfp8 every finite code x scale bytes 10, 11, 244..246, nan_free");
+    free(de);
+    free(se);
     struct hy_tensor fp8 = {.dtype = HY_DTYPE_F8_E4M3, .rows = N8, .cols = K8, .data = d8,
                             .qscheme = HY_QS_PER_TENSOR, .scale = 0.3712f};
     check_one_hot(&fp8, "fp8 per-tensor every code");
@@ -312,12 +330,13 @@ static void test_vbmi_same_bits(void **state)
         if (!set)
             continue;
         ran = 1;
-        static const int64_t Ks[] = {32, 64, 96, 200, 20, 1056};
+        static const int64_t Ks[] = {32, 64, 96, 200, 20, 1056, 100, 40}; /* 100: steps + odd chunk + tail */
         static const int64_t Ts[] = {1, 2, 3, 4, 5, 31};
         const int64_t N = 23;
-        for (size_t ki = 0; ki < 2 * sizeof(Ks) / sizeof(Ks[0]); ki++) {
-            const int64_t K = Ks[ki % 6];
-            const int mx = ki >= 6;
+        const size_t nk = sizeof(Ks) / sizeof(Ks[0]);
+        for (size_t ki = 0; ki < 2 * nk; ki++) {
+            const int64_t K = Ks[ki % nk];
+            const int mx = ki >= nk;
             struct hy_tensor W = make_w(mx ? KT_MXFP8 : W_FP8NF, N, K);
             if (mx) {
                 static const uint8_t edge[] = {7, 8, 9, 10, 246};
