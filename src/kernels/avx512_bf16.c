@@ -184,13 +184,12 @@ static uint16_t dq_tab_sub[256][32] __attribute__((aligned(64)));  /* bf16(e4m3(
 static uint16_t dq_tab_off[256][32] __attribute__((aligned(64)));  /* (s - 7) << 7, the E4M3 exponent rebase */
 /* The byte-table decoder's tables: vb_tab[0..1] the low bytes of bf16(e4m3(m)) for m = 0..127 (64 per
  * vector), vb_tab[2..3] the high bytes; vb_il[h] interleaves low and high bytes of codes 32h..32h+31
- * into words (byte 2k from the first operand's k + 32h, byte 2k+1 from the second's); vb_off[s] =
- * (s - 127) << 7 mod 2^16, the MXFP8 exponent rebase of those words, exact for every nonzero code when
- * VB_S_MIN <= s <= E4M3_S_MAX (2^-9, the smallest, keeps bf16 exponent field s - 9 >= 1). */
+ * into words (byte 2k from the first operand's k + 32h, byte 2k+1 from the second's). MXFP8 adds
+ * (s - 127) << 7 (mod 2^16) to those words, exact for every nonzero code when VB_S_MIN <= s <=
+ * E4M3_S_MAX (2^-9, the smallest, keeps bf16 exponent field s - 9 >= 1). */
 #define VB_S_MIN 10
 static uint8_t vb_tab[4][64] __attribute__((aligned(64)));
 static uint8_t vb_il[2][64] __attribute__((aligned(64)));
-static uint16_t vb_off[256];
 static int vbmi_ok, vbmi_on; /* the CPU has AVX512_VBMI; its tiles are in use (hy_avx512bf16_set_vbmi) */
 static pthread_once_t dq_tab_once = PTHREAD_ONCE_INIT;
 
@@ -209,8 +208,6 @@ static void dq_tab_init(void)
         vb_tab[m >> 6][m & 63] = (uint8_t)(v & 0xFF);
         vb_tab[2 + (m >> 6)][m & 63] = (uint8_t)(v >> 8);
     }
-    for (int s = 0; s < 256; s++)
-        vb_off[s] = (uint16_t)((unsigned)(s - 127) << 7);
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 32; k++) {
             vb_il[h][2 * k] = (uint8_t)(32 * h + k);
@@ -415,7 +412,7 @@ BF16_INLINE int dtile(const int F, const int CHK, const int MR, const int NR, co
 
 /* Chunks c and c + 1 of the tile's NaN-free E4M3 rows (one 64-byte step of each row) by the byte tables
  * (vb_tab, vb_il in tab[0..3], il[0..1]); MX: each chunk's nonzero words get (s - 127) << 7 added
- * (vb_off[s], s in [VB_S_MIN, E4M3_S_MAX], scales s0 with row stride ns). The words dec_e4m3 gives, so
+ * (s in [VB_S_MIN, E4M3_S_MAX], scales s0 with row stride ns). The words dec_e4m3 gives, so
  * the same dpbf16 sequence per output as two dchunk calls. */
 VB_CHUNK void vline(const int MX, const int MR, const int NR, const uint8_t *r0, int64_t rb, const uint8_t *s0,
                     int64_t ns, const uint16_t *xb, int64_t ldx, int64_t c, const __m512i tab[4],
@@ -438,9 +435,9 @@ VB_CHUNK void vline(const int MX, const int MR, const int NR, const uint8_t *r0,
         __m512i w0 = _mm512_permutex2var_epi8(lo, il[0], hi), w1 = _mm512_permutex2var_epi8(lo, il[1], hi);
         if (MX) { /* the exponent rebase of the nonzero codes: stays in 1..254 for s in range, sign untouched */
             const __mmask64 nz = _mm512_test_epi8_mask(b, _mm512_set1_epi8(0x7F));
-            w0 = _mm512_mask_add_epi16(w0, (__mmask32)nz, w0, _mm512_set1_epi16((short)vb_off[s0[j * ns + c]]));
-            w1 = _mm512_mask_add_epi16(w1, (__mmask32)(nz >> 32), w1,
-                                       _mm512_set1_epi16((short)vb_off[s0[j * ns + c + 1]]));
+            const short e0 = (short)((s0[j * ns + c] - 127) * 128), e1 = (short)((s0[j * ns + c + 1] - 127) * 128);
+            w0 = _mm512_mask_add_epi16(w0, (__mmask32)nz, w0, _mm512_set1_epi16(e0));
+            w1 = _mm512_mask_add_epi16(w1, (__mmask32)(nz >> 32), w1, _mm512_set1_epi16(e1));
         }
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {

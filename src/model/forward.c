@@ -240,7 +240,8 @@ static void mlp_forward(const struct hy_model *m, const struct hy_expert *e, con
 }
 
 /* One SwiGLU MLP over n gathered rows: out[n, H] = down(silu(gate x) * up x), with a[n, I], b[n, I]
- * as the hidden buffers (I = e->gate.rows). */
+ * as the hidden buffers (I = e->gate.rows). A grouped pass runs at most FFN_MAX_JOBS of them. */
+#define FFN_MAX_JOBS 256
 struct ffn_job {
     const struct hy_expert *e;
     int64_t                 n;
@@ -292,16 +293,16 @@ static void ffn_down(const struct hy_model *m, const struct ffn_job *j, int64_t 
         maybe_round(m, j->out + t * H + r0, r1 - r0);
 }
 
-/* Maps a flat task index of a phase to (job, band [r0, r1)). */
-static void task_of(const struct ffn_job *jobs, int nj, int phase, int64_t task, int *ji, int64_t *r0, int64_t *r1)
+/* Maps a flat task index of a phase to (job, band [r0, r1)); band[i]: job i's rows per task. */
+static void task_of(const struct ffn_job *jobs, int nj, int phase, const int64_t *band, int64_t task, int *ji,
+                    int64_t *r0, int64_t *r1)
 {
     for (int i = 0; i < nj; i++) {
-        const struct hy_tensor *W = phase == 0 ? &jobs[i].e->gate : &jobs[i].e->down;
-        const int64_t band = band_rows(W, phase == 0 ? BAND_GU : BAND_DOWN), nb = bands(W->rows, band);
+        const int64_t rows = phase == 0 ? jobs[i].e->gate.rows : jobs[i].e->down.rows, nb = bands(rows, band[i]);
         if (task < nb) {
             *ji = i;
-            *r0 = task * band;
-            *r1 = *r0 + band < W->rows ? *r0 + band : W->rows;
+            *r0 = task * band[i];
+            *r1 = *r0 + band[i] < rows ? *r0 + band[i] : rows;
             return;
         }
         task -= nb;
@@ -315,23 +316,25 @@ static void task_of(const struct ffn_job *jobs, int nj, int phase, int64_t task,
  * values equal mlp_forward's bit for bit. */
 static void ffn_jobs_in_region(const struct hy_model *m, const struct ffn_job *jobs, int nj)
 {
-    int64_t n_gu = 0, n_dn = 0;
+    int64_t n_gu = 0, n_dn = 0, band_gu[FFN_MAX_JOBS], band_dn[FFN_MAX_JOBS];
     for (int i = 0; i < nj; i++) {
-        n_gu += bands(jobs[i].e->gate.rows, band_rows(&jobs[i].e->gate, BAND_GU));
-        n_dn += bands(jobs[i].e->down.rows, band_rows(&jobs[i].e->down, BAND_DOWN));
+        band_gu[i] = band_rows(&jobs[i].e->gate, BAND_GU);
+        band_dn[i] = band_rows(&jobs[i].e->down, BAND_DOWN);
+        n_gu += bands(jobs[i].e->gate.rows, band_gu[i]);
+        n_dn += bands(jobs[i].e->down.rows, band_dn[i]);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_gu; t++) {
         int ji;
         int64_t r0, r1;
-        task_of(jobs, nj, 0, t, &ji, &r0, &r1);
+        task_of(jobs, nj, 0, band_gu, t, &ji, &r0, &r1);
         ffn_gate_up(m, &jobs[ji], r0, r1);
     }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_dn; t++) {
         int ji;
         int64_t r0, r1;
-        task_of(jobs, nj, 1, t, &ji, &r0, &r1);
+        task_of(jobs, nj, 1, band_dn, t, &ji, &r0, &r1);
         ffn_down(m, &jobs[ji], r0, r1);
     }
 }
@@ -394,7 +397,7 @@ static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, 
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok,
                   I = c->moe_intermediate_size;
-    struct ffn_job jobs[256];
+    struct ffn_job jobs[FFN_MAX_JOBS];
     int nj = 0;
     int64_t r = 0;
     for (int64_t e = 0; e < E; e++) {
