@@ -14,6 +14,7 @@
 #include "kernels/avx2_common.h"
 #include "kernels/avx2_quant.h"
 #include "kernels/kernel_table.h"
+#include "kernels/task_rows.h"
 #include "kernels/w4a8.h"
 
 #include <math.h>
@@ -237,9 +238,10 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
     if (!quant && T <= HY_STREAM_MAX_T) { /* decode: stream each weight row once, 4 rows x up to 3 tokens in flight;
                                  * the 4 rows are re-read from cache for the next 3 tokens */
         const int64_t groups = (N + 3) / 4;
-        /* dynamic chunks of 64 rows: a thread that loses its core (shared machines) does not hold
-         * up the step; which thread computes a row never changes the row's result */
-#pragma omp parallel for schedule(dynamic, 16) if (par)
+        /* dynamic tasks (task_rows.h): a thread that loses its core on a shared machine does not hold up
+         * the step; which thread computes a row never changes its result */
+        const int64_t task_groups = hy_task_groups(W);
+#pragma omp parallel for schedule(dynamic, task_groups) if (par)
         for (int64_t g = 0; g < groups; g++) {
             const int64_t n0 = g * 4;
             const int nr = (int)(N - n0 < 4 ? N - n0 : 4);

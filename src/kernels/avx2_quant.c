@@ -27,6 +27,7 @@
 #include "kernels/avx2_common.h"
 #include "kernels/kernel_table.h"
 #include "kernels/scratch.h"
+#include "kernels/task_rows.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -450,7 +451,7 @@ static void tokens_tile(const struct qcall *c, const float *x, int64_t ldx, int6
 }
 
 /* The calling thread's buffer for the raw scheme's scaled activations (decode calls come once per
- * 64-row band of every expert matrix: a malloc per call was measurable); the avx512 level's too. */
+ * row band of every expert matrix: a malloc per call was measurable); the avx512 level's too. */
 static _Thread_local struct hy_scratch qscratch;
 
 float *hy_avx2q_scaled_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, uint8_t **ok)
@@ -497,9 +498,10 @@ void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *
     const int64_t N = W->rows, K = W->cols, groups = (N + 3) / 4;
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
-    /* dynamic chunks of 16 groups (64 rows), as the BF16 path: which thread computes a row never
-     * changes the row's result */
-#pragma omp parallel for schedule(dynamic, 16) if (par)
+    /* dynamic tasks (task_rows.h): a thread that loses its core on a shared machine does not hold up
+     * the step; which thread computes a row never changes its result */
+    const int64_t task_groups = hy_task_groups(W);
+#pragma omp parallel for schedule(dynamic, task_groups) if (par)
     for (int64_t g = 0; g < groups; g++) {
         const int64_t n0 = g * 4;
         const int nr = (int)(N - n0 < 4 ? N - n0 : 4);

@@ -16,7 +16,7 @@
  * exact powers of two, so one rounding, exactly ldexpf's. The accumulator's lane j takes blocks
  * b = j mod 8. Blocks past the last full group (and a partial last block) are summed in scalar
  * integer code and enter through the same lane FMA, zero-padded (s = 0, f = 0).
- * Decode (any T): OpenMP over groups of 4 rows, dynamic chunks of 16 groups as avx2_quant.c;
+ * Decode (any T): OpenMP over groups of 4 rows, dynamic tasks of hy_task_groups (task_rows.h);
  * inside, token pairs x 4 rows register tiles, so for T <= 2 the weights stream once and for
  * T >= 3 each 4-row tile is re-read from L1/L2 per token pair. */
 #if defined(__x86_64__)
@@ -26,6 +26,7 @@
 #include "kernels/avx2_common.h"
 #include "kernels/kernel_table.h"
 #include "kernels/scratch.h"
+#include "kernels/task_rows.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -259,7 +260,7 @@ static HY_AVX2 void tile_fn(int fix, int mr, int nr, const struct hy_tensor *W, 
 
 /* The calling thread's quantized activations of x[T, K] in its scratch, laid out as
  * [x copy | qn | qp | X | fx | q12]. A call with the same T, K and bitwise the same x as the
- * thread's previous one reuses them: the MoE pass calls the kernel once per 64-row band of every
+ * thread's previous one reuses them: the MoE pass calls the kernel once per row band of every
  * expert matrix with the same token rows (measured: re-quantizing per band cost ~60% of an expert's
  * gate/up time at batch 1). Returns 0, or -1 when out of memory (A untouched). */
 static _Thread_local int64_t memo_T = -1, memo_K = -1;
@@ -321,7 +322,10 @@ void HY_AVX2 hy_avx2_matmul_w4a8(float *y, const float *x, int64_t T, const stru
     const int64_t groups = (N + 3) / 4;
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
-#pragma omp parallel for schedule(dynamic, 16) if (par)
+    /* dynamic tasks (task_rows.h): a thread that loses its core on a shared machine does not hold up
+     * the step; which thread computes a row never changes its result */
+    const int64_t task_groups = hy_task_groups(W);
+#pragma omp parallel for schedule(dynamic, task_groups) if (par)
     for (int64_t gi = 0; gi < groups; gi++) {
         const int64_t n0 = gi * 4;
         rows_range(y + n0, N, &A, T, W, n0, n0 + 4 < N ? n0 + 4 : N);

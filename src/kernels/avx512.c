@@ -19,6 +19,7 @@
 #include "kernels/avx512_common.h"
 #include "kernels/avx512_quant.h"
 #include "kernels/kernel_table.h"
+#include "kernels/task_rows.h"
 #include "kernels/w4a8.h"
 
 #include <math.h>
@@ -222,8 +223,10 @@ void HY_AVX512 hy_avx512_matmul(float *y, const float *x, int64_t T, const struc
     }
     if (T <= HY512_STREAM_MAX_T) { /* decode: 4 weight rows streamed once per group, up to 4 tokens per pass */
         const int64_t groups = (N + 3) / 4;
-        /* dynamic chunks of 16 groups: which thread computes a row never changes its result */
-#pragma omp parallel for schedule(dynamic, 16) if (par)
+        /* dynamic tasks (task_rows.h): a thread that loses its core on a shared machine does not hold up
+         * the step; which thread computes a row never changes its result */
+        const int64_t task_groups = hy_task_groups(W);
+#pragma omp parallel for schedule(dynamic, task_groups) if (par)
         for (int64_t g = 0; g < groups; g++) {
             const int64_t n0 = g * 4, nr = N - n0 < 4 ? N - n0 : 4;
             hy_avx512_matmul_rows(y + n0, N, x, T, W, n0, n0 + nr);

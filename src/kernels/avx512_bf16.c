@@ -47,6 +47,7 @@
 #include "kernels/bf16_panel.h"
 #include "kernels/kernel_table.h"
 #include "kernels/scratch.h"
+#include "kernels/task_rows.h"
 #include "kernels/w4a8.h"
 
 #include <pthread.h>
@@ -607,8 +608,10 @@ static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_t
     const int64_t N = W->rows, groups = (N + 3) / 4;
     const int par = (double)N * (double)W->cols * (double)T > 65536.0;
     (void)par;
-    /* dynamic chunks of 16 groups (64 rows): which thread computes a row never changes its result */
-#pragma omp parallel for schedule(dynamic, 16) if (par)
+    /* dynamic tasks (task_rows.h): a thread that loses its core on a shared machine does not hold up
+     * the step; which thread computes a row never changes its result */
+    const int64_t task_groups = hy_task_groups(W);
+#pragma omp parallel for schedule(dynamic, task_groups) if (par)
     for (int64_t g = 0; g < groups; g++) {
         const int64_t n0 = g * 4;
         const int nr = (int)(N - n0 < 4 ? N - n0 : 4);

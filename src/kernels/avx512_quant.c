@@ -19,6 +19,7 @@
 #include "kernels/avx2_quant.h"
 #include "kernels/avx512_common.h"
 #include "kernels/kernel_table.h"
+#include "kernels/task_rows.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -379,8 +380,10 @@ void hy_avx512q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor
     const int64_t N = W->rows, K = W->cols, groups = (N + 3) / 4;
     const int par = (double)N * (double)K * (double)T > 65536.0;
     (void)par;
-    /* dynamic chunks of 16 groups (64 rows): which thread computes a row never changes its result */
-#pragma omp parallel for schedule(dynamic, 16) if (par)
+    /* dynamic tasks (task_rows.h): a thread that loses its core on a shared machine does not hold up
+     * the step; which thread computes a row never changes its result */
+    const int64_t task_groups = hy_task_groups(W);
+#pragma omp parallel for schedule(dynamic, task_groups) if (par)
     for (int64_t g = 0; g < groups; g++)
         rows_tiles(&c, x, K, T, g * 4, (int)(N - g * 4 < 4 ? N - g * 4 : 4), y + g * 4, N);
 }

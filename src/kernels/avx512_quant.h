@@ -32,7 +32,7 @@ void hy_avx512q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t
                      int64_t n0, int64_t nb);
 
 /* Decode GEMV/GEMM y[T, N] = x[T, K] . W^T (x rows of stride K): hy_avx512q_rows over groups of 4
- * rows, OpenMP in chunks of 64 rows, the raw scheme's scaled rows formed once per call. */
+ * rows, OpenMP in dynamic tasks of hy_task_groups (task_rows.h), the raw scheme's scaled rows formed once per call. */
 void hy_avx512q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 
 /* Widens rows [n0, n0+nb) of W to their exact f32 values: dst[r*ldw + k] for k < K, zeros for

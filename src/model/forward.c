@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "base/timing.h"
 #include "kernels/kernels.h"
+#include "kernels/task_rows.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -249,18 +250,24 @@ struct ffn_job {
     float                  *a, *b, *out;
 };
 
-#define BAND_GU 64    /* gate/up rows per task for BF16 (64 x 2 rows x K = 1 MiB at K = 4096) */
-#define BAND_DOWN 128 /* down rows per task for BF16 */
+#define BAND_MIN 16 /* rows per task of the grouped passes, at least */
 
-/* Rows per task of W: `base` rows of BF16 at W's K worth of W's bytes (data + scales), a multiple of 4
- * (the kernels' row tiles) and at least `base`. Quantized formats get as many bytes per task as BF16
- * does: each task starts its weight streams cold, and short tasks measured slower on MXFP4. Which rows
- * a task computes never changes their values. */
-static int64_t band_rows(const struct hy_tensor *W, int64_t base)
+/* Rows per task of job i's gate+up (band_gu[i]) and down (band_dn[i]) for one grouped pass over the
+ * jobs: each phase's bytes split by hy_task_rows (kernels/task_rows.h: tasks of up to 4 MiB, at least 4
+ * per thread). A gate+up task streams both matrices' bands. Which rows a task computes never changes
+ * their values. */
+static void ffn_bands(const struct ffn_job *jobs, int nj, int64_t *band_gu, int64_t *band_dn)
 {
-    const int64_t bytes = hy_tensor_bytes(W) / (W->rows > 0 ? W->rows : 1), bf16 = 2 * W->cols;
-    const int64_t r = bytes > 0 ? base * bf16 / bytes / 4 * 4 : base;
-    return r > base ? r : base;
+    int64_t gu = 0, dn = 0;
+    for (int i = 0; i < nj; i++) {
+        gu += hy_tensor_bytes(&jobs[i].e->gate) + hy_tensor_bytes(&jobs[i].e->up);
+        dn += hy_tensor_bytes(&jobs[i].e->down);
+    }
+    for (int i = 0; i < nj; i++) {
+        const struct hy_expert *e = jobs[i].e;
+        band_gu[i] = hy_task_rows(hy_task_row_bytes(&e->gate) + hy_task_row_bytes(&e->up), gu, BAND_MIN);
+        band_dn[i] = hy_task_rows(hy_task_row_bytes(&e->down), dn, BAND_MIN);
+    }
 }
 
 /* Tasks that cover `rows` in bands of `band`. */
@@ -317,9 +324,8 @@ static void task_of(const struct ffn_job *jobs, int nj, int phase, const int64_t
 static void ffn_jobs_in_region(const struct hy_model *m, const struct ffn_job *jobs, int nj)
 {
     int64_t n_gu = 0, n_dn = 0, band_gu[FFN_MAX_JOBS], band_dn[FFN_MAX_JOBS];
+    ffn_bands(jobs, nj, band_gu, band_dn);
     for (int i = 0; i < nj; i++) {
-        band_gu[i] = band_rows(&jobs[i].e->gate, BAND_GU);
-        band_dn[i] = band_rows(&jobs[i].e->down, BAND_DOWN);
         n_gu += bands(jobs[i].e->gate.rows, band_gu[i]);
         n_dn += bands(jobs[i].e->down.rows, band_dn[i]);
     }
@@ -549,8 +555,9 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
         const struct hy_tensor *Ws[3] = {&ly->wq, &ly->wk, &ly->wv};
         float *ys[3] = {s->q, s->k, s->v};
         int64_t band[3], nb[3];
+        const int64_t pass_bytes = hy_tensor_bytes(Ws[0]) + hy_tensor_bytes(Ws[1]) + hy_tensor_bytes(Ws[2]);
         for (int i = 0; i < 3; i++) {
-            band[i] = band_rows(Ws[i], BAND_GU);
+            band[i] = hy_task_rows(hy_task_row_bytes(Ws[i]), pass_bytes, BAND_MIN);
             nb[i] = bands(Ws[i]->rows, band[i]);
         }
         const int64_t n_tasks = nb[0] + nb[1] + nb[2];
