@@ -1,7 +1,7 @@
 /* kernel_bench.c - micro-benchmark of the matmul kernels per ISA level and thread count (not a test).
  * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/kernel_bench.c build/libhyinfer.a \
  *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1) -lm -o build/kernel_bench
- * Run:   nice build/kernel_bench [reps] [all|bf16|quant|bands]
+ * Run:   nice build/kernel_bench [reps] [all|bf16|quant|bands|tasks]
  * bf16 section: GEMV figures rotate over 3 weight matrices so the 32 MiB L3 does not hold them
  * (DRAM-bound). Figures are best-of-reps wall time; with 1 thread also "cpu": best-of-reps thread
  * CPU time, which leaves out time the thread was descheduled (useful on a shared machine).
@@ -16,10 +16,13 @@
  * mode's matmul_bf16x (activations rounded to bf16; on AVX512_BF16 CPUs the vdpbf16ps kernels) instead.
  * The pools are 2 MiB-aligned with MADV_HUGEPAGE, as the loader's weight arena.
  * bands section (only with "bands"): per quantized format, the MoE expert shapes through matmul_rows
- * as one call vs forward.c's 64 / 128-row bands (1 thread, same matrix): the per-call cost. */
+ * as one call vs 64 / 128-row bands (forward.c's before task_rows.h; 1 thread, same matrix): the per-call cost.
+ * tasks section (only with "tasks"): decode task sizes (kernels/task_rows.h) on a BF16 lm_head and an
+ * FP8 8192 x 4096, all threads, sizes alternating in every repetition. */
 #include "bench/probe.h"
 #include "kernels/avx512_bf16.h"
 #include "kernels/kernel_table.h"
+#include "kernels/task_rows.h"
 #include "kernels/w4a8.h"
 
 #include <math.h>
@@ -294,8 +297,8 @@ static void quant_section(int reps)
     free(y);
 }
 
-/* The MoE expert shapes as forward.c's decode pass calls them: the whole matrix in one matmul_rows
- * call vs bands of BAND rows (64 for gate/up at 1536x4096, 128 for down at 4096x1536), 1 thread,
+/* The MoE expert shapes: the whole matrix in one matmul_rows call vs bands of BAND rows (64 for gate/up
+ * at 1536x4096, 128 for down at 4096x1536, forward.c's decode bands before task_rows.h), 1 thread,
  * T = 1, the same matrix (L3-resident, so per-call costs show), the two ways interleaved; best and
  * median of thread CPU time over reps. */
 static void rows_call(const struct hy_kernel_table *k, int f, float *y, int64_t ldy, const float *x,
@@ -330,7 +333,7 @@ static void bands_section(int reps)
     for (int i = 0; i < 4096; i++)
         x[i] = (float)(i % 7) * 0.1f - 0.3f;
     double *tw = malloc(sizeof(double) * (size_t)reps), *tb = malloc(sizeof(double) * (size_t)reps);
-    printf("bands [%s] 1 thread, T=1, matmul_rows: whole matrix vs forward.c's bands (thread CPU time)\n", k.name);
+    printf("bands [%s] 1 thread, T=1, matmul_rows: whole matrix vs 64 / 128-row bands (thread CPU time)\n", k.name);
     for (int s = 0; s < 2; s++)
         for (int f = F_FP8; f < F_COUNT; f++) {
             if (f == F_FP8RB || f == F_MXFP8RB) /* matmul_rows: the same kernels as fp8 / mxfp8 */
@@ -360,6 +363,81 @@ static void bands_section(int reps)
     free(y);
 }
 
+/* Decode task sizes (kernels/task_rows.h): one batch-1 GEMV over all threads as dynamic tasks of
+ * 64 / 256 / 1024 / 4096 rows and of hy_task_rows' choice, the sizes alternating within every
+ * repetition, on a 120832 x 4096 BF16 lm_head (990 MB) and an 8192 x 4096 FP8 matrix (rotating over 8
+ * copies, 256 MiB, so the 32 MiB L3 holds none); GB/s of weight bytes, median and best, beside the read
+ * bandwidth (hy_bench_mem_bw). KB_BF16X=1: matmul_rows_bf16x, else matmul_rows. */
+static void tasks_section(int reps)
+{
+    struct hy_kernel_table k;
+    if (hy_kernels_table_for(hy_kernels_best_isa(), &k))
+        return;
+    const char *env_bx = getenv("KB_BF16X");
+    const int bx = env_bx && env_bx[0] == '1';
+    enum { NS = 5, NC = 8 };
+    static const int64_t sizes[NS - 1] = {64, 256, 1024, 4096};
+    const int64_t K = 4096, shapes[2] = {120832, 8192};
+    const int copies[2] = {1, NC};
+    float *x = malloc((size_t)K * 4), *y = malloc((size_t)shapes[0] * 4);
+    double *t = malloc(sizeof(double) * (size_t)reps * NS);
+    if (!x || !y || !t) {
+        fprintf(stderr, "kernel_bench: out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < K; i++)
+        x[i] = hy_round_bf16((float)(i % 7) * 0.1f - 0.3f);
+    double bw = 0, bw_s = 0;
+    if (hy_bench_mem_bw((size_t)1 << 30, 5, &bw, &bw_s))
+        bw = 0;
+    printf("tasks [%s%s] threads=%d: read bandwidth %.2f GB/s (hy_bench_mem_bw, 1 GiB, best of 5)\n", k.name,
+           bx ? ", matmul_rows_bf16x" : "", omp_get_max_threads(), bw);
+    for (int s = 0; s < 2; s++) {
+        const int64_t N = shapes[s];
+        struct hy_tensor W[NC];
+        for (int c = 0; c < copies[s]; c++) {
+            W[c] = (struct hy_tensor){.dtype = s ? HY_DTYPE_F8_E4M3 : HY_DTYPE_BF16, .rows = N, .cols = K};
+            const size_t es = s ? 1 : 2, n = (size_t)(N * K);
+            uint8_t *d = huge_alloc(n * es);
+            for (size_t i = 0; i < n; i++) /* bf16 in [0.125, 1) / E4M3 codes without the NaNs 0x7f, 0xff */
+                d[i] = s ? (uint8_t)((i * 2654435761u >> 7) % 0x7e | ((i >> 3) & 1) << 7)
+                         : (uint8_t)(i & 1 ? 0x3e + (i >> 9) % 2 : (i * 2654435761u) >> 24);
+            W[c].data = d;
+            if (s) {
+                W[c].qscheme = HY_QS_PER_TENSOR;
+                W[c].scale = 1.0f / 448.0f;
+                W[c].nan_free = 1;
+            }
+        }
+        const int64_t auto_rows = hy_task_rows(hy_task_row_bytes(&W[0]), hy_tensor_bytes(&W[0]), 64);
+        for (int r = 0; r < reps; r++)
+            for (int v = 0; v < NS; v++) {
+                const struct hy_tensor *w = &W[(r * NS + v) % copies[s]];
+                const int64_t rows = v < NS - 1 ? sizes[v] : auto_rows, nt = (N + rows - 1) / rows;
+                const double t0 = now();
+#pragma omp parallel for schedule(dynamic, 1)
+                for (int64_t i = 0; i < nt; i++) {
+                    const int64_t n0 = i * rows, n1 = n0 + rows < N ? n0 + rows : N;
+                    (bx ? k.matmul_rows_bf16x : k.matmul_rows)(y + n0, N, x, 1, w, n0, n1);
+                }
+                t[v * reps + r] = now() - t0;
+            }
+        const double bytes = (double)hy_tensor_bytes(&W[0]);
+        printf("  %lldx%lld %s (%.0f MB):", (long long)N, (long long)K, s ? "fp8" : "bf16", bytes / 1e6);
+        for (int v = 0; v < NS; v++) {
+            double *tv = t + v * reps;
+            qsort(tv, (size_t)reps, sizeof(double), cmp_d);
+            printf(" | %lld rows%s %.1f GB/s (best %.1f)", (long long)(v < NS - 1 ? sizes[v] : auto_rows),
+                   v < NS - 1 ? "" : " (task_rows)", bytes / tv[reps / 2] / 1e9, bytes / tv[0] / 1e9);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    free(t);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
@@ -368,6 +446,10 @@ int main(int argc, char **argv)
         reps = 1;
     if (!strcmp(what, "bands")) {
         bands_section(reps);
+        return 0;
+    }
+    if (!strcmp(what, "tasks")) {
+        tasks_section(reps);
         return 0;
     }
     if (strcmp(what, "bf16")) {

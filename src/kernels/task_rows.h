@@ -23,12 +23,13 @@
 
 /* Rows per task (a multiple of 4, the kernels' row tiles) for a pass that streams pass_bytes of weights
  * (all matrices of the pass, scales included) in rows of row_bytes each; min_rows: the floor (> 0, a
- * multiple of 4). Threads: the team's size inside a parallel region, else omp_get_max_threads(). */
+ * multiple of 4). Threads: the team's size inside a parallel region (active or not: a team of 1 is 1),
+ * else omp_get_max_threads(). */
 static inline int64_t hy_task_rows(int64_t row_bytes, int64_t pass_bytes, int64_t min_rows)
 {
     if (row_bytes <= 0)
         return min_rows;
-    const int threads = omp_in_parallel() ? omp_get_num_threads() : omp_get_max_threads();
+    const int threads = omp_get_level() > 0 ? omp_get_num_threads() : omp_get_max_threads();
     int64_t bytes = pass_bytes / ((int64_t)HY_TASKS_PER_THREAD * threads);
     if (bytes > HY_TASK_BYTES)
         bytes = HY_TASK_BYTES;

@@ -74,13 +74,22 @@ static void test_team_size(void **state)
     const int64_t outside = hy_task_rows(8192, 1024LL * 8192, 4);
     assert_int_equal(outside, 64); /* 4 threads x 4 tasks of 64 rows */
     int64_t inside = -1;
+    int team = 0;
 #pragma omp parallel num_threads(2)
     {
 #pragma omp single
-        inside = hy_task_rows(8192, 1024LL * 8192, 4);
+        {
+            team = omp_get_num_threads();
+            inside = hy_task_rows(8192, 1024LL * 8192, 4);
+        }
     }
-    /* a team of 2 (when the runtime gives 2) splits the pass in 8 tasks; a team of 1 in 4 */
-    assert_true(inside == 128 || inside == 256);
+    /* the team's size counts (2, or 1 where the runtime gives fewer threads): 4 tasks per thread */
+    assert_true(team == 1 || team == 2);
+    assert_int_equal(inside, 1024 / (4 * team));
+    int64_t nested = -1;
+#pragma omp parallel num_threads(1) /* an inactive region: a team of 1 */
+    nested = hy_task_rows(8192, 1024LL * 8192, 4);
+    assert_int_equal(nested, 256);
     omp_set_num_threads(2);
 }
 
