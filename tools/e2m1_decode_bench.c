@@ -1,5 +1,6 @@
 /* e2m1_decode_bench.c - micro-benchmark of two MXFP4 (E2M1 + E8M0) decode-and-dot schemes for the
- * AVX512_BF16 decode tiles (not a test; nothing in the engine uses the second scheme yet).
+ * AVX512_BF16 decode tiles, standalone (not a test; the engine's tiles take the second scheme, dtile_eo
+ * in src/kernels/avx512_bf16.c, unless hy_avx512bf16_set_e2m1_order(0)).
  *
  *  cur: src/kernels/avx512_bf16.c's dec_e2m1 per 32 codes: vpmovzxbd of 16 bytes, a shift and a
  *       vpternlogd put nibble 2j / 2j+1 in word 2j / 2j+1, vpermw looks the words up in the 32-word
@@ -10,8 +11,8 @@
  *       two vpermw, two vdpbf16ps against x stored even elements first, then odd, per 64 (x is
  *       converted once per call, so the permutation is free). About 5 vector instructions per 32
  *       codes against 7. Each output's dpbf16 sequence changes (lane i sums elements 4i, 4i+2, then
- *       4i+1, 4i+3), so the prefill panels would have to take the same order to keep the bfloat16
- *       mode's results independent of T (test_kernels_bf16x checks that bitwise).
+ *       4i+1, 4i+3), so the engine's prefill panels take the same order to keep the bfloat16 mode's
+ *       results independent of T (test_kernels_bf16x checks that bitwise).
  *
  * One core, 64 rows of K = 4096 resident in L2, 4-row tiles, best of 400 alternating runs; prints ns
  * per 32 codes and GB/s of weight bytes (codes + scales), and the largest relative difference of the

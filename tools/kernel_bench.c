@@ -85,9 +85,10 @@ static double run(const struct hy_kernel_table *k, struct hy_tensor *W, int nW, 
 /* ---- quantized formats ---- */
 
 /* fp8-rb / mxfp8-rb: the fp8 / mxfp8 bytes with avx512_bf16.c's exponent-rebase decoder instead of its
- * AVX512_VBMI byte tables (the same kernel where the CPU lacks VBMI, or outside KB_BF16X=1) */
-enum { F_BF16 = 0, F_FP8, F_FP8RB, F_MXFP8, F_MXFP8RB, F_MXFP4, F_W4A8, F_COUNT };
-static const char *const fname[F_COUNT] = {"bf16", "fp8", "fp8-rb", "mxfp8", "mxfp8-rb", "mxfp4", "w4a8"};
+ * AVX512_VBMI byte tables (the same kernel where the CPU lacks VBMI, or outside KB_BF16X=1); mxfp4-nat:
+ * the mxfp4 bytes in the natural order instead of the E2M1 order (hy_avx512bf16_set_e2m1_order) */
+enum { F_BF16 = 0, F_FP8, F_FP8RB, F_MXFP8, F_MXFP8RB, F_MXFP4, F_MXFP4NAT, F_W4A8, F_COUNT };
+static const char *const fname[F_COUNT] = {"bf16", "fp8", "fp8-rb", "mxfp8", "mxfp8-rb", "mxfp4", "mxfp4-nat", "w4a8"};
 static int bf16x_mode; /* KB_BF16X=1: the bfloat16 mode's matmul_bf16x (x rounded to bf16) instead of matmul */
 
 /* The matmul of format f: w4a8 = the MXFP4 bytes through the opt-in MXINT8-activation kernel
@@ -100,6 +101,12 @@ static void run_mm(const struct hy_kernel_table *k, int f, float *y, const float
         const int was = hy_avx512bf16_set_vbmi(0);
         (bf16x_mode ? k->matmul_bf16x : k->matmul)(y, x, T, W);
         hy_avx512bf16_set_vbmi(was);
+        return;
+    }
+    if (f == F_MXFP4NAT) {
+        const int was = hy_avx512bf16_set_e2m1_order(0);
+        (bf16x_mode ? k->matmul_bf16x : k->matmul)(y, x, T, W);
+        hy_avx512bf16_set_e2m1_order(was);
         return;
     }
 #endif
@@ -120,8 +127,8 @@ static uint8_t *pool_data[F_COUNT], *pool_scales[F_COUNT]; /* FP8 and MXFP8 shar
  * same repetition has just left in the 32 MiB L3 (their scales start elsewhere than their data: a matrix
  * pairs with other rows' scale bytes, all in range, which changes nothing for timing) */
 static size_t pool_off[F_COUNT] = {[F_FP8RB] = POOL / 4, [F_MXFP8] = POOL / 2, [F_MXFP8RB] = POOL / 4 * 3,
-                                   [F_W4A8] = POOL / 2};
-static size_t scale_off[F_COUNT] = {[F_MXFP8RB] = POOL / 64, [F_W4A8] = POOL / 64};
+                                   [F_MXFP4NAT] = POOL / 4, [F_W4A8] = POOL / 2};
+static size_t scale_off[F_COUNT] = {[F_MXFP8RB] = POOL / 64, [F_MXFP4NAT] = POOL / 128, [F_W4A8] = POOL / 64};
 
 static float rnd_tri(uint64_t *st) /* triangular on (-0.05, 0.05) */
 {
@@ -154,13 +161,13 @@ static void make_pools(void)
 {
     for (int f = 0; f < F_COUNT; f++)
         pool_data[f] = f == F_MXFP8 || f == F_FP8RB || f == F_MXFP8RB ? pool_data[F_FP8]
-                       : f == F_W4A8                              ? NULL
+                       : f == F_W4A8 || f == F_MXFP4NAT           ? NULL
                                                                   : huge_alloc(POOL);
     pool_scales[F_MXFP8] = huge_alloc(POOL / 32);
     pool_scales[F_MXFP8RB] = pool_scales[F_MXFP8];
     pool_scales[F_MXFP4] = huge_alloc(POOL / 32);
-    pool_data[F_W4A8] = pool_data[F_MXFP4]; /* the same MXFP4 bytes */
-    pool_scales[F_W4A8] = pool_scales[F_MXFP4];
+    pool_data[F_W4A8] = pool_data[F_MXFP4NAT] = pool_data[F_MXFP4]; /* the same MXFP4 bytes */
+    pool_scales[F_W4A8] = pool_scales[F_MXFP4NAT] = pool_scales[F_MXFP4];
     const size_t rows8 = POOL / 4096; /* E4M3 rows of 4096 bytes; BF16: 2048 values per row slot */
 #pragma omp parallel
     {
@@ -336,7 +343,7 @@ static void bands_section(int reps)
     printf("bands [%s] 1 thread, T=1, matmul_rows: whole matrix vs 64 / 128-row bands (thread CPU time)\n", k.name);
     for (int s = 0; s < 2; s++)
         for (int f = F_FP8; f < F_COUNT; f++) {
-            if (f == F_FP8RB || f == F_MXFP8RB) /* matmul_rows: the same kernels as fp8 / mxfp8 */
+            if (f == F_FP8RB || f == F_MXFP8RB || f == F_MXFP4NAT) /* matmul_rows: the same kernels */
                 continue;
             const int64_t N = shapes[s][0], K = shapes[s][1], band = shapes[s][2];
             struct hy_tensor W = next_tensor(f, N, K);

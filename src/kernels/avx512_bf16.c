@@ -112,6 +112,25 @@ static BF16_TARGET void x_to_bf16(const float *x, int64_t ldx, int64_t T, int64_
     }
 }
 
+/* The E2M1 order of a bf16 row (MXFP4 and FP4 weights, and x against them): in every full 64-element
+ * group g < K / 64, the group's 32 even elements first, then its 32 odd ones; the rest (a last odd
+ * 32-element chunk, the K % 32 tail, the zero padding) stays in place. Decode tiles then decode 64 codes
+ * as two nibble vectors without interleaving them (dtile_e2m1_eo); prefill panels take the same order,
+ * so both run the same dpbf16 sequence per output. Rows r < n of stride ld, K elements, in place. */
+static BF16_TARGET void e2m1_order(uint16_t *row, int64_t ld, int64_t n, int64_t K)
+{
+    const __m512i ev = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26,
+                                        24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0),
+                  od = _mm512_add_epi16(ev, _mm512_set1_epi16(1));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t k = 0; k + 64 <= K; k += 64) {
+            uint16_t *p = row + r * ld + k;
+            const __m512i a = _mm512_loadu_si512((const void *)p), b = _mm512_loadu_si512((const void *)(p + 32));
+            _mm512_storeu_si512((void *)p, _mm512_permutex2var_epi16(a, ev, b));
+            _mm512_storeu_si512((void *)(p + 32), _mm512_permutex2var_epi16(a, od, b));
+        }
+}
+
 /* ---- the chain over bf16 rows (prefill panels, and the decode path's panel fallback) ---- */
 
 /* y[i*ldy + j] = chain(x row i, w row j) for i < MR, j < NR (<= 4), rows of kc chunks of 32 bf16. */
@@ -192,6 +211,7 @@ static uint16_t dq_tab_off[256][32] __attribute__((aligned(64)));  /* (s - 7) <<
 static uint8_t vb_tab[4][64] __attribute__((aligned(64)));
 static uint8_t vb_il[2][64] __attribute__((aligned(64)));
 static int vbmi_ok, vbmi_on; /* the CPU has AVX512_VBMI; its tiles are in use (hy_avx512bf16_set_vbmi) */
+static int e2m1_eo_on = 1;  /* E2M1 weights in the E2M1 order (hy_avx512bf16_set_e2m1_order) */
 static pthread_once_t dq_tab_once = PTHREAD_ONCE_INIT;
 
 static void dq_tab_init(void)
@@ -228,12 +248,18 @@ int hy_avx512bf16_set_vbmi(int on)
     return __atomic_exchange_n(&vbmi_on, on && vbmi_ok, __ATOMIC_RELAXED);
 }
 
+int hy_avx512bf16_set_e2m1_order(int on)
+{
+    return __atomic_exchange_n(&e2m1_eo_on, on != 0, __ATOMIC_RELAXED);
+}
+
 /* What a call needs to address rows and scales. */
 struct dq {
     struct hy_tensor bare; /* W without its per-tensor scale (the scalar tail's values) */
     const uint8_t *data, *scales;
     int64_t K, row_bytes, n_sb, kf, kc, pf;
     float oscale;
+    int eo; /* E2M1 weights, x and panels in the E2M1 order (e2m1_order) */
 };
 
 static int fmt_of(const struct hy_tensor *W)
@@ -259,6 +285,7 @@ static void dq_init(struct dq *q, const struct hy_tensor *W)
     q->kc = (W->cols + 31) / 32;
     q->pf = 4 * q->row_bytes; /* prefetch 4 rows ahead (the next tile's rows), as avx512_quant.c */
     q->oscale = hy_bf16_out_scale(W);
+    q->eo = W->dtype == HY_DTYPE_F4_E2M1 && __atomic_load_n(&e2m1_eo_on, __ATOMIC_RELAXED);
 }
 
 /* 32 E4M3 codes at p -> their bf16 values times 2^(s-127): off = dq_tab_off[s], sub = dq_tab_sub[s]
@@ -481,6 +508,72 @@ VB_INLINE int dtile_vb(const int F, const int CHK, const int MR, const int NR, c
     return 0;
 }
 
+/* Chunks c and c + 1 (64 codes, 32 bytes of each row) of the tile's E2M1 rows against x in the E2M1
+ * order (e2m1_order): word i of the bytes' vpmovzxbw holds element 2i of the group in its low nibble and
+ * 2i + 1 in its high one; both nibble vectors index one table with chunk c's 16 scaled values in words
+ * 0..15 and chunk c + 1's in 16..31 (index bit 4 set in words 16..31, which hold chunk c + 1's bytes).
+ * Scales s0[j * ns + c], s0[j * ns + c + 1] (MX) or 2^0. About 5 vector instructions per 32 codes
+ * against dec_e2m1's 7 (tools/e2m1_decode_bench.c). */
+BF16_CHUNK void eo_pair(const int MX, const int MR, const int NR, const uint8_t *r0, int64_t rb, const uint8_t *s0,
+                        int64_t ns, const uint16_t *xb, int64_t ldx, int64_t c, __m512 acc[4][4])
+{
+    __m512bh x0[4], x1[4];
+    for (int i = MR; i < 4; i++) /* never read (no code for constant MR; quiets -Wmaybe-uninitialized) */
+        x0[i] = x1[i] = (__m512bh)_mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++) {
+        x0[i] = (__m512bh)_mm512_loadu_si512((const void *)(xb + i * ldx + 32 * c));
+        x1[i] = (__m512bh)_mm512_loadu_si512((const void *)(xb + i * ldx + 32 * c + 32));
+    }
+    const __m512i low = _mm512_set1_epi16(0x000F),
+                  up = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(16), 1);
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++) {
+        const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(r0 + j * rb + 16 * c)));
+        const int sa = MX ? s0[j * ns + c] : S_ONE, sb = MX ? s0[j * ns + c + 1] : S_ONE;
+        const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)dq_tab_e2m1[sa])),
+                                               _mm256_load_si256((const __m256i *)dq_tab_e2m1[sb]), 1);
+        const __m512i lo = _mm512_ternarylogic_epi32(b, low, up, 0xEA); /* (b & 15) | up */
+        const __m512i hi = _mm512_or_si512(_mm512_srli_epi16(b, 4), up);
+        const __m512bh we = (__m512bh)_mm512_permutexvar_epi16(lo, tab), wo = (__m512bh)_mm512_permutexvar_epi16(hi, tab);
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; i++) {
+            acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x0[i], we);
+            acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x1[i], wo);
+        }
+    }
+}
+
+/* dtile for F = F_E2M1 / F_E2M1_MX with xb in the E2M1 order: 64 codes of a row per step (eo_pair), a
+ * last odd chunk by dchunk, the K % 32 tail by tile_end (both in natural order there). Never fails. */
+BF16_INLINE int dtile_eo(const int F, const int CHK, const int MR, const int NR, const struct dq *q, const uint16_t *xb,
+                         int64_t ldx, int64_t n0, float *y, int64_t ldy)
+{
+    (void)CHK;
+    const int MX = F == F_E2M1_MX;
+    const int64_t rb = q->row_bytes, ns = q->n_sb, kf = q->kf;
+    const uint8_t *r0 = q->data + n0 * rb, *s0 = MX ? q->scales + n0 * ns : NULL;
+    __mmask32 nan = 0;
+    __m512 acc[4][4];
+    tile_zero(MR, NR, acc);
+    int64_t c = 0;
+    for (; c + 4 <= kf; c += 4) { /* one 64-byte line of each row: prefetch 4 rows ahead, then two pairs */
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            _mm_prefetch((const char *)r0 + j * rb + 16 * c + q->pf, _MM_HINT_T0);
+        eo_pair(MX, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc);
+        eo_pair(MX, MR, NR, r0, rb, s0, ns, xb, ldx, c + 2, acc);
+    }
+    if (c + 2 <= kf) {
+        eo_pair(MX, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc);
+        c += 2;
+    }
+    if (c < kf)
+        dchunk(F, 0, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, &nan);
+    tile_end(F, MR, NR, q, xb, ldx, n0, acc, y, ldy);
+    return 0;
+}
+
 #define D_CASES(FN, F, CHK, MR)                                                                   \
     case (MR) * 8 + 1: return FN(F, CHK, MR, 1, q, xb, ldx, n0, y, ldy);                          \
     case (MR) * 8 + 2: return FN(F, CHK, MR, 2, q, xb, ldx, n0, y, ldy);                          \
@@ -507,12 +600,15 @@ DEF_DTILE(dtile_e4m3_vb, VB_TARGET, dtile_vb, F_E4M3, 0)    /* the same, AVX512_
 DEF_DTILE(dtile_e4m3_mx, BF16_TARGET, dtile, F_E4M3_MX, 1)  /* MXFP8 */
 DEF_DTILE(dtile_e4m3_mx_nf, BF16_TARGET, dtile, F_E4M3_MX, 0)
 DEF_DTILE(dtile_e4m3_mx_vb, VB_TARGET, dtile_vb, F_E4M3_MX, 0)
-DEF_DTILE(dtile_e2m1, BF16_TARGET, dtile, F_E2M1, 0)        /* FP4 (per-tensor or unscaled) */
-DEF_DTILE(dtile_e2m1_mx, BF16_TARGET, dtile, F_E2M1_MX, 0)  /* MXFP4 */
+DEF_DTILE(dtile_e2m1, BF16_TARGET, dtile, F_E2M1, 0)          /* FP4 (per-tensor or unscaled), natural order */
+DEF_DTILE(dtile_e2m1_mx, BF16_TARGET, dtile, F_E2M1_MX, 0)    /* MXFP4, natural order */
+DEF_DTILE(dtile_e2m1_eo, BF16_TARGET, dtile_eo, F_E2M1, 0)    /* the same in the E2M1 order */
+DEF_DTILE(dtile_e2m1_mx_eo, BF16_TARGET, dtile_eo, F_E2M1_MX, 0)
 
 typedef int (*dtile_fn)(int, int, const struct dq *, const uint16_t *, int64_t, int64_t, float *, int64_t);
 
-static dtile_fn dtile_for(const struct hy_tensor *W)
+/* The decode tile of W's format; eo: E2M1 weights in the E2M1 order (q->eo). */
+static dtile_fn dtile_for(const struct hy_tensor *W, int eo)
 {
     const int nf = W->nan_free;
     switch (fmt_of(W)) {
@@ -525,8 +621,8 @@ static dtile_fn dtile_for(const struct hy_tensor *W)
         if (nf && __atomic_load_n(&vbmi_on, __ATOMIC_RELAXED))
             return dtile_e4m3_mx_vb;
         return nf ? dtile_e4m3_mx_nf : dtile_e4m3_mx;
-    case F_E2M1: return dtile_e2m1;
-    default: return dtile_e2m1_mx;
+    case F_E2M1: return eo ? dtile_e2m1_eo : dtile_e2m1;
+    default: return eo ? dtile_e2m1_mx_eo : dtile_e2m1_mx;
     }
 }
 
@@ -552,6 +648,8 @@ static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint
         return -1;
     float *wrow = (float *)(panel + 4 * Kp);
     hy_bf16_panel(W, n0, nr, nr, Kp, panel, wrow, hy_avx512q_widen_rows);
+    if (q->eo) /* xb is in the E2M1 order too */
+        e2m1_order(panel, Kp, nr, q->K);
     dp_panel_rows(xb, Kp, T, panel, nr, q->kc, q->oscale, y, ldy);
     return 0;
 }
@@ -588,10 +686,12 @@ void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int6
         hy_avx512_matmul_rows(y, ldy, x, T, W, n0, n1);
         return;
     }
-    x_to_bf16(x, K, T, K, xb, Kp);
     struct dq q;
     dq_init(&q, W);
-    const dtile_fn fn = dtile_for(W);
+    x_to_bf16(x, K, T, K, xb, Kp);
+    if (q.eo)
+        e2m1_order(xb, Kp, T, K);
+    const dtile_fn fn = dtile_for(W, q.eo);
     for (int64_t n = n0; n < n1; n += 4) {
         const int nr = (int)(n1 - n < 4 ? n1 - n : 4);
         rows_group(W, &q, fn, x, xb, Kp, T, n, nr, y + (n - n0), ldy);
@@ -600,11 +700,12 @@ void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int6
 
 /* Decode-sized calls: x converted once, groups of 4 rows over the threads. */
 static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_tensor *W, const uint16_t *xb,
-                          int64_t Kp)
+                          int64_t Kp, int eo)
 {
     struct dq q;
     dq_init(&q, W);
-    const dtile_fn fn = dtile_for(W);
+    q.eo = eo; /* the order the caller gave xb */
+    const dtile_fn fn = dtile_for(W, eo);
     const int64_t N = W->rows, groups = (N + 3) / 4;
     const int par = (double)N * (double)W->cols * (double)T > 65536.0;
     (void)par;
@@ -634,8 +735,11 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
         return;
     }
     x_to_bf16(x, K, T, K, xb, Kp);
+    const int e2m1 = W->dtype == HY_DTYPE_F4_E2M1 && __atomic_load_n(&e2m1_eo_on, __ATOMIC_RELAXED);
+    if (e2m1) /* decode tiles and panels in the E2M1 order */
+        e2m1_order(xb, Kp, T, K);
     if (T < HY_BF16X_MIN_T) {
-        matmul_decode(y, x, T, W, xb, Kp);
+        matmul_decode(y, x, T, W, xb, Kp, e2m1);
         free(xb);
         return;
     }
@@ -658,6 +762,8 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
             const uint16_t *wp = (const uint16_t *)W->data + n0 * K;
             if (!in_place) {
                 hy_bf16_panel(W, n0, nv, nv, Kp, panel, wrow, hy_avx512q_widen_rows);
+                if (e2m1)
+                    e2m1_order(panel, Kp, nv, K);
                 wp = panel;
             }
             dp_panel_rows(xb, Kp, T, wp, nv, kc, oscale, y + n0, N);

@@ -35,4 +35,12 @@ unsigned long hy_avx512bf16_panel_routes(void);
  * tests and benchmarks that compare the two; takes effect for calls that start after it. */
 int hy_avx512bf16_set_vbmi(int on);
 
+/* Whether MXFP4 / FP4 (E2M1) weights run in the E2M1 order (on by default): x and the prefill panels
+ * take, in every full 64-element group, the even elements first and then the odd ones, and the decode
+ * tiles decode 64 codes as two nibble vectors (fewer instructions per code); off: natural order, the
+ * nibbles interleaved per 32 codes. Both are T- and thread-invariant; they differ in rounding order.
+ * on = 0 / 1. Returns the previous setting. Process-wide, for tests and benchmarks that compare the
+ * two; takes effect for calls that start after it. */
+int hy_avx512bf16_set_e2m1_order(int on);
+
 #endif

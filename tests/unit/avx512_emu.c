@@ -7,7 +7,7 @@
  * Compiled once (Makefile) and linked into every unit test; interface in avx512_emu.h. The emulated
  * functions are the kernels' sources renamed emu512_* (no clash with the library's real ones).
  *
- * SIMDe 0.7.4 lacks ten of the intrinsics the kernels use; they are defined below from the Intel
+ * SIMDe 0.7.4 lacks eleven of the intrinsics the kernels use; they are defined below from the Intel
  * intrinsics guide's element-wise descriptions (masked loads read only the selected elements, as the
  * hardware does, so ASan sees the same accesses).
  */
@@ -46,6 +46,18 @@ static inline __m512i emu_cvtepu8_epi32(__m128i a)
     int32_t out[16];
     memcpy(in, &a, 16);
     for (int i = 0; i < 16; i++)
+        out[i] = in[i];
+    __m512i r;
+    memcpy(&r, out, 64);
+    return r;
+}
+
+static inline __m512i emu_cvtepu8_epi16(__m256i a)
+{
+    uint8_t in[32];
+    uint16_t out[32];
+    memcpy(in, &a, 32);
+    for (int i = 0; i < 32; i++)
         out[i] = in[i];
     __m512i r;
     memcpy(&r, out, 64);
@@ -141,6 +153,7 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 
 #define _mm512_cvtepi8_epi32 emu_cvtepi8_epi32
 #define _mm512_cvtepu8_epi32 emu_cvtepu8_epi32
+#define _mm512_cvtepu8_epi16 emu_cvtepu8_epi16
 #define _mm512_cvtepi32_epi16 emu_cvtepi32_epi16
 #define _mm512_cvtepu16_epi32 emu_cvtepu16_epi32
 #define _mm512_cvtph_ps emu_cvtph_ps
@@ -165,11 +178,13 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 #define hy_avx512bf16_matmul_rows_bf16x emu512_rows_bf16x
 #define hy_avx512bf16_panel_routes emu512_bf16x_panel_routes
 #define hy_avx512bf16_set_vbmi emu512_bf16x_set_vbmi
+#define hy_avx512bf16_set_e2m1_order emu512_bf16x_set_e2m1_order
 void emu512_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                        int64_t n1);
 unsigned long emu512_bf16x_panel_routes(void);
 int emu512_bf16x_set_vbmi(int on);
+int emu512_bf16x_set_e2m1_order(int on);
 void emu512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);

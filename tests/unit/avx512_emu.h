@@ -23,4 +23,7 @@ unsigned long emu512_bf16x_panel_routes(void);
 /* hy_avx512bf16_set_vbmi of the emulated path (the emulation has AVX512_VBMI: on by default). */
 int emu512_bf16x_set_vbmi(int on);
 
+/* hy_avx512bf16_set_e2m1_order of the emulated path (on by default). */
+int emu512_bf16x_set_e2m1_order(int on);
+
 #endif

@@ -25,7 +25,9 @@
  * - E4M3 NaN codes in a tensor not marked nan_free make exactly the outputs of their rows NaN, on both
  *   paths; marking a NaN-free tensor nan_free changes no bit;
  * - the route: decode-sized calls on NaN-free weights with in-range scales never fall back to a panel;
- *   one out-of-range MXFP8 scale byte or one NaN code sends exactly its 4-row group there.
+ *   one out-of-range MXFP8 scale byte or one NaN code sends exactly its 4-row group there;
+ * - the E2M1 order (MXFP4 / FP4: x and panels even elements first per 64, two nibble vectors per 64 codes)
+ *   and the natural order are each T- and band-invariant and differ by rounding order only.
  * Accuracy against ref is checked in test_kernels.c / test_kernels_quant.c (matmul_bf16x vs ref).
  */
 #include <setjmp.h>
@@ -542,6 +544,79 @@ static void test_routes(void **state)
     free(y);
 }
 
+/* The E2M1 order (hy_avx512bf16_set_e2m1_order) on and off, MXFP4 and unscaled FP4 weights, K with
+ * full 64-element groups, an odd last chunk, K % 32 tails and K < 32: each setting is T-invariant (T = 1
+ * calls vs one T = 40 call through the panels) and band-invariant (rows_bf16x in bands of 5 vs
+ * matmul_bf16x); the two settings differ by rounding order only (|a - b| <= 2^-12 sum |x w|: a wrong
+ * permutation of x, weights or panels is off by whole terms). */
+static void test_e2m1_orders(void **state)
+{
+    (void)state;
+    int ran = 0;
+    for (int l = 0; l < n_levels; l++) {
+        const struct hy_kernel_table *kt = &levels[l];
+        int (*set)(int) = NULL;
+        if (!strcmp(kt->name, "avx512-emu"))
+            set = emu512_bf16x_set_e2m1_order;
+        else if (kt->isa == HY_ISA_AVX512 && hy_cpu_caps()->avx512bf16)
+            set = hy_avx512bf16_set_e2m1_order;
+        if (!set)
+            continue;
+        ran = 1;
+        static const int64_t Ks[] = {64, 96, 100, 1056, 20, 200, 4096};
+        const int64_t N = 13, TT = 40;
+        for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++)
+            for (int unscaled = 0; unscaled < 2; unscaled++) {
+                const int64_t K = Ks[ki];
+                struct hy_tensor W = make_w(KT_MXFP4, N, K), V = W;
+                if (unscaled) { /* the same codes as FP4 without scales */
+                    V.qscheme = HY_QS_NONE;
+                    V.mx_scales = NULL;
+                }
+                float *x = malloc((size_t)(TT * K) * 4), *y[2], *ys = malloc((size_t)(TT * N) * 4);
+                y[0] = malloc((size_t)(TT * N) * 4);
+                y[1] = malloc((size_t)(TT * N) * 4);
+                bf16_fill(x, TT * K);
+                char what[96];
+                for (int on = 0; on < 2; on++) {
+                    set(on);
+                    kt->matmul_bf16x(y[on], x, TT, &V);
+                    for (int64_t t = 0; t < TT; t++)
+                        kt->matmul_bf16x(ys + t * N, x + t * K, 1, &V);
+                    snprintf(what, sizeof(what), "%s K=%lld order %d: T = 1 vs T = 40", unscaled ? "fp4" : "mxfp4",
+                             (long long)K, on);
+                    expect_same_level(ys, y[on], TT * N, what, kt);
+                    for (int64_t n0 = 0; n0 < N; n0 += 5)
+                        kt->matmul_rows_bf16x(ys + n0, N, x, 3, &V, n0, n0 + 5 < N ? n0 + 5 : N);
+                    snprintf(what, sizeof(what), "%s K=%lld order %d: bands vs matmul_bf16x, T = 3",
+                             unscaled ? "fp4" : "mxfp4", (long long)K, on);
+                    expect_same_level(ys, y[on], 3 * N, what, kt);
+                }
+                assert_int_equal(set(1), 1);
+                for (int64_t t = 0; t < TT; t++)
+                    for (int64_t n = 0; n < N; n++) {
+                        double mag = 0;
+                        for (int64_t k = 0; k < K; k++)
+                            mag += fabs((double)x[t * K + k] * hy_tensor_get(&V, n, k));
+                        const double d = fabs((double)y[0][t * N + n] - y[1][t * N + n]);
+                        if (!(d <= 0x1p-12 * mag)) {
+                            print_error("[%s] %s K=%lld: token %lld row %lld: orders give %a and %a (sum |x w| %g)\n",
+                                        kt->name, unscaled ? "fp4" : "mxfp4", (long long)K, (long long)t, (long long)n,
+                                        y[0][t * N + n], y[1][t * N + n], mag);
+                            fail();
+                        }
+                    }
+                free(x);
+                free(ys);
+                free(y[0]);
+                free(y[1]);
+                free_w(&W);
+            }
+    }
+    if (!ran)
+        skip();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_nan_codes),
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_vbmi_same_bits),
+        cmocka_unit_test(test_e2m1_orders),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
