@@ -28,7 +28,10 @@
  *   scale byte in 7..9 takes the rebase above, whole);
  *   E2M1: byte j to dword j (vpmovzxbd), its low nibble to word 2j and high nibble to word 2j+1, looked
  *   up (vpermw) in a 16-entry table of e2m1(n) * 2^(s-127) per scale byte: the panel's values for
- *   every s. Groups of rows that hold an MXFP8 scale byte outside [7, 246] or an E4M3 NaN code
+ *   every s. By default E2M1 weights run in the E2M1 order instead (e2m1_order: x and the panels hold
+ *   each full 64-element group's even elements first, then its odd ones, so lane j adds elements
+ *   4j, 4j+2 and then 4j+1, 4j+3): the tiles take 64 codes per step as two nibble vectors from one
+ *   vpmovzxbw, looked up in one table of both blocks' values (eo_pair). Groups of rows that hold an MXFP8 scale byte outside [7, 246] or an E4M3 NaN code
  *   (tensors not marked nan_free) are computed from a bf16 panel of their rows (the prefill route);
  *   the last K % 32 elements of quantized rows are decoded scalar (hy_tensor_get, hy_f32_to_bf16), as
  *   the panel does.
@@ -531,11 +534,13 @@ BF16_CHUNK void eo_pair(const int MX, const int MR, const int NR, const uint8_t 
     for (int j = 0; j < NR; j++) {
         const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(r0 + j * rb + 16 * c)));
         const int sa = MX ? s0[j * ns + c] : S_ONE, sb = MX ? s0[j * ns + c + 1] : S_ONE;
-        const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)dq_tab_e2m1[sa])),
+        const __m256i ta = _mm256_load_si256((const __m256i *)dq_tab_e2m1[sa]); /* words 0..15: codes 0..15 */
+        const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(ta),
                                                _mm256_load_si256((const __m256i *)dq_tab_e2m1[sb]), 1);
         const __m512i lo = _mm512_ternarylogic_epi32(b, low, up, 0xEA); /* (b & 15) | up */
         const __m512i hi = _mm512_or_si512(_mm512_srli_epi16(b, 4), up);
-        const __m512bh we = (__m512bh)_mm512_permutexvar_epi16(lo, tab), wo = (__m512bh)_mm512_permutexvar_epi16(hi, tab);
+        const __m512bh we = (__m512bh)_mm512_permutexvar_epi16(lo, tab);
+        const __m512bh wo = (__m512bh)_mm512_permutexvar_epi16(hi, tab);
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
             acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x0[i], we);
