@@ -56,10 +56,12 @@ TGT static void dot_cur(float *y)
     const __m512i nib = _mm512_set1_epi32(0x000F000F);
     for (int n = 0; n < ROWS; n += NR) {
         __m512 acc[NR];
+#pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
             acc[j] = _mm512_setzero_ps();
         for (int c = 0; c < K / 32; c++) {
             const __m512bh x = (__m512bh)_mm512_load_si512(xb + 32 * c);
+#pragma GCC unroll 4 /* acc[] in registers, as in the engine's tiles (a rolled loop spills it to memory) */
             for (int j = 0; j < NR; j++) {
                 const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(codes[n + j] + 16 * c)));
                 const __m512i i = _mm512_ternarylogic_epi32(d, _mm512_slli_epi32(d, 12), nib, 0xA8);
@@ -67,6 +69,7 @@ TGT static void dot_cur(float *y)
                 acc[j] = _mm512_dpbf16_ps(acc[j], x, (__m512bh)w);
             }
         }
+#pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
             y[n + j] = _mm512_reduce_add_ps(acc[j]);
     }
@@ -78,11 +81,13 @@ TGT static void dot_eo(float *y)
     const __m512i up = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(16), 1); /* bit 4, words 16..31 */
     for (int n = 0; n < ROWS; n += NR) {
         __m512 acc[NR];
+#pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
             acc[j] = _mm512_setzero_ps();
         for (int c = 0; c < K / 64; c++) {
             const __m512bh xe = (__m512bh)_mm512_load_si512(xeo + 64 * c);
             const __m512bh xo = (__m512bh)_mm512_load_si512(xeo + 64 * c + 32);
+#pragma GCC unroll 4
             for (int j = 0; j < NR; j++) {
                 const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(codes[n + j] + 32 * c)));
                 const __m256i t0 = _mm256_load_si256((const __m256i *)tab[scales[n + j][2 * c]]);
@@ -94,6 +99,7 @@ TGT static void dot_eo(float *y)
                 acc[j] = _mm512_dpbf16_ps(acc[j], xo, (__m512bh)_mm512_permutexvar_epi16(hi, t));
             }
         }
+#pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
             y[n + j] = _mm512_reduce_add_ps(acc[j]);
     }
