@@ -28,7 +28,7 @@ static const char *usage_text =
     "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
     "                 [--mx-scale ocp|mse]\n"
     "                 [--calib-data TEXT_FILE [--tokenizer DIR] [--num-calibration-samples N] [--max-seq-length L]\n"
-    "                  [--dampening-frac F] [--no-actorder] [--calib-memory-gib G]]";
+    "                  [--dampening-frac F] [--no-actorder] [--no-qk-norm-weighting] [--calib-memory-gib G]]";
 
 /* GPTQ calibration options (flag names follow llm-compressor's oneshot / GPTQModifier). */
 struct calib_opts {
@@ -38,6 +38,7 @@ struct calib_opts {
     int         seq_len;  /* --max-seq-length (-1: min(512, max_position_embeddings)) */
     float       damp;     /* --dampening-frac */
     int         no_actorder;
+    int         no_qk_weight; /* --no-qk-norm-weighting */
     float       mem_gib;  /* --calib-memory-gib (< 0: half of physical memory) */
 };
 
@@ -87,7 +88,7 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
     const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     const double want = co->mem_gib >= 0.0f ? (double)co->mem_gib * 1073741824.0 : phys / 2.0;
     const uint64_t cap = want >= 1.8e19 ? UINT64_MAX : (uint64_t)want;
-    if (hy_calib_init(c, *m, cap))
+    if (hy_calib_init(c, *m, cap, !co->no_qk_weight))
         goto out;
     if (hy_calib_bind(c, *m, ids, (int64_t)n_ids, hy_tokenizer_add_bos(tok), co->samples, seq)) {
         hy_calib_free(c);
@@ -184,6 +185,9 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--dampening-frac", NULL, HY_ARG_FLOAT, &co.damp, NULL, "GPTQ dampening / mean(diag H) (default 0.01)"},
         {"--no-actorder", NULL, HY_ARG_FLAG, &co.no_actorder, NULL,
          "GPTQ columns in index order (default: by decreasing activation energy)"},
+        {"--no-qk-norm-weighting", NULL, HY_ARG_FLAG, &co.no_qk_weight, NULL,
+         "q_proj of a QK-norm layer shares the k/v Hessian, every token alike (default: its own, tokens weighted by "
+         "1 / rms of their query heads)"},
         {"--calib-memory-gib", NULL, HY_ARG_FLOAT, &co.mem_gib, NULL,
          "f64 statistics resident at once; more are collected in passes, which also keep a samples x tokens x "
          "hidden_size f32 hidden-state checkpoint (default: half of physical memory)"},
@@ -226,7 +230,7 @@ int hy_cmd_quantize(int argc, char **argv)
     }
     o.mx_scale = mx_scale && !strcmp(mx_scale, "mse") ? HY_MX_SCALE_MSE : HY_MX_SCALE_OCP;
     const int given = co.samples != -1 || co.seq_len != -1 || !isnan(co.damp) || !isnan(co.mem_gib) ||
-                      co.no_actorder || co.tokenizer;
+                      co.no_actorder || co.no_qk_weight || co.tokenizer;
     if (!co.data && given) {
         fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");
         return 2;

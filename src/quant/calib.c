@@ -5,7 +5,9 @@
 #include "base/timing.h"
 #include "cache/kv_cache.h"
 #include "kernels/kernel_table.h"
+#include "kernels/kernels.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +79,7 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const struct hy_calib_name *)a)->module, ((const struct hy_calib_name *)b)->module);
 }
 
-int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes)
+int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes, int qk_weight)
 {
     memset(c, 0, sizeof(*c));
     c->cur_pass = -1;
@@ -86,10 +88,16 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
     const int n_layers = m->cfg.num_hidden_layers + (m->has_mtp ? 1 : 0);
     for (int L = 0; L < n_layers; L++) {
         const struct hy_layer *ly = &m->layers[L];
-        const int qkv = new_acc(&b, &ly->wq, L), o = qkv < 0 ? -1 : new_acc(&b, &ly->wo, L);
-        if (o < 0 || add_name(&b, qkv, "self_attn.", L, 0, "q_proj") || add_name(&b, qkv, "self_attn.", L, 0, "k_proj") ||
+        /* q/k/v share their input; with qk_weight, q_proj of a QK-norm layer takes its own, weighted group
+         * (observed through wq) and k/v_proj one observed through wk */
+        const int split = qk_weight && ly->q_norm;
+        const int qkv = new_acc(&b, split ? &ly->wk : &ly->wq, L), q = !split || qkv < 0 ? qkv : new_acc(&b, &ly->wq, L);
+        const int o = q < 0 ? -1 : new_acc(&b, &ly->wo, L);
+        if (o < 0 || add_name(&b, q, "self_attn.", L, 0, "q_proj") || add_name(&b, qkv, "self_attn.", L, 0, "k_proj") ||
             add_name(&b, qkv, "self_attn.", L, 0, "v_proj") || add_name(&b, o, "self_attn.", L, 0, "o_proj"))
             goto oom;
+        if (split)
+            c->acc[q].qk_heads = m->cfg.num_attention_heads;
         if (ly->eh_proj.data) {
             const int eh = new_acc(&b, &ly->eh_proj, L);
             if (eh < 0 || add_name(&b, eh, "", L, 0, "eh_proj"))
@@ -174,8 +182,34 @@ void hy_calib_gram_add(double *g, int64_t K, const float *x, int64_t T, double *
     }
 }
 
+void hy_calib_qk_weights(const float *q, int64_t T, int64_t n_heads, int64_t head_dim, float eps, double *w)
+{
+    for (int64_t t = 0; t < T; t++) {
+        double acc = 0.0;
+        for (int64_t h = 0; h < n_heads; h++) {
+            const float *qh = q + (t * n_heads + h) * head_dim;
+            double ss = 0.0;
+            for (int64_t d = 0; d < head_dim; d++)
+                ss += (double)qh[d] * qh[d];
+            acc += 1.0 / (ss / (double)head_dim + (double)eps);
+        }
+        w[t] = acc / (double)n_heads;
+    }
+}
+
+void hy_calib_qk_gram_add(double *g, int64_t K, const float *x, int64_t T, const double *w, float *xs,
+                          double *pack)
+{
+    for (int64_t t = 0; t < T; t++) {
+        const double r = sqrt(w[t]);
+        for (int64_t i = 0; i < K; i++)
+            xs[t * K + i] = (float)(r * x[t * K + i]);
+    }
+    hy_calib_gram_add(g, K, xs, T, pack);
+}
+
 /* The observer: the resident accumulator of W (if any) += x^T x (lower triangle; mirrored when the
- * run ends). */
+ * run ends); a q_proj group's rows weighted by hy_calib_qk_weights of W x (W is q_proj itself). */
 static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_t T)
 {
     struct hy_calib *c = ctx;
@@ -183,7 +217,16 @@ static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_
     struct hy_calib_acc *a = bsearch(&key, c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
     if (!a || !a->g || T <= 0) /* not a quantizable linear, or not in the resident pass */
         return;
-    hy_calib_gram_add(a->g, a->K, x, T, c->pack);
+    if (a->qk_heads > 0) { /* run_pass sized qk_buf for seq_len rows of W's outputs and inputs */
+        const struct hy_model_config *cf = &c->m->cfg;
+        double *w = c->qk_buf; /* T <= seq_len: a window's tokens (MTP: one fewer) */
+        float *q = (float *)(w + c->seq_len), *xs = q + (size_t)T * (size_t)W->rows;
+        hy_matmul(q, x, T, W);
+        hy_calib_qk_weights(q, T, a->qk_heads, W->rows / a->qk_heads, cf->rms_norm_eps, w);
+        hy_calib_qk_gram_add(a->g, a->K, x, T, w, xs, c->pack);
+    } else {
+        hy_calib_gram_add(a->g, a->K, x, T, c->pack);
+    }
     a->n += T;
 }
 
@@ -328,6 +371,8 @@ static void drop_pass(struct hy_calib *c)
     }
     free(c->pack);
     c->pack = NULL;
+    free(c->qk_buf);
+    c->qk_buf = NULL;
     c->cur_pass = -1;
 }
 
@@ -370,6 +415,17 @@ static int run_pass(struct hy_calib *c, int32_t p)
     if (!(c->pack = malloc(hy_calib_gram_scratch(max_k) * sizeof(double)))) {
         drop_pass(c);
         return hy_err_set("GPTQ calibration: out of memory for pass %d's input chunk", p + 1);
+    }
+    size_t qk_floats = 0; /* q_proj groups: seq_len f64 weights, then seq_len rows of W x and of the weighted x */
+    for (int32_t i = 0; i < c->n_acc; i++)
+        if (c->acc[i].pass == p && c->acc[i].qk_heads > 0) {
+            const size_t need = (size_t)c->seq_len * (size_t)(c->acc[i].w->rows + c->acc[i].K);
+            if (need > qk_floats)
+                qk_floats = need;
+        }
+    if (qk_floats && !(c->qk_buf = malloc((size_t)c->seq_len * sizeof(double) + qk_floats * sizeof(float)))) {
+        drop_pass(c);
+        return hy_err_set("GPTQ calibration: out of memory for pass %d's q_proj weighting scratch", p + 1);
     }
     /* layers [start, end) of the main model run (end = all of them when the pass has MTP groups), from
      * the checkpoint when it is at or before the pass's first layer; the stream entering the next
@@ -464,6 +520,8 @@ out:
     m->observe_ctx = NULL;
     free(c->pack);
     c->pack = NULL;
+    free(c->qk_buf);
+    c->qk_buf = NULL;
     if (kv_ok)
         hy_kv_cache_free(&kv);
     free(win);

@@ -38,6 +38,8 @@ struct hy_calib_acc {
     int64_t                 n;   /* input rows seen */
     int32_t                 pass; /* hy_calib_plan's pass, -1 when no asked-for module reads it */
     int32_t                 layer; /* its decoder layer (num_hidden_layers: the MTP layer) */
+    int32_t                 qk_heads; /* > 0: q_proj of a QK-norm layer with this many heads, its tokens
+                                         weighted (hy_calib_qk_gram_add); 0: every token alike */
 };
 
 struct hy_calib_name {
@@ -68,6 +70,8 @@ struct hy_calib {
     int32_t               passes_run;
     double                seconds; /* spent in calibration forward passes */
     double               *pack;   /* the observer's f64 copy of one chunk of inputs, while a pass runs */
+    double               *qk_buf; /* the observer's scratch for weighted groups, while a pass runs: [seq_len]
+                                         f64 token weights, then [seq_len, q rows + K] f32 */
 };
 
 /* g [K, K] f64 += x^T x for x [T, K] f32 (GPTQ's H = X^T X summed, before the mean): each entry of the
@@ -81,9 +85,22 @@ struct hy_calib {
 void hy_calib_gram_add(double *g, int64_t K, const float *x, int64_t T, double *pack);
 size_t hy_calib_gram_scratch(int64_t K);
 
+/* The QK-norm weight of each token (a prototype: tools/gptq_qnorm_proto.py, README "QK-norm-aware
+ * weighting"): q [T, n_heads * head_dim] f32, the q_proj outputs of the T tokens before the per-head RMSNorm
+ * (spec §2.2), which sends an output error dq_h to the attention scaled by 1 / rms(q_h). w[t] = mean over
+ * heads of 1 / (mean_d q[t, h, d]^2 + eps), f64. */
+void hy_calib_qk_weights(const float *q, int64_t T, int64_t n_heads, int64_t head_dim, float eps, double *w);
+
+/* g [K, K] += sum_t w[t] x_t x_t^T as hy_calib_gram_add on the rows sqrt(w[t]) x_t (f32, written to xs
+ * [T, K], caller-owned); w from hy_calib_qk_weights. */
+void hy_calib_qk_gram_add(double *g, int64_t K, const float *x, int64_t T, const double *w, float *xs,
+                          double *pack);
+
 /* Sets up the accumulators of m's quantizable linears (main layers and MTP), none allocated yet;
- * max_bytes bounds the statistics resident at once. -1 with hy_err_msg() on out of memory. */
-int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes);
+ * max_bytes bounds the statistics resident at once. qk_weight (1, `hyinfer quantize` unless
+ * --no-qk-norm-weighting): in layers with QK-norm, q_proj gets its own group with QK-norm-weighted
+ * tokens and k/v_proj share another; 0: q/k/v share one group. -1 with hy_err_msg() on out of memory. */
+int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes, int qk_weight);
 
 /* Binds the calibration forward passes: `samples` windows of seq_len tokens on m, window i = [bos] +
  * ids[i * (seq_len - 1) ...] (no BOS when bos < 0: ids[i * seq_len ...]), consecutive and

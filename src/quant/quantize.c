@@ -428,23 +428,26 @@ static int cmp_entry(const void *a, const void *b)
     return c ? c : x->seq - y->seq;
 }
 
-/* The last two GPTQ factors, by statistics group: q/k/v and gate/up share one H, and in file order
- * (k, o, q, v; down, gate, up) the sharers come within two matrices of each other. */
+/* The last three GPTQ factors, by statistics group: gate/up share one H, and so do k/v (q/k/v without
+ * the QK-norm weighting, calib.h); in file order (k, o, q, v; down, gate, up) the sharers come within
+ * three matrices of each other. */
+#define FACTOR_CACHE 3
 struct factor_cache {
-    int32_t               group[2]; /* hy_calib_get's group of each entry, -1 empty */
-    struct hy_gptq_factor f[2];
+    int32_t               group[FACTOR_CACHE]; /* hy_calib_get's group of each entry, -1 empty */
+    struct hy_gptq_factor f[FACTOR_CACHE];
     int                   next;
 };
 
 static void factor_cache_init(struct factor_cache *c)
 {
     memset(c, 0, sizeof(*c));
-    c->group[0] = c->group[1] = -1;
+    for (int i = 0; i < FACTOR_CACHE; i++)
+        c->group[i] = -1;
 }
 
 static void factor_cache_free(struct factor_cache *c)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < FACTOR_CACHE; i++)
         hy_gptq_factor_free(&c->f[i]);
     factor_cache_init(c);
 }
@@ -454,7 +457,7 @@ static void factor_cache_free(struct factor_cache *c)
 static int cached_factor(struct factor_cache *c, const double *h, int32_t group, int64_t K,
                          const struct hy_gptq_opts *o, const struct hy_gptq_factor **f, int64_t *n_factors)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < FACTOR_CACHE; i++)
         if (c->group[i] == group && c->f[i].K == K) {
             *f = &c->f[i];
             return 0;
@@ -467,7 +470,7 @@ static int cached_factor(struct factor_cache *c, const double *h, int32_t group,
     if (rc)
         return rc;
     c->group[slot] = group;
-    c->next = 1 - slot;
+    c->next = (slot + 1) % FACTOR_CACHE;
     *f = &c->f[slot];
     return 0;
 }

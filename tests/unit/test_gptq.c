@@ -586,6 +586,70 @@ static void test_gram_add(void **state)
         }
 }
 
+/* hy_calib_qk_weights against the formula written out (mean over heads of 1 / (mean_d q^2 + eps)), with
+ * known values (a zero head gives 1 / eps); hy_calib_qk_gram_add against sum_t w_t x_t x_t^T in f64 (rows
+ * scaled in f32: relative 1e-6), and equal to hy_calib_gram_add when every weight is 1. */
+static void test_qk_weighted_gram(void **state)
+{
+    (void)state;
+    enum { T = 37, NH = 3, D = 8, K = 21 };
+    const float eps = 1e-6f;
+    float q[T * NH * D], x[T * K], xs[T * K];
+    double w[T], ones[T];
+    for (int i = 0; i < T * NH * D; i++)
+        q[i] = (float)(nrand() * ldexp(1.0, (int)(urand() * 8) - 4));
+    for (int d = 0; d < D; d++) { /* token 0: heads of 1s, 2s and 0s */
+        q[0 * D + d] = 1.0f;
+        q[1 * D + d] = 2.0f;
+        q[2 * D + d] = 0.0f;
+    }
+    hy_calib_qk_weights(q, T, NH, D, eps, w);
+    const double w0 = (1.0 / (1.0 + (double)eps) + 1.0 / (4.0 + (double)eps) + 1.0 / (double)eps) / 3.0;
+    assert_true(fabs(w[0] - w0) <= 1e-12 * w0);
+    for (int t = 1; t < T; t++) {
+        double sum = 0.0;
+        for (int h = 0; h < NH; h++) {
+            double ms = 0.0;
+            for (int d = 0; d < D; d++)
+                ms += (double)q[(t * NH + h) * D + d] * (double)q[(t * NH + h) * D + d] / D;
+            sum += 1.0 / (ms + (double)eps);
+        }
+        if (fabs(w[t] - sum / NH) > 1e-12 * (sum / NH))
+            fail_msg("qk weight of token %d: %.17g != %.17g", t, w[t], sum / NH);
+    }
+    for (int i = 0; i < T * K; i++)
+        x[i] = (float)nrand();
+    double *got = calloc(K * K, sizeof(double)), *plain = calloc(K * K, sizeof(double)), *want = calloc(K * K, sizeof(double));
+    double *pack = malloc(hy_calib_gram_scratch(K) * sizeof(double));
+    assert_non_null(got);
+    assert_non_null(plain);
+    assert_non_null(want);
+    assert_non_null(pack);
+    hy_calib_qk_gram_add(got, K, x, T, w, xs, pack);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j <= i; j++)
+                want[i * K + j] += w[t] * (double)x[t * K + i] * (double)x[t * K + j];
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j <= i; j++) {
+            const double scale = sqrt(want[i * K + i] * want[j * K + j]);
+            if (fabs(got[i * K + j] - want[i * K + j]) > 1e-6 * scale)
+                fail_msg("weighted gram [%d][%d]: %.17g != %.17g", i, j, got[i * K + j], want[i * K + j]);
+        }
+    for (int t = 0; t < T; t++)
+        ones[t] = 1.0;
+    memset(got, 0, K * K * sizeof(double));
+    hy_calib_qk_gram_add(got, K, x, T, ones, xs, pack);
+    hy_calib_gram_add(plain, K, x, T, pack);
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j <= i; j++)
+            assert_memory_equal(&got[i * K + j], &plain[i * K + j], sizeof(double));
+    free(got);
+    free(plain);
+    free(want);
+    free(pack);
+}
+
 /* The factor at K across the Cholesky's 64-column blocks and the inverse's 64-column tasks: perm a
  * permutation, U upper with a positive diagonal, U^T U Hd = I (Hd = h permuted + λ I), and the
  * same bytes on 1 and 2 threads. */
@@ -675,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_dot_f64_levels),
         cmocka_unit_test(test_gemm_tn_acc_levels),
         cmocka_unit_test(test_gram_add),
+        cmocka_unit_test(test_qk_weighted_gram),
         cmocka_unit_test(test_factor_properties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
