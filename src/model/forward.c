@@ -199,12 +199,12 @@ static void maybe_round(const struct hy_model *m, float *x, int64_t n)
  * fp32 mode keeps hy_matmul's fixed, batch-invariant chain. */
 static void linear(const struct hy_model *m, float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    if (m->observe)
-        m->observe(m->observe_ctx, W, x, T);
     if (m->compute == HY_COMPUTE_BF16)
         hy_matmul_bf16x(y, x, T, W);
     else
         hy_matmul(y, x, T, W);
+    if (m->observe)
+        m->observe(m->observe_ctx, W, x, y, T);
 }
 
 /* Outputs [n0, n1) of linear() on the calling thread (the grouped passes' row bands): the same values

@@ -99,10 +99,11 @@ struct hy_model {
                                                 cache scales from the checkpoint (kv_scales.c) */
     int32_t                n_v_cache_scales; /* layers that have one */
     /* Calibration observer (quant/calib.h), NULL normally: called by every linear layer of the forward
-     * pass with its weight and its whole input x [T, W->cols] (f32, valid during the call only), from
-     * the calling thread outside parallel regions. While it is set the per-expert / per-matrix path runs
-     * (as moe_per_expert = 1), so each matrix sees its input in one call. */
-    void (*observe)(void *ctx, const struct hy_tensor *W, const float *x, int64_t T);
+     * pass, after the product, with its weight, its whole input x [T, W->cols] and its output y [T, W->rows]
+     * (f32, valid during the call only), from the calling thread outside parallel regions. While it is set
+     * the per-expert / per-matrix path runs (as moe_per_expert = 1), so each matrix sees its input in one
+     * call. */
+    void (*observe)(void *ctx, const struct hy_tensor *W, const float *x, const float *y, int64_t T);
     void  *observe_ctx;
 };
 

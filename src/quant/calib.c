@@ -5,7 +5,6 @@
 #include "base/timing.h"
 #include "cache/kv_cache.h"
 #include "kernels/kernel_table.h"
-#include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -209,20 +208,18 @@ void hy_calib_qk_gram_add(double *g, int64_t K, const float *x, int64_t T, const
 }
 
 /* The observer: the resident accumulator of W (if any) += x^T x (lower triangle; mirrored when the
- * run ends); a q_proj group's rows weighted by hy_calib_qk_weights of W x (W is q_proj itself). */
-static void observe(void *ctx, const struct hy_tensor *W, const float *x, int64_t T)
+ * run ends); a q_proj group's rows weighted by hy_calib_qk_weights of y = W x (W is q_proj itself). */
+static void observe(void *ctx, const struct hy_tensor *W, const float *x, const float *y, int64_t T)
 {
     struct hy_calib *c = ctx;
     const struct hy_calib_acc key = {.w = W};
     struct hy_calib_acc *a = bsearch(&key, c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
     if (!a || !a->g || T <= 0) /* not a quantizable linear, or not in the resident pass */
         return;
-    if (a->qk_heads > 0) { /* run_pass sized qk_buf for seq_len rows of W's outputs and inputs */
-        const struct hy_model_config *cf = &c->m->cfg;
-        double *w = c->qk_buf; /* T <= seq_len: a window's tokens (MTP: one fewer) */
-        float *q = (float *)(w + c->seq_len), *xs = q + (size_t)T * (size_t)W->rows;
-        hy_matmul(q, x, T, W);
-        hy_calib_qk_weights(q, T, a->qk_heads, W->rows / a->qk_heads, cf->rms_norm_eps, w);
+    if (a->qk_heads > 0) { /* run_pass sized qk_buf for seq_len tokens; T <= seq_len (MTP: one fewer) */
+        double *w = c->qk_buf;
+        float *xs = (float *)(w + c->seq_len);
+        hy_calib_qk_weights(y, T, a->qk_heads, W->rows / a->qk_heads, c->m->cfg.rms_norm_eps, w);
         hy_calib_qk_gram_add(a->g, a->K, x, T, w, xs, c->pack);
     } else {
         hy_calib_gram_add(a->g, a->K, x, T, c->pack);
@@ -416,14 +413,11 @@ static int run_pass(struct hy_calib *c, int32_t p)
         drop_pass(c);
         return hy_err_set("GPTQ calibration: out of memory for pass %d's input chunk", p + 1);
     }
-    size_t qk_floats = 0; /* q_proj groups: seq_len f64 weights, then seq_len rows of W x and of the weighted x */
+    int64_t qk_k = 0; /* the widest q_proj group: seq_len f64 weights, then seq_len rows of the weighted x */
     for (int32_t i = 0; i < c->n_acc; i++)
-        if (c->acc[i].pass == p && c->acc[i].qk_heads > 0) {
-            const size_t need = (size_t)c->seq_len * (size_t)(c->acc[i].w->rows + c->acc[i].K);
-            if (need > qk_floats)
-                qk_floats = need;
-        }
-    if (qk_floats && !(c->qk_buf = malloc((size_t)c->seq_len * sizeof(double) + qk_floats * sizeof(float)))) {
+        if (c->acc[i].pass == p && c->acc[i].qk_heads > 0 && c->acc[i].K > qk_k)
+            qk_k = c->acc[i].K;
+    if (qk_k && !(c->qk_buf = malloc((size_t)c->seq_len * (sizeof(double) + (size_t)qk_k * sizeof(float))))) {
         drop_pass(c);
         return hy_err_set("GPTQ calibration: out of memory for pass %d's q_proj weighting scratch", p + 1);
     }

@@ -71,7 +71,7 @@ struct hy_calib {
     double                seconds; /* spent in calibration forward passes */
     double               *pack;   /* the observer's f64 copy of one chunk of inputs, while a pass runs */
     double               *qk_buf; /* the observer's scratch for weighted groups, while a pass runs: [seq_len]
-                                         f64 token weights, then [seq_len, q rows + K] f32 */
+                                         f64 token weights, then [seq_len, K] f32 */
 };
 
 /* g [K, K] f64 += x^T x for x [T, K] f32 (GPTQ's H = X^T X summed, before the mean): each entry of the
