@@ -28,7 +28,8 @@ static const char *usage_text =
     "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
     "                 [--mx-scale ocp|mse]\n"
     "                 [--calib-data TEXT_FILE [--tokenizer DIR] [--num-calibration-samples N] [--max-seq-length L]\n"
-    "                  [--dampening-frac F] [--no-actorder] [--no-qk-norm-weighting] [--calib-memory-gib G]]";
+    "                  [--dampening-frac F] [--no-actorder] [--no-qk-norm-weighting] [--no-routing-weighting] [--no-attention-hessian]\n"
+    "                  [--calib-memory-gib G]]";
 
 /* GPTQ calibration options (flag names follow llm-compressor's oneshot / GPTQModifier). */
 struct calib_opts {
@@ -39,6 +40,8 @@ struct calib_opts {
     float       damp;     /* --dampening-frac */
     int         no_actorder;
     int         no_qk_weight; /* --no-qk-norm-weighting */
+    int         no_route_weight; /* --no-routing-weighting */
+    int         no_attn_hessian; /* --no-attention-hessian */
     float       mem_gib;  /* --calib-memory-gib (< 0: half of physical memory) */
 };
 
@@ -88,7 +91,10 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
     const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     const double want = co->mem_gib >= 0.0f ? (double)co->mem_gib * 1073741824.0 : phys / 2.0;
     const uint64_t cap = want >= 1.8e19 ? UINT64_MAX : (uint64_t)want;
-    if (hy_calib_init(c, *m, cap, !co->no_qk_weight))
+    const unsigned weighting = (co->no_qk_weight ? 0u : (unsigned)HY_CALIB_QK_NORM) |
+                               (co->no_route_weight ? 0u : (unsigned)HY_CALIB_ROUTING) |
+                               (co->no_attn_hessian ? 0u : (unsigned)HY_CALIB_ATTN);
+    if (hy_calib_init(c, *m, cap, weighting))
         goto out;
     if (hy_calib_bind(c, *m, ids, (int64_t)n_ids, hy_tokenizer_add_bos(tok), co->samples, seq)) {
         hy_calib_free(c);
@@ -188,6 +194,11 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--no-qk-norm-weighting", NULL, HY_ARG_FLAG, &co.no_qk_weight, NULL,
          "q_proj of a QK-norm layer shares the k/v Hessian, every token alike (default: its own, tokens weighted by "
          "1 / rms of their query heads)"},
+        {"--no-routing-weighting", NULL, HY_ARG_FLAG, &co.no_route_weight, NULL,
+         "a routed expert's calibration tokens count alike (default: weighted by their squared routing weight)"},
+        {"--no-attention-hessian", NULL, HY_ARG_FLAG, &co.no_attn_hessian, NULL,
+         "q_proj's rows are rounded independently (default: the rows of each head jointly, weighted by how the "
+         "attention scores read them)"},
         {"--calib-memory-gib", NULL, HY_ARG_FLOAT, &co.mem_gib, NULL,
          "f64 statistics resident at once; more are collected in passes, which also keep a samples x tokens x "
          "hidden_size f32 hidden-state checkpoint (default: half of physical memory)"},
@@ -230,7 +241,8 @@ int hy_cmd_quantize(int argc, char **argv)
     }
     o.mx_scale = mx_scale && !strcmp(mx_scale, "mse") ? HY_MX_SCALE_MSE : HY_MX_SCALE_OCP;
     const int given = co.samples != -1 || co.seq_len != -1 || !isnan(co.damp) || !isnan(co.mem_gib) ||
-                      co.no_actorder || co.no_qk_weight || co.tokenizer;
+                      co.no_actorder || co.no_qk_weight || co.no_route_weight || co.no_attn_hessian ||
+                      co.tokenizer;
     if (!co.data && given) {
         fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");
         return 2;
@@ -297,10 +309,10 @@ int hy_cmd_quantize(int argc, char **argv)
            st.bytes_in ? (double)st.bytes_out / (double)st.bytes_in : 0.0);
     if (co.data)
         printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T); %lld H "
-               "factorizations); round-to-nearest: %lld (no calibration tokens reached them), %lld (Hessian "
-               "indefinite)\n",
+               "factorizations; %lld with each head's rows rounded jointly); round-to-nearest: %lld (no calibration tokens "
+               "reached them), %lld (Hessian indefinite)\n",
                (long long)st.n_gptq, st.n_gptq ? st.gptq_ratio_sum / (double)st.n_gptq : 1.0,
-               (long long)st.n_gptq_factors, (long long)st.n_gptq_rtn, (long long)st.n_gptq_indefinite);
+               (long long)st.n_gptq_factors, (long long)st.n_gptq_coupled, (long long)st.n_gptq_rtn, (long long)st.n_gptq_indefinite);
     if (st.n_gptq_few_tokens)
         hy_log_warn("quantize: %lld of the GPTQ matrices saw fewer calibration tokens than their input width K, so "
                     "their H is rank-deficient: GPTQ then fits the calibration text (the ratio above looks better) "

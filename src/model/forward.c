@@ -490,7 +490,11 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
             continue;
         for (int64_t i = 0; i < n; i++)
             memcpy(s->ff_x + i * H, x + (int64_t)s->rows[i] * H, (size_t)H * sizeof(float));
+        if (m->observe_route)
+            m->observe_route(m->observe_ctx, s->roww, n);
         mlp_forward(m, &ly->experts[e], s->ff_x, n, s->ff_a, s->ff_b, s->tmp);
+        if (m->observe_route)
+            m->observe_route(m->observe_ctx, NULL, 0);
         for (int64_t i = 0; i < n; i++) {
             float *yr = s->y + (int64_t)s->rows[i] * H;
             const float *er = s->tmp + i * H;

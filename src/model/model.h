@@ -105,6 +105,10 @@ struct hy_model {
      * call. */
     void (*observe)(void *ctx, const struct hy_tensor *W, const float *x, const float *y, int64_t T);
     void  *observe_ctx;
+    /* With observe: called with the routing weights w [n] (f32, after renormalization and
+     * router_scaling_factor) of the n tokens a routed expert is about to see, before its linears are
+     * observed, and with (NULL, 0) after them; NULL when not needed. */
+    void (*observe_route)(void *ctx, const float *w, int64_t n);
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every

@@ -53,8 +53,9 @@ static int add_name(struct builder *b, int acc, const char *fmt, int L, int e, c
     return 0;
 }
 
-/* gate/up (shared input) and down of one SwiGLU MLP; prefix like "mlp." or "mlp.experts.%d.". */
-static int add_mlp(struct builder *b, const struct hy_expert *x, int L, const char *prefix, int e)
+/* gate/up (shared input) and down of one SwiGLU MLP; prefix like "mlp." or "mlp.experts.%d."; routed: a
+ * routed expert's groups, their tokens weighted by the squared routing weight. */
+static int add_mlp(struct builder *b, const struct hy_expert *x, int L, const char *prefix, int e, int routed)
 {
     if (!x->gate.data || x->gate.rows == 0)
         return 0;
@@ -64,6 +65,7 @@ static int add_mlp(struct builder *b, const struct hy_expert *x, int L, const ch
     const int dn = new_acc(b, &x->down, L);
     if (dn < 0 || add_name(b, dn, prefix, L, e, "down_proj"))
         return -1;
+    b->c->acc[gu].routed = b->c->acc[dn].routed = routed;
     return 0;
 }
 
@@ -78,7 +80,9 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const struct hy_calib_name *)a)->module, ((const struct hy_calib_name *)b)->module);
 }
 
-int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes, int qk_weight)
+static struct hy_calib_acc *find_acc(const struct hy_calib *c, const char *module);
+
+int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes, unsigned weighting)
 {
     memset(c, 0, sizeof(*c));
     c->cur_pass = -1;
@@ -89,7 +93,7 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
         const struct hy_layer *ly = &m->layers[L];
         /* q/k/v share their input; with qk_weight, q_proj of a QK-norm layer takes its own, weighted group
          * (observed through wq) and k/v_proj one observed through wk */
-        const int split = qk_weight && ly->q_norm;
+        const int split = (weighting & HY_CALIB_QK_NORM) && ly->q_norm;
         const int qkv = new_acc(&b, split ? &ly->wk : &ly->wq, L), q = !split || qkv < 0 ? qkv : new_acc(&b, &ly->wq, L);
         const int o = q < 0 ? -1 : new_acc(&b, &ly->wo, L);
         if (o < 0 || add_name(&b, q, "self_attn.", L, 0, "q_proj") || add_name(&b, qkv, "self_attn.", L, 0, "k_proj") ||
@@ -103,14 +107,14 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
                 goto oom;
         }
         if (!ly->is_moe) {
-            if (add_mlp(&b, &ly->mlp, L, "mlp.", 0))
+            if (add_mlp(&b, &ly->mlp, L, "mlp.", 0, 0))
                 goto oom;
             continue;
         }
         for (int e = 0; e < m->cfg.num_experts; e++)
-            if (add_mlp(&b, &ly->experts[e], L, "mlp.experts.%d.", e))
+            if (add_mlp(&b, &ly->experts[e], L, "mlp.experts.%d.", e, !!(weighting & HY_CALIB_ROUTING)))
                 goto oom;
-        if (add_mlp(&b, &ly->shared, L, "mlp.shared_mlp.", 0))
+        if (add_mlp(&b, &ly->shared, L, "mlp.shared_mlp.", 0, 0))
             goto oom;
     }
     /* the observer's lookup is by weight pointer, the quantizer's by module name: sort both, keeping
@@ -129,6 +133,19 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
     free(wof);
     qsort(c->names, (size_t)c->n_names, sizeof(*c->names), cmp_name);
     c->max_bytes = max_bytes;
+    c->stash_layer = -1;
+    if (weighting & HY_CALIB_ATTN) {
+        if (!(c->attn = calloc((size_t)n_layers, sizeof(*c->attn))))
+            goto oom;
+        c->n_attn = n_layers;
+        for (int L = 0; L < n_layers; L++) {
+            char name[96];
+            snprintf(name, sizeof(name), "model.layers.%d.self_attn.q_proj", L);
+            const struct hy_calib_acc *a = find_acc(c, name);
+            c->attn[L] = (struct hy_calib_attn_stat){.wq = &m->layers[L].wq, .wk = &m->layers[L].wk,
+                                                     .acc = a ? (int32_t)(a - c->acc) : -1};
+        }
+    }
     return 0;
 oom:
     hy_calib_free(c);
@@ -196,7 +213,13 @@ void hy_calib_qk_weights(const float *q, int64_t T, int64_t n_heads, int64_t hea
     }
 }
 
-void hy_calib_qk_gram_add(double *g, int64_t K, const float *x, int64_t T, const double *w, float *xs,
+void hy_calib_routing_weights(const float *route_w, int64_t T, double *w)
+{
+    for (int64_t t = 0; t < T; t++)
+        w[t] = (double)route_w[t] * (double)route_w[t];
+}
+
+void hy_calib_weighted_gram_add(double *g, int64_t K, const float *x, int64_t T, const double *w, float *xs,
                           double *pack)
 {
     for (int64_t t = 0; t < T; t++) {
@@ -207,20 +230,53 @@ void hy_calib_qk_gram_add(double *g, int64_t K, const float *x, int64_t T, const
     hy_calib_gram_add(g, K, xs, T, pack);
 }
 
+/* The routing weights of the routed expert whose linears are observed next (model.h observe_route). */
+static void observe_route(void *ctx, const float *w, int64_t n)
+{
+    struct hy_calib *c = ctx;
+    c->route_w = w;
+    c->route_n = n;
+}
+
 /* The observer: the resident accumulator of W (if any) += x^T x (lower triangle; mirrored when the
- * run ends); a q_proj group's rows weighted by hy_calib_qk_weights of y = W x (W is q_proj itself). */
+ * run ends); a q_proj group's rows weighted by hy_calib_qk_weights of y = W x (W is q_proj itself), a
+ * routed expert's by its squared routing weights. */
 static void observe(void *ctx, const struct hy_tensor *W, const float *x, const float *y, int64_t T)
 {
     struct hy_calib *c = ctx;
+    for (int32_t L = 0; L < c->n_attn && T > 0; L++) { /* q_proj's output kept until k_proj's comes */
+        struct hy_calib_attn_stat *s = &c->attn[L];
+        if (!s->g || (W != s->wq && W != s->wk))
+            continue;
+        if (W == s->wq && T <= c->seq_len) {
+            memcpy(c->q_stash, y, (size_t)(T * W->rows) * sizeof(float));
+            c->stash_layer = L;
+            c->stash_T = T;
+        } else if (W == s->wk && c->stash_layer == L && c->stash_T == T) {
+            const struct hy_model_config *mc = &c->m->cfg;
+            const struct hy_layer *ly = &c->m->layers[L];
+            const struct hy_calib_attn_shape sh = {mc->num_attention_heads, mc->num_key_value_heads, mc->head_dim,
+                                                   ly->q_norm, ly->q_norm ? ly->k_norm : NULL, mc->rms_norm_eps,
+                                                   c->m->inv_freq, mc->rope_interleaved};
+            if (hy_calib_attn_g_add(s->g, c->q_stash, y, T, &sh, c->attn_stride) == 0) /* else: OOM, skipped */
+                s->windows++;
+            c->stash_layer = -1;
+        }
+        break;
+    }
     const struct hy_calib_acc key = {.w = W};
     struct hy_calib_acc *a = bsearch(&key, c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
     if (!a || !a->g || T <= 0) /* not a quantizable linear, or not in the resident pass */
         return;
-    if (a->qk_heads > 0) { /* run_pass sized qk_buf for seq_len tokens; T <= seq_len (MTP: one fewer) */
-        double *w = c->qk_buf;
-        float *xs = (float *)(w + c->seq_len);
+    /* run_pass sized wt_buf for seq_len tokens; T <= seq_len (MTP: one fewer; an expert: its share) */
+    double *w = c->wt_buf;
+    float *xs = (float *)(w + c->seq_len);
+    if (a->qk_heads > 0) {
         hy_calib_qk_weights(y, T, a->qk_heads, W->rows / a->qk_heads, c->m->cfg.rms_norm_eps, w);
-        hy_calib_qk_gram_add(a->g, a->K, x, T, w, xs, c->pack);
+        hy_calib_weighted_gram_add(a->g, a->K, x, T, w, xs, c->pack);
+    } else if (a->routed && c->route_w && c->route_n == T) {
+        hy_calib_routing_weights(c->route_w, T, w);
+        hy_calib_weighted_gram_add(a->g, a->K, x, T, w, xs, c->pack);
     } else {
         hy_calib_gram_add(a->g, a->K, x, T, c->pack);
     }
@@ -368,8 +424,16 @@ static void drop_pass(struct hy_calib *c)
     }
     free(c->pack);
     c->pack = NULL;
-    free(c->qk_buf);
-    c->qk_buf = NULL;
+    free(c->wt_buf);
+    c->wt_buf = NULL;
+    for (int32_t L = 0; L < c->n_attn; L++) {
+        free(c->attn[L].g);
+        c->attn[L].g = NULL;
+        c->attn[L].windows = 0;
+    }
+    free(c->q_stash);
+    c->q_stash = NULL;
+    c->stash_layer = -1;
     c->cur_pass = -1;
 }
 
@@ -413,14 +477,27 @@ static int run_pass(struct hy_calib *c, int32_t p)
         drop_pass(c);
         return hy_err_set("GPTQ calibration: out of memory for pass %d's input chunk", p + 1);
     }
-    int64_t qk_k = 0; /* the widest q_proj group: seq_len f64 weights, then seq_len rows of the weighted x */
+    int64_t wt_k = 0; /* the widest weighted group: seq_len f64 weights, then seq_len rows of the weighted x */
     for (int32_t i = 0; i < c->n_acc; i++)
-        if (c->acc[i].pass == p && c->acc[i].qk_heads > 0 && c->acc[i].K > qk_k)
-            qk_k = c->acc[i].K;
-    if (qk_k && !(c->qk_buf = malloc((size_t)c->seq_len * (sizeof(double) + (size_t)qk_k * sizeof(float))))) {
+        if (c->acc[i].pass == p && (c->acc[i].qk_heads > 0 || c->acc[i].routed) && c->acc[i].K > wt_k)
+            wt_k = c->acc[i].K;
+    if (wt_k && !(c->wt_buf = malloc((size_t)c->seq_len * (sizeof(double) + (size_t)wt_k * sizeof(float))))) {
         drop_pass(c);
-        return hy_err_set("GPTQ calibration: out of memory for pass %d's q_proj weighting scratch", p + 1);
+        return hy_err_set("GPTQ calibration: out of memory for pass %d's token weighting scratch", p + 1);
     }
+    const struct hy_model_config *mc = &m->cfg;
+    const int64_t qw = (int64_t)mc->num_attention_heads * mc->head_dim;
+    for (int32_t L = 0; L < c->n_attn; L++) {
+        struct hy_calib_attn_stat *s = &c->attn[L];
+        if (s->acc < 0 || c->acc[s->acc].pass != p || s->wq->rows != qw || s->wk->rows != (int64_t)mc->num_key_value_heads * mc->head_dim)
+            continue;
+        if (!(s->g = calloc((size_t)(qw * mc->head_dim), sizeof(double))) ||
+            (!c->q_stash && !(c->q_stash = malloc((size_t)(c->seq_len * qw) * sizeof(float))))) {
+            drop_pass(c);
+            return hy_err_set("GPTQ calibration: out of memory for pass %d's attention statistics", p + 1);
+        }
+    }
+    c->attn_stride = c->seq_len / 32 > 1 ? c->seq_len / 32 : 1;
     /* layers [start, end) of the main model run (end = all of them when the pass has MTP groups), from
      * the checkpoint when it is at or before the pass's first layer; the stream entering the next
      * pass's first layer is saved on the way (save < 0: not needed, or behind start) */
@@ -469,6 +546,7 @@ static int run_pass(struct hy_calib *c, int32_t p)
     }
     const int32_t *tables[1] = {table};
     m->observe = observe;
+    m->observe_route = observe_route;
     m->observe_ctx = c;
     for (int32_t w = 0; w < c->samples; w++) {
         int32_t len = 0;
@@ -511,11 +589,12 @@ static int run_pass(struct hy_calib *c, int32_t p)
     rc = 0;
 out:
     m->observe = NULL;
+    m->observe_route = NULL;
     m->observe_ctx = NULL;
     free(c->pack);
     c->pack = NULL;
-    free(c->qk_buf);
-    c->qk_buf = NULL;
+    free(c->wt_buf);
+    c->wt_buf = NULL;
     if (kv_ok)
         hy_kv_cache_free(&kv);
     free(win);
@@ -552,8 +631,21 @@ int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64
     return 0;
 }
 
+void hy_calib_get_attn(const struct hy_calib *c, const char *module, const double **g, int64_t *group_rows)
+{
+    *g = NULL;
+    int L = -1, n = 0;
+    if (sscanf(module, "model.layers.%d.self_attn.q_proj%n", &L, &n) != 1 || module[n] != '\0' || L < 0 ||
+        L >= c->n_attn || !c->attn[L].g || c->attn[L].windows == 0)
+        return;
+    *g = c->attn[L].g;
+    *group_rows = c->m->cfg.head_dim;
+}
+
 void hy_calib_free(struct hy_calib *c)
 {
+    drop_pass(c);
+    free(c->attn);
     for (int32_t i = 0; i < c->n_acc; i++)
         free(c->acc[i].g);
     free(c->ids);

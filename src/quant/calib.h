@@ -28,6 +28,7 @@
 #define HY_QUANT_CALIB_H
 
 #include "model/model.h"
+#include "quant/calib_attn.h"
 
 #include <stdint.h>
 
@@ -39,7 +40,17 @@ struct hy_calib_acc {
     int32_t                 pass; /* hy_calib_plan's pass, -1 when no asked-for module reads it */
     int32_t                 layer; /* its decoder layer (num_hidden_layers: the MTP layer) */
     int32_t                 qk_heads; /* > 0: q_proj of a QK-norm layer with this many heads, its tokens
-                                         weighted (hy_calib_qk_gram_add); 0: every token alike */
+                                         weighted (hy_calib_qk_weights); 0: every token alike */
+    int32_t                 routed;   /* 1: a routed expert's group, its tokens weighted by
+                                         hy_calib_routing_weights */
+};
+
+/* q_proj's attention statistics of one layer (calib_attn.h), with HY_CALIB_ATTN. */
+struct hy_calib_attn_stat {
+    const struct hy_tensor *wq, *wk; /* the layer's q_proj / k_proj (the observer's lookup) */
+    int32_t                 acc;     /* q_proj's accumulator (its pass), -1 when q_proj is not quantizable */
+    double                 *g;       /* [n_heads, head_dim, head_dim] while its pass is resident, else NULL */
+    int64_t                 windows; /* sequences added */
 };
 
 struct hy_calib_name {
@@ -70,8 +81,16 @@ struct hy_calib {
     int32_t               passes_run;
     double                seconds; /* spent in calibration forward passes */
     double               *pack;   /* the observer's f64 copy of one chunk of inputs, while a pass runs */
-    double               *qk_buf; /* the observer's scratch for weighted groups, while a pass runs: [seq_len]
+    double               *wt_buf; /* the observer's scratch for weighted groups, while a pass runs: [seq_len]
                                          f64 token weights, then [seq_len, K] f32 */
+    const float          *route_w; /* while a routed expert runs: its tokens' routing weights [route_n] */
+    int64_t               route_n;
+    struct hy_calib_attn_stat *attn; /* [layers incl. MTP] with HY_CALIB_ATTN, else NULL */
+    int32_t               n_attn;
+    int64_t               attn_stride; /* hy_calib_attn_g_add's query stride: seq_len / 32, at least 1 */
+    float                *q_stash; /* the observer's copy of the last q_proj output [seq_len, n_heads * head_dim] */
+    int32_t               stash_layer; /* whose it is, -1 none */
+    int64_t               stash_T;
 };
 
 /* g [K, K] f64 += x^T x for x [T, K] f32 (GPTQ's H = X^T X summed, before the mean): each entry of the
@@ -91,16 +110,31 @@ size_t hy_calib_gram_scratch(int64_t K);
  * heads of 1 / (mean_d q[t, h, d]^2 + eps), f64. */
 void hy_calib_qk_weights(const float *q, int64_t T, int64_t n_heads, int64_t head_dim, float eps, double *w);
 
+/* The routing weight of each of a routed expert's T tokens: w[t] = route_w[t]^2 (f64), route_w [T] the
+ * weights the forward pass multiplies the expert's output by (after renormalization and
+ * router_scaling_factor, spec §3): an error in any of the expert's linears reaches the residual stream
+ * scaled by route_w[t], so GPTQ's objective sum_t |dW x_t|^2 weights token t by its square. */
+void hy_calib_routing_weights(const float *route_w, int64_t T, double *w);
+
 /* g [K, K] += sum_t w[t] x_t x_t^T as hy_calib_gram_add on the rows sqrt(w[t]) x_t (f32, written to xs
- * [T, K], caller-owned); w from hy_calib_qk_weights. */
-void hy_calib_qk_gram_add(double *g, int64_t K, const float *x, int64_t T, const double *w, float *xs,
+ * [T, K], caller-owned); w from hy_calib_qk_weights or hy_calib_routing_weights. */
+void hy_calib_weighted_gram_add(double *g, int64_t K, const float *x, int64_t T, const double *w, float *xs,
                           double *pack);
 
+/* hy_calib_init's flags. */
+enum {
+    HY_CALIB_QK_NORM = 1, /* in layers with QK-norm, q_proj gets its own group with QK-norm-weighted tokens
+                             and k/v_proj share another (else q/k/v share one group) */
+    HY_CALIB_ROUTING = 2, /* routed experts' tokens weighted by their squared routing weights */
+    HY_CALIB_ATTN = 4,    /* q_proj's attention statistics per head (calib_attn.h; hy_calib_get_attn) */
+};
+
 /* Sets up the accumulators of m's quantizable linears (main layers and MTP), none allocated yet;
- * max_bytes bounds the statistics resident at once. qk_weight (1, `hyinfer quantize` unless
- * --no-qk-norm-weighting): in layers with QK-norm, q_proj gets its own group with QK-norm-weighted
- * tokens and k/v_proj share another; 0: q/k/v share one group. -1 with hy_err_msg() on out of memory. */
-int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes, int qk_weight);
+ * max_bytes bounds the statistics resident at once (the attention statistics, n_heads x head_dim^2
+ * doubles per layer, are not counted); weighting: HY_CALIB_* flags (`hyinfer quantize` sets all three
+ * unless --no-qk-norm-weighting / --no-routing-weighting / --no-attention-hessian). -1 with
+ * hy_err_msg() on out of memory. */
+int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_bytes, unsigned weighting);
 
 /* Binds the calibration forward passes: `samples` windows of seq_len tokens on m, window i = [bos] +
  * ids[i * (seq_len - 1) ...] (no BOS when bos < 0: ids[i * seq_len ...]), consecutive and
@@ -125,6 +159,11 @@ int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n);
  * Returns 0, or -1 with hy_err_msg() when a pass fails (out of memory, a forward error). */
 int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64_t *K, int64_t *rows,
                  int32_t *group);
+
+/* q_proj's attention statistics G for module (`model.layers.L.self_attn.q_proj`, after hy_calib_get of
+ * it ran its pass): *g [n_heads, head_dim, head_dim] (owned by c, valid as hy_calib_get's) and
+ * *group_rows = head_dim, or *g = NULL (not collected: no HY_CALIB_ATTN, another module, no window). */
+void hy_calib_get_attn(const struct hy_calib *c, const char *module, const double **g, int64_t *group_rows);
 
 void hy_calib_free(struct hy_calib *c);
 

@@ -279,23 +279,32 @@ int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum
     return r2;
 }
 
-int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_gptq_factor *f, int64_t N,
-                              enum hy_qformat fmt, float fp8_scale, const struct hy_gptq_opts *o, uint8_t *wq,
-                              uint8_t *sq, double obj[2])
+/* The shared state of one matrix's rounding. */
+struct job {
+    const float                 *w;   /* [N, K] the original rows (scales, objectives) */
+    const double                *src; /* [N, K] the rows' values to round (coupled rows), or NULL: w */
+    const struct hy_gptq_factor *f;
+    int64_t                      N, K, rb, nb;
+    enum hy_qformat              fmt;
+    float                        fp8_scale;
+    const struct hy_gptq_opts   *o;
+    uint8_t                     *wq, *sq;
+    double                      *dd;  /* objectives' row errors: RTN [0, S), GPTQ [S, 2S) */
+    int64_t                      S;
+};
+
+/* GPTQ of the n rows rows[0..n) of j (any order, each once per call), in tiles of GPTQ_ROWS in
+ * parallel: scales and RTN codes from w, then each tile's rows (values from src or w, in the factor's
+ * column order) rounded column by column with the lazy batch updates. -1 out of memory. */
+static int round_rows(const struct job *j, const int64_t *rows, int64_t n)
 {
-    const int64_t K = f ? f->K : 0;
-    if (check_args(w, h, N, K, fmt, fp8_scale, o, wq, sq))
-        return -1;
-    const int64_t rb = fmt == HY_QF_MXFP4 ? K / 2 : K, nb = (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
-    const int64_t *p = f->perm;
-    const double *ut = f->ut;
+    const int64_t K = j->K, rb = j->rb, nb = j->nb, S = j->S;
+    const enum hy_qformat fmt = j->fmt;
+    const float fp8_scale = j->fp8_scale;
+    const int64_t *p = j->f->perm;
+    const double *ut = j->f->ut;
     void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t,
                      int64_t) = hy_kernels_active()->gemm_sub_f64;
-    /* objectives: the measured rows' errors, RTN in dd[0 .. S), GPTQ in dd[S .. 2S) */
-    const int64_t S = obj ? (N < OBJ_ROWS ? N : OBJ_ROWS) : 0;
-    double *dd = S ? malloc((size_t)(2 * S * K) * sizeof(double)) : NULL;
-    if (S && !dd)
-        return hy_err_set("gptq: out of memory");
     int oom = 0;
 #pragma omp parallel
     {
@@ -307,21 +316,21 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
             oom = 1;
         }
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t r0 = 0; r0 < N; r0 += GPTQ_ROWS) {
+        for (int64_t i0 = 0; i0 < n; i0 += GPTQ_ROWS) {
             if (!x || !tile)
                 continue;
-            const int64_t nr = N - r0 < GPTQ_ROWS ? N - r0 : GPTQ_ROWS;
+            const int64_t nr = n - i0 < GPTQ_ROWS ? n - i0 : GPTQ_ROWS, *tr = rows + i0;
             for (int64_t t = 0; t < nr; t++) {
-                const int64_t r = r0 + t;
-                const float *wr = w + r * K;
-                uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
-                hy_quant_row_rtn(wr, K, fmt, fp8_scale, o->mx_scale, qr, sr); /* the scales (kept), RTN codes */
-                if (S && obj_slot(r, N) >= 0)
-                    row_error(wr, qr, sr, K, fmt, fp8_scale, dd + obj_slot(r, N) * K);
+                const int64_t r = tr[t];
+                const float *wr = j->w + r * K;
+                uint8_t *qr = j->wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : j->sq + r * nb;
+                hy_quant_row_rtn(wr, K, fmt, fp8_scale, j->o->mx_scale, qr, sr); /* the scales (kept), RTN codes */
+                if (S && obj_slot(r, j->N) >= 0)
+                    row_error(wr, qr, sr, K, fmt, fp8_scale, j->dd + obj_slot(r, j->N) * K);
                 if (fmt == HY_QF_MXFP4)
                     memset(qr, 0, (size_t)rb);
                 for (int64_t i = 0; i < K; i++)
-                    x[t * K + i] = (double)wr[p[i]];
+                    x[t * K + i] = j->src ? j->src[r * K + p[i]] : (double)wr[p[i]];
             }
             for (int64_t b0 = 0; b0 < K; b0 += GPTQ_BLOCK) { /* lazy batch updates (GPTQ paper, step 3) */
                 const int64_t b1 = b0 + GPTQ_BLOCK < K ? b0 + GPTQ_BLOCK : K, nbk = b1 - b0;
@@ -332,8 +341,8 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
                     const int64_t c = p[i];
                     const double *ti = tile + (i - b0) * GPTQ_BLOCK + (i - b0); /* ti[j] = U[i][i + j] */
                     for (int64_t t = 0; t < nr; t++) {
-                        const int64_t r = r0 + t;
-                        uint8_t *qr = wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb;
+                        const int64_t r = tr[t];
+                        uint8_t *qr = j->wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : j->sq + r * nb;
                         const float v = (float)x[t * K + i];
                         uint8_t code;
                         if (fmt == HY_QF_FP8_TENSOR)
@@ -355,29 +364,127 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
                     gemm_sub(x + b1, K, nr, eb, GPTQ_BLOCK, ut + b1 * K + b0, K, nbk, K - b1);
             }
             for (int64_t t = 0; S && t < nr; t++) {
-                const int64_t r = r0 + t;
-                if (obj_slot(r, N) >= 0)
-                    row_error(w + r * K, wq + r * rb, fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * nb, K, fmt, fp8_scale,
-                              dd + (S + obj_slot(r, N)) * K);
+                const int64_t r = tr[t];
+                if (obj_slot(r, j->N) >= 0)
+                    row_error(j->w + r * K, j->wq + r * rb, fmt == HY_QF_FP8_TENSOR ? NULL : j->sq + r * nb, K, fmt,
+                              fp8_scale, j->dd + (S + obj_slot(r, j->N)) * K);
             }
         }
         free(x);
         free(tile);
     }
-    double *per = S ? malloc((size_t)(2 * S) * sizeof(double)) : NULL;
-    if (oom || (S && (!per || objectives(dd, 2 * S, h, K, per)))) {
-        free(dd);
+    return oom ? -1 : 0;
+}
+
+/* Sets up j (the objectives' scratch allocated when obj is wanted); -1 on bad arguments / out of memory. */
+static int job_init(struct job *j, const float *w, const double *h, const struct hy_gptq_factor *f, int64_t N,
+                    enum hy_qformat fmt, float fp8_scale, const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq,
+                    const double *obj)
+{
+    const int64_t K = f ? f->K : 0;
+    if (check_args(w, h, N, K, fmt, fp8_scale, o, wq, sq))
+        return -1;
+    *j = (struct job){.w = w, .f = f, .N = N, .K = K, .rb = fmt == HY_QF_MXFP4 ? K / 2 : K,
+                      .nb = (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK, .fmt = fmt, .fp8_scale = fp8_scale, .o = o,
+                      .wq = wq, .sq = sq, .S = obj ? (N < OBJ_ROWS ? N : OBJ_ROWS) : 0};
+    if (j->S && !(j->dd = malloc((size_t)(2 * j->S * K) * sizeof(double))))
+        return hy_err_set("gptq: out of memory");
+    return 0;
+}
+
+/* Fills obj from j's row errors (when asked) and frees j's scratch; rc passes through (an
+ * out-of-memory rc or failure here: -1 with the error set). */
+static int job_finish(struct job *j, const double *h, double obj[2], int rc)
+{
+    double *per = j->S && rc == 0 ? malloc((size_t)(2 * j->S) * sizeof(double)) : NULL;
+    if (rc || (j->S && (!per || objectives(j->dd, 2 * j->S, h, j->K, per)))) {
+        free(j->dd);
         free(per);
         return hy_err_set("gptq: out of memory");
     }
     if (obj) {
         obj[0] = obj[1] = 0.0;
-        for (int64_t s = 0; s < S; s++) {
+        for (int64_t s = 0; s < j->S; s++) {
             obj[0] += per[s];
-            obj[1] += per[S + s];
+            obj[1] += per[j->S + s];
         }
     }
-    free(dd);
+    free(j->dd);
     free(per);
     return 0;
+}
+
+int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_gptq_factor *f, int64_t N,
+                              enum hy_qformat fmt, float fp8_scale, const struct hy_gptq_opts *o, uint8_t *wq,
+                              uint8_t *sq, double obj[2])
+{
+    struct job j;
+    if (job_init(&j, w, h, f, N, fmt, fp8_scale, o, wq, sq, obj))
+        return -1;
+    int64_t *rows = malloc((size_t)N * sizeof(int64_t));
+    if (rows)
+        for (int64_t r = 0; r < N; r++)
+            rows[r] = r;
+    const int rc = rows ? round_rows(&j, rows, N) : -1;
+    free(rows);
+    return job_finish(&j, h, obj, rc);
+}
+
+int hy_gptq_quantize_coupled(const float *w, const double *h, const struct hy_gptq_factor *f, int64_t N,
+                             const double *g, int64_t group_rows, enum hy_qformat fmt, float fp8_scale,
+                             const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2])
+{
+    if (!g || group_rows <= 0 || N % group_rows)
+        return hy_err_set("gptq: bad row groups (N %lld, group_rows %lld)", (long long)N, (long long)group_rows);
+    struct job j;
+    if (job_init(&j, w, h, f, N, fmt, fp8_scale, o, wq, sq, obj))
+        return -1;
+    const int64_t K = j.K, G = N / group_rows, R = group_rows;
+    double *src = malloc((size_t)(N * K) * sizeof(double)), *ug = malloc((size_t)(G * R * R) * sizeof(double));
+    int64_t *order = malloc((size_t)N * sizeof(int64_t)), *rows = malloc((size_t)G * sizeof(int64_t));
+    int rc = src && ug && order && rows ? 0 : -1;
+    j.src = src;
+    /* each group's factor: U_g^T of (G_g + λ I)^-1 in its row order (the columns' rules, on G_g) */
+    for (int64_t gi = 0; rc == 0 && gi < G; gi++) {
+        const double *gg = g + gi * R * R;
+        int64_t *po = column_order(gg, R, o->actorder);
+        int frc = po ? hinv_factor(gg, R, po, o->dampening_frac, ug + gi * R * R) : -1;
+        if (po)
+            memcpy(order + gi * R, po, (size_t)R * sizeof(int64_t));
+        free(po);
+        if (frc == 1) { /* G_g indefinite after dampening: its rows uncoupled (U_g diagonal) */
+            memset(ug + gi * R * R, 0, (size_t)(R * R) * sizeof(double));
+            for (int64_t a = 0; a < R; a++)
+                ug[gi * R * R + a * R + a] = 1.0;
+            frc = 0;
+        }
+        rc = frc;
+    }
+    if (rc == 0) {
+        for (int64_t i = 0; i < N * K; i++)
+            src[i] = (double)w[i];
+        for (int64_t a = 0; rc == 0 && a < R; a++) { /* step a: each group's a-th row in its order */
+            for (int64_t gi = 0; gi < G; gi++)
+                rows[gi] = gi * R + order[gi * R + a];
+            rc = round_rows(&j, rows, G);
+#pragma omp parallel for schedule(static) if (G * (R - a) * K >= (1 << 16))
+            for (int64_t gi = 0; gi < G; gi++) { /* row r's change spread over its group's later rows */
+                const int64_t r = rows[gi];
+                const double *u = ug + gi * R * R; /* U^T: U[a][b] = u[b * R + a] */
+                const uint8_t *qr = wq + r * j.rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : sq + r * j.nb;
+                double *sr_row = src + r * K; /* becomes the change w_r - q_r */
+                for (int64_t c = 0; c < K; c++)
+                    sr_row[c] -= hy_gptq_dequant(fmt, code_at(qr, fmt, c), fp8_scale, sr ? sr[c / HY_MX_BLOCK] : 0);
+                for (int64_t b = a + 1; b < R; b++) {
+                    const double coef = u[b * R + a] / u[a * R + a];
+                    spread_error(src + (gi * R + order[gi * R + b]) * K, sr_row, coef, K);
+                }
+            }
+        }
+    }
+    free(src);
+    free(ug);
+    free(order);
+    free(rows);
+    return job_finish(&j, h, obj, rc);
 }

@@ -79,6 +79,22 @@ int hy_gptq_quantize_factored(const float *w, const double *h, const struct hy_g
                               enum hy_qformat fmt, float fp8_scale, const struct hy_gptq_opts *o, uint8_t *wq,
                               uint8_t *sq, double obj[2]);
 
+/* hy_gptq_quantize_factored with the rows coupled in groups (the output-side Kronecker factor of
+ * K-FAC, Martens & Grosse 2015): minimises tr((Q - W)^T G (Q - W) H) where G is block diagonal over the
+ * N / group_rows groups of consecutive rows (g [N / group_rows, group_rows, group_rows] f64, symmetric,
+ * e.g. q_proj's attention statistics per head, calib.h). The upper Cholesky factor of (G kron H)^-1 is
+ * U_G kron U_H, so OBQ's sequential rounding in row-major order is: each row by GPTQ (U_H, as above),
+ * then its total change d = w_r - q_r (its values when its rounding started minus the codes' values)
+ * spread over its group's later rows, w_r' -= U_G[r][r'] / U_G[r][r] d. Rows of a group go in order of
+ * decreasing diag G_g with actorder; G_g + λ I with λ = dampening_frac * mean(diag G_g) (raised as for
+ * H; a G_g that stays indefinite leaves its rows uncoupled). Step a rounds the a-th row of every group,
+ * in tiles of 8 as above. With G = identity the codes are hy_gptq_quantize_factored's. obj as above
+ * (the H-only objective of each measured row). Memory: N K + groups x group_rows^2 doubles more.
+ * Returns 0, or -1 (bad arguments, N not a multiple of group_rows, out of memory). */
+int hy_gptq_quantize_coupled(const float *w, const double *h, const struct hy_gptq_factor *f, int64_t N,
+                             const double *g, int64_t group_rows, enum hy_qformat fmt, float fp8_scale,
+                             const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
+
 /* Round-to-nearest of one row w[K] in fmt: fp8 codes of w / fp8_scale, or MX codes and block scales by
  * rule (formats.h). The codes `hyinfer quantize` writes without calibration, and where GPTQ starts. */
 void hy_quant_row_rtn(const float *w, int64_t K, enum hy_qformat fmt, float fp8_scale, enum hy_mx_scale_rule rule,

@@ -506,8 +506,16 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
     double obj[2];
     const struct hy_gptq_factor *f = NULL;
     int rc = cached_factor(fc, h, group, K, &go, &f, &st->n_gptq_factors);
-    if (rc == 0)
+    const double *g = NULL;
+    int64_t group_rows = 0;
+    hy_calib_get_attn(o->calib, q->module, &g, &group_rows);
+    if (g && q->rows % group_rows)
+        g = NULL;
+    if (rc == 0 && g)
+        rc = hy_gptq_quantize_coupled(buf, h, f, q->rows, g, group_rows, q->f, q->scale, &go, w, s, obj);
+    else if (rc == 0)
         rc = hy_gptq_quantize_factored(buf, h, f, q->rows, q->f, q->scale, &go, w, s, obj);
+    st->n_gptq_coupled += rc == 0 && g;
     free(buf);
     if (rc == 0) {
         st->n_gptq++;

@@ -53,6 +53,8 @@ struct hy_quantize_stats {
     int64_t  n_gptq_indefinite; /* ... or (counted here, not in n_gptq_rtn) a Hessian indefinite after damping */
     double   gptq_ratio_sum; /* sum over the GPTQ matrices of objective(GPTQ) / objective(RTN) */
     int64_t  n_gptq_factors; /* H factorizations computed (matrices that share inputs share one) */
+    int64_t  n_gptq_coupled; /* GPTQ matrices whose rows were rounded jointly per head (q_proj with attention
+                                statistics, quant/calib_attn.h) */
     int64_t  n_gptq_few_tokens; /* GPTQ matrices whose statistics came from fewer tokens than K (rank-deficient H) */
     double   seconds;
 };

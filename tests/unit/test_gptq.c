@@ -333,6 +333,178 @@ static void test_shared_factor(void **state)
     free(h);
 }
 
+/* Reference of hy_gptq_quantize_coupled: OBQ over one group's R x K elements with the full Hessian
+ * F = (G_g + λ_G I) kron (H + λ_H I) inverted by Gauss-Jordan, elements in row-major order (rows by
+ * decreasing diag G_g, columns by decreasing diag H, with actorder), the rank-1 downdate after each. */
+static void ref_coupled(const float *w, const double *h, const double *g, int64_t N, int64_t R, int64_t K,
+                        enum hy_qformat f, float s8, double damp, int actorder, uint8_t *wq, uint8_t *sq)
+{
+    const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K, nb = (K + 31) / 32, E = R * K;
+    int64_t *p = malloc((size_t)K * sizeof(int64_t)), *or = malloc((size_t)R * sizeof(int64_t));
+    double *fi = malloc((size_t)(E * E) * sizeof(double)), *x = malloc((size_t)E * sizeof(double));
+    uint8_t *tmp = malloc((size_t)K);
+    for (int64_t i = 0; i < K; i++)
+        p[i] = i;
+    if (actorder)
+        for (int64_t i = 0; i < K; i++) {
+            int64_t best = i;
+            for (int64_t j = i + 1; j < K; j++)
+                if (h[p[j] * K + p[j]] > h[p[best] * K + p[best]])
+                    best = j;
+            const int64_t t = p[best];
+            memmove(p + i + 1, p + i, (size_t)(best - i) * sizeof(int64_t));
+            p[i] = t;
+        }
+    double mh = 0.0;
+    for (int64_t i = 0; i < K; i++)
+        mh += h[i * K + i] / (double)K;
+    for (int64_t g0 = 0; g0 < N; g0 += R) {
+        const double *gg = g + (g0 / R) * R * R;
+        double mg = 0.0;
+        for (int64_t a = 0; a < R; a++) {
+            or[a] = a;
+            mg += gg[a * R + a] / (double)R;
+        }
+        if (actorder)
+            for (int64_t a = 0; a < R; a++) {
+                int64_t best = a;
+                for (int64_t b = a + 1; b < R; b++)
+                    if (gg[or[b] * R + or[b]] > gg[or[best] * R + or[best]])
+                        best = b;
+                const int64_t t = or[best];
+                memmove(or + a + 1, or + a, (size_t)(best - a) * sizeof(int64_t));
+                or[a] = t;
+            }
+        for (int64_t a = 0; a < R; a++)
+            for (int64_t i = 0; i < K; i++)
+                for (int64_t b = 0; b < R; b++)
+                    for (int64_t j = 0; j < K; j++)
+                        fi[(a * K + i) * E + b * K + j] =
+                            (gg[or[a] * R + or[b]] + (a == b ? damp * mg : 0.0)) *
+                            (h[p[i] * K + p[j]] + (i == j ? damp * mh : 0.0));
+        assert_int_equal(gj_inverse(fi, E), 0);
+        for (int64_t a = 0; a < R; a++) {
+            const int64_t r = g0 + or[a];
+            if (f != HY_QF_FP8_TENSOR)
+                hy_mx_quantize_row(w + r * K, K, f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, tmp, sq + r * nb);
+            memset(wq + r * rb, 0, (size_t)rb);
+            for (int64_t i = 0; i < K; i++)
+                x[a * K + i] = w[r * K + p[i]];
+        }
+        for (int64_t e = 0; e < E; e++) {
+            const int64_t r = g0 + or[e / K], c = p[e % K];
+            const double scale = f == HY_QF_FP8_TENSOR ? s8 : ldexp(1.0, (int)sq[r * nb + c / 32] - 127);
+            const float v = f == HY_QF_FP8_TENSOR ? (float)x[e] / s8 : (float)x[e] * (float)(1.0 / scale);
+            const uint8_t code = f == HY_QF_MXFP4 ? hy_f32_to_e2m1(v) : hy_f32_to_e4m3(v);
+            if (f == HY_QF_MXFP4)
+                wq[r * rb + c / 2] |= (uint8_t)(code << ((c & 1) * 4));
+            else
+                wq[r * rb + c] = code;
+            const double q = (f == HY_QF_MXFP4 ? hy_e2m1_to_f32(code) : hy_e4m3_to_f32(code)) * scale;
+            const double err = (x[e] - q) / fi[e * E + e];
+            for (int64_t j = e + 1; j < E; j++)
+                x[j] -= err * fi[e * E + j];
+            const double d = fi[e * E + e];
+            for (int64_t a = e + 1; a < E; a++)
+                for (int64_t b = e + 1; b < E; b++)
+                    fi[a * E + b] -= fi[a * E + e] * fi[e * E + b] / d;
+        }
+    }
+    free(p);
+    free(or);
+    free(fi);
+    free(x);
+    free(tmp);
+}
+
+/* tr(dW^T G dW H) summed over the groups, dW = dequant(codes) - w. */
+static double kron_objective(const float *w, const uint8_t *wq, const uint8_t *sq, const double *h, const double *g,
+                             int64_t N, int64_t R, int64_t K, enum hy_qformat f, float s8)
+{
+    const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K, nb = (K + 31) / 32;
+    double *d = malloc((size_t)(N * K) * sizeof(double)), tot = 0.0;
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t k = 0; k < K; k++)
+            d[r * K + k] = hy_gptq_dequant(f, code_of(wq + r * rb, f, k), s8, sq ? sq[r * nb + k / 32] : 0) - w[r * K + k];
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t r2 = r - r % R; r2 < r - r % R + R; r2++) {
+            const double gv = g[(r / R) * R * R + (r % R) * R + r2 % R];
+            for (int64_t i = 0; i < K; i++)
+                for (int64_t j = 0; j < K; j++)
+                    tot += gv * d[r * K + i] * h[i * K + j] * d[r2 * K + j];
+        }
+    free(d);
+    return tot;
+}
+
+/* Row groups with their own G: hy_gptq_quantize_coupled equals the Kronecker OBQ reference (codes, up to
+ * a tie or two), lowers tr(dW^T G dW H) below the uncoupled rows', and with G = I gives the uncoupled
+ * codes bitwise (the same on 1 and 2 threads); N not a multiple of group_rows is refused. */
+static void test_coupled_rows(void **state)
+{
+    (void)state;
+    enum { N = 12, R = 4, K = 32, NB = K / 32 };
+    float *w = random_w(N, K);
+    double *h = correlated_h(K, 4 * K), *gi = calloc(N / R * R * R, sizeof(double));
+    double *g = correlated_h(R, 3 * R), *gs = malloc(N / R * R * R * sizeof(double));
+    for (int64_t b = 0; b < N / R; b++) /* three groups: G, G with its rows reversed, 2 G */
+        for (int64_t a = 0; a < R; a++)
+            for (int64_t c = 0; c < R; c++) {
+                gs[b * R * R + a * R + c] = b == 1 ? g[(R - 1 - a) * R + R - 1 - c] : (b == 2 ? 2.0 : 1.0) * g[a * R + c];
+                gi[b * R * R + a * R + c] = a == c;
+            }
+    uint8_t q[N * K], s[N * NB], rq[N * K], rs[N * NB], u[N * K], us[N * NB];
+    const float s8 = amax_scale(w, N * K);
+    for (int fi = 0; fi < 3; fi++)
+        for (int act = 0; act < 2; act++) {
+            const enum hy_qformat f = FORMATS[fi];
+            const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K;
+            const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = act};
+            struct hy_gptq_factor fa;
+            double obj[2], ou[2];
+            assert_int_equal(hy_gptq_factor_init(h, K, &o, &fa), 0);
+            assert_int_equal(hy_gptq_quantize_coupled(w, h, &fa, N, gs, R, f, s8, &o, q, s, obj), 0);
+            ref_coupled(w, h, gs, N, R, K, f, s8, 0.01, act, rq, rs);
+            assert_int_equal(hy_gptq_quantize_factored(w, h, &fa, N, f, s8, &o, u, us, ou), 0);
+            int64_t same = 0;
+            for (int64_t r = 0; r < N; r++)
+                for (int64_t k = 0; k < K; k++)
+                    same += code_of(q + r * rb, f, k) == code_of(rq + r * rb, f, k);
+            const uint8_t *sp = f == HY_QF_FP8_TENSOR ? NULL : s;
+            const double oc = kron_objective(w, q, sp, h, gs, N, R, K, f, s8),
+                         orf = kron_objective(w, rq, f == HY_QF_FP8_TENSOR ? NULL : rs, h, gs, N, R, K, f, s8),
+                         ound = kron_objective(w, u, f == HY_QF_FP8_TENSOR ? NULL : us, h, gs, N, R, K, f, s8);
+            print_message("format %d actorder %d: codes equal %lld/%d, tr(dW^T G dW H) coupled %.4g ref %.4g "
+                          "uncoupled %.4g\n", fi, act, (long long)same, N * K, oc, orf, ound);
+            assert_true(same >= N * K - 2);
+            assert_true(fabs(oc - orf) <= 1e-3 * orf);
+            assert_true(oc < 0.9 * ound);
+            assert_true(obj[0] == ou[0]); /* the same RTN rows measured */
+            /* G = I: the uncoupled codes, bitwise, on 1 and 2 threads */
+            for (int th = 1; th <= 2; th++) {
+                omp_set_num_threads(th);
+                assert_int_equal(hy_gptq_quantize_coupled(w, h, &fa, N, gi, R, f, s8, &o, q, s, obj), 0);
+                assert_memory_equal(q, u, (size_t)(N * rb));
+                if (f != HY_QF_FP8_TENSOR)
+                    assert_memory_equal(s, us, sizeof(s));
+                assert_true(obj[1] == ou[1]);
+            }
+            omp_set_num_threads(2);
+            hy_gptq_factor_free(&fa);
+        }
+    struct hy_gptq_factor fa;
+    const struct hy_gptq_opts o = {.dampening_frac = 0.01, .actorder = 1};
+    assert_int_equal(hy_gptq_factor_init(h, K, &o, &fa), 0);
+    assert_int_equal(hy_gptq_quantize_coupled(w, h, &fa, N, gs, 5, HY_QF_FP8_TENSOR, s8, &o, q, s, NULL), -1);
+    assert_int_equal(hy_gptq_quantize_coupled(w, h, &fa, N, NULL, R, HY_QF_FP8_TENSOR, s8, &o, q, s, NULL), -1);
+    hy_gptq_factor_free(&fa);
+    free(w);
+    free(h);
+    free(g);
+    free(gs);
+    free(gi);
+}
+
 static void test_indefinite_and_bad_args(void **state)
 {
     (void)state;
@@ -587,7 +759,7 @@ static void test_gram_add(void **state)
 }
 
 /* hy_calib_qk_weights against the formula written out (mean over heads of 1 / (mean_d q^2 + eps)), with
- * known values (a zero head gives 1 / eps); hy_calib_qk_gram_add against sum_t w_t x_t x_t^T in f64 (rows
+ * known values (a zero head gives 1 / eps); hy_calib_weighted_gram_add against sum_t w_t x_t x_t^T in f64 (rows
  * scaled in f32: relative 1e-6), and equal to hy_calib_gram_add when every weight is 1. */
 static void test_qk_weighted_gram(void **state)
 {
@@ -625,7 +797,7 @@ static void test_qk_weighted_gram(void **state)
     assert_non_null(plain);
     assert_non_null(want);
     assert_non_null(pack);
-    hy_calib_qk_gram_add(got, K, x, T, w, xs, pack);
+    hy_calib_weighted_gram_add(got, K, x, T, w, xs, pack);
     for (int t = 0; t < T; t++)
         for (int i = 0; i < K; i++)
             for (int j = 0; j <= i; j++)
@@ -639,7 +811,7 @@ static void test_qk_weighted_gram(void **state)
     for (int t = 0; t < T; t++)
         ones[t] = 1.0;
     memset(got, 0, K * K * sizeof(double));
-    hy_calib_qk_gram_add(got, K, x, T, ones, xs, pack);
+    hy_calib_weighted_gram_add(got, K, x, T, ones, xs, pack);
     hy_calib_gram_add(plain, K, x, T, pack);
     for (int i = 0; i < K; i++)
         for (int j = 0; j <= i; j++)
@@ -735,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_identity_is_rtn),
         cmocka_unit_test(test_matches_reference),
         cmocka_unit_test(test_shared_factor),
+        cmocka_unit_test(test_coupled_rows),
         cmocka_unit_test(test_indefinite_and_bad_args),
         cmocka_unit_test(test_dot_f64_levels),
         cmocka_unit_test(test_gemm_tn_acc_levels),
