@@ -8,9 +8,16 @@
  * H is the mean x x^T of 1024 synthetic rows with neighbouring inputs correlated (x_k += 0.5 x_(k-1)),
  * W uniform in +-0.01. Prints both times, both objectives (tr(dW H dW^T) over sampled rows) and an
  * FNV-1a hash of the codes, which stays the same when only the speed of the code changes.
- * GPTQ_BENCH_NO_OBJ=1 skips the objectives (the rounding time without the diagnostic). */
+ * GPTQ_BENCH_NO_OBJ=1 skips the objectives (the rounding time without the diagnostic).
+ * GPTQ_BENCH_ATTN=1 (N a multiple of 1024: q_proj, heads of 128, a multiple of the 8 kv heads) also times q_proj's attention statistics for
+ * one window of 512 synthetic tokens (hy_calib_attn_g_add, quant/calib_attn.h; 8 kv heads, 16 queries sampled
+ * as `hyinfer quantize` does) and the coupled rounding with them (hy_gptq_quantize_coupled). */
+#include "base/err.h"
 #include "quant/calib.h"
+#include "quant/calib_attn.h"
 #include "quant/gptq.h"
+
+#include <math.h>
 
 #include <omp.h>
 #include <stdio.h>
@@ -103,6 +110,42 @@ int main(int argc, char **argv)
            "codes %016llx\n",
            fs, (long long)N, (long long)K, omp_get_max_threads(), t1 - t0, t2 - t1, obj[0], obj[1],
            (unsigned long long)hs);
+    if (getenv("GPTQ_BENCH_ATTN") && N % (128 * 8) == 0) {
+        enum { TW = 512, D = 128, NKV = 8 };
+        const int64_t nh = N / D;
+        float *qa = malloc(sizeof(float) * (size_t)(TW * N)), *ka = malloc(sizeof(float) * TW * NKV * D);
+        float gq[D], gk[D], inv[D / 2];
+        double *g = calloc((size_t)(nh * D * D), sizeof(double));
+        if (!qa || !ka || !g) {
+            fprintf(stderr, "out of memory\n");
+            return 1;
+        }
+        for (int64_t i = 0; i < TW * N; i++)
+            qa[i] = (float)urand();
+        for (int64_t i = 0; i < TW * NKV * D; i++)
+            ka[i] = (float)urand() + (i % D < 8 ? 2.0f : 0.0f);
+        for (int d = 0; d < D; d++)
+            gq[d] = gk[d] = 1.0f;
+        for (int i = 0; i < D / 2; i++)
+            inv[i] = powf(11158840.0f, -2.0f * (float)i / D); /* Hy3's rope_theta */
+        const struct hy_calib_attn_shape a = {nh, NKV, D, gq, gk, 1e-5f, inv, 0};
+        const double a0 = omp_get_wtime();
+        if (hy_calib_attn_g_add(g, qa, ka, TW, &a, TW / 16)) {
+            fprintf(stderr, "%s\n", hy_err_msg());
+            return 1;
+        }
+        const double a1 = omp_get_wtime();
+        if (hy_gptq_quantize_coupled(w, h, &f, N, g, D, fmt, 0.01f / 448.0f, &o, q, s, NULL)) {
+            fprintf(stderr, "coupled rounding failed\n");
+            return 1;
+        }
+        const double a2 = omp_get_wtime();
+        printf("attention statistics of one %d-token window, %lld heads: %.3f s; coupled rounding %.2f s\n", TW,
+               (long long)nh, a1 - a0, a2 - a1);
+        free(qa);
+        free(ka);
+        free(g);
+    }
     hy_gptq_factor_free(&f);
     free(x);
     free(w);

@@ -87,9 +87,10 @@ struct hy_calib {
     int64_t               route_n;
     struct hy_calib_attn_stat *attn; /* [layers incl. MTP] with HY_CALIB_ATTN, else NULL */
     int32_t               n_attn;
-    int64_t               attn_stride; /* hy_calib_attn_g_add's query stride: seq_len / 32, at least 1 */
+    int64_t               attn_stride; /* hy_calib_attn_g_add's query stride: seq_len / 16, at least 1 */
     float                *q_stash; /* the observer's copy of the last q_proj output [seq_len, n_heads * head_dim] */
     int32_t               stash_layer; /* whose it is, -1 none */
+    int                   obs_failed;  /* the observer hit an error (hy_err_msg()); run_pass fails the pass */
     int64_t               stash_T;
 };
 

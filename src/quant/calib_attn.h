@@ -34,9 +34,13 @@ struct hy_calib_attn_shape {
  * and k [T, n_kv_heads * head_dim] the q_proj / k_proj outputs (f32, before QK-norm and RoPE). The
  * sampled queries are t = stride - 1, 2 stride - 1, ... (stride >= 1; every token at 1). Norms, RoPE
  * and softmax are recomputed in f64 (the forward pass's math, spec §2.2; softmax scale
- * 1 / sqrt(head_dim)). Cost: about T / stride * T * head_dim^2 / 2 multiply-adds per head; threads
- * over heads (OpenMP), so G's bits do not depend on the thread count. Returns 0, or -1 out of memory
- * (hy_err_msg()). */
+ * 1 / sqrt(head_dim)); Cov_p(k) is the Gram of the centred rows sqrt(p_j) (k_j - kbar) rounded to f32
+ * (hy_calib_gram_add's f64 sums), so each G_h is positive semidefinite as computed and matches the
+ * formula to the f32 rounding of those rows (tests/unit/test_calib_attn.c: 2e-6 of G's largest entry).
+ * Cost per head: about sum over the sampled t of (t + 1) head_dim^2 / 2 multiply-adds (16 queries of a
+ * T-token window: 8.5 T head_dim^2 / 2); threads over heads (OpenMP), so G's bits do not depend on the
+ * thread count. Returns 0; -1 (hy_err_msg()) when n_heads is not a positive multiple of n_kv_heads or
+ * head_dim is odd, or out of memory, G then unchanged. */
 int hy_calib_attn_g_add(double *G, const float *q, const float *k, int64_t T, const struct hy_calib_attn_shape *a,
                         int64_t stride);
 

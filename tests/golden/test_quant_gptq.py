@@ -11,9 +11,9 @@ cuts it); quality is measured on the held-out tail, so calibration and evaluatio
    against an independent reference in tests/unit/test_gptq.c.
    The statistics' refinements (calib.h), each turned off alone on fp8: --no-qk-norm-weighting and
    --no-attention-hessian change only the q_proj codes (k/v/o and the MLPs see the same statistics), in every
-   layer's q_proj; --no-routing-weighting only routed experts' codes. The mean KLs are printed beside the
-   default's, which may not be worse than 1.1x, and must be at most 0.85x without the attention statistics
-   (whole-tail figures: README).
+   layer's q_proj; --no-routing-weighting only routed experts' codes. The mean KLs over the whole held-out tail
+   (31,468 positions; 1,000 are too few to tell these apart) are printed beside the default's, which may not be
+   worse than 1.1x, and must be at most 0.75x without the attention statistics (figures: README).
 3. Statistics in passes (calib.h): with --calib-memory-gib 0.002 (2 MiB of the 9.5 MiB of f64 statistics) the
    hybrid checkpoint is collected in 5+ passes, none larger than the limit and none run twice, and its bytes equal
    the one-pass checkpoint's; so do limits just above the largest group (0.0011..0.0013 GiB). Passes resume
@@ -120,9 +120,9 @@ def tensor_bytes(h, data, name):
     return data[a:b]
 
 
-def quality(model):
+def quality(model, positions="1000"):
     rc, out, err = run(["bench", "quality", "-m", model, "--ref", TINY, "--dtype", "float32", "--context", "192",
-                        "--json"])
+                        "--positions", positions, "--json"])
     if rc != 0:
         raise RuntimeError("bench quality %s failed: %s" % (model, err[-400:]))
     return json.loads(out)
@@ -153,19 +153,24 @@ def flag_changes(train, gq, qg, flag, what, factors, pick, n_expect, kl_bound):
     n = sum(pick(k) for k in hw)
     check(not others and (differ == n == n_expect if n_expect is not None else differ > 0),
           "%s changes the codes of %d of the %d %s matrices and nothing else (%s)" % (flag, differ, n, what, others[:4]))
-    qu = quality(un)
-    print("     fp8 GPTQ: default top1 %.3f KL %.5f | %s top1 %.3f KL %.5f"
-          % (qg["top1_agreement"], qg["mean_kl"], flag, qu["top1_agreement"], qu["mean_kl"]))
+    qu = quality(un, "all")
+    print("     fp8 GPTQ, whole tail (%d positions): default top1 %.4f KL %.5f | %s top1 %.4f KL %.5f"
+          % (qg["positions"], qg["top1_agreement"], qg["mean_kl"], flag, qu["top1_agreement"], qu["mean_kl"]))
     check(qg["mean_kl"] <= kl_bound * qu["mean_kl"], "fp8 GPTQ mean KL by default %.5f <= %.2f x with %s %.5f"
           % (qg["mean_kl"], kl_bound, flag, qu["mean_kl"]))
 
 
-def weighting_flags(train, gq, qg):
-    """Each of the three statistics refinements (calib.h) against the default, one flag at a time."""
+def weighting_flags(train, gq):
+    """Each of the three statistics refinements (calib.h) against the default, one flag at a time, on the whole
+    tail: on 1,000 positions their differences are within noise (with the attention Hessian on, KL 0.00151 by
+    default against 0.00097 without the QK-norm weighting there, 0.00134 against 0.00134 on the whole tail)."""
+    qg = quality(gq, "all")
     q_proj = lambda k: k.endswith("self_attn.q_proj.weight")  # noqa: E731
+    # whole tail when written: 0.00134 against 0.00134 (C = 1024: 0.00223 against 0.00248)
     flag_changes(train, gq, qg, "--no-qk-norm-weighting", "q_proj", 85, q_proj, 5, 1.1)
-    # the attention statistics: KL 0.0012 against 0.0020 without on this slice when written
-    flag_changes(train, gq, qg, "--no-attention-hessian", "q_proj", 90, q_proj, 5, 0.85)
+    # 0.00134 against 0.00218
+    flag_changes(train, gq, qg, "--no-attention-hessian", "q_proj", 90, q_proj, 5, 0.75)
+    # 0.00134 against 0.00137
     flag_changes(train, gq, qg, "--no-routing-weighting", "routed expert", 90,
                  lambda k: ".mlp.experts." in k and k.endswith("_proj.weight"), None, 1.1)
 
@@ -217,7 +222,7 @@ def main():
         check(qg["top1_agreement"] >= qr["top1_agreement"], "%s: GPTQ top-1 %.3f >= RTN %.3f"
               % (fmt, qg["top1_agreement"], qr["top1_agreement"]))
         if fmt == "fp8":
-            weighting_flags(train, gq, qg)
+            weighting_flags(train, gq)
 
     # the statistics in passes: the same bytes as one pass (8 windows x 128 tokens keep it quick)
     small = ["--quant-dtype", "hybrid", "--calib-data", train, "--num-calibration-samples", "8", "--max-seq-length", "128"]
