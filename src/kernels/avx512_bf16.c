@@ -693,6 +693,12 @@ static BF16_TARGET void rows_bf16_t1(const struct dq *q, const uint16_t *xb, int
     }
 }
 
+/* 1 when a call takes rows_bf16_t1: BF16 weights, one token. */
+static int one_row_path(const struct hy_tensor *W, int64_t T)
+{
+    return T == 1 && fmt_of(W) == F_BF16;
+}
+
 /* Per-thread bf16 copy of x for matmul_rows_bf16x calls (kept between calls: the MoE pass makes many). */
 static _Thread_local struct hy_scratch x_scratch;
 
@@ -716,7 +722,7 @@ void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int6
     x_to_bf16(x, K, T, K, xb, Kp);
     if (q.eo)
         e2m1_order(xb, Kp, T, K);
-    if (T == 1 && fmt_of(W) == F_BF16) {
+    if (one_row_path(W, T)) {
         rows_bf16_t1(&q, xb, n0, n1, y);
         return;
     }
@@ -741,7 +747,7 @@ static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_t
     /* dynamic tasks (task_rows.h): a thread that loses its core on a shared machine does not hold up
      * the step; which thread computes a row never changes its result */
     const int64_t task_groups = hy_task_groups(W);
-    if (T == 1 && fmt_of(W) == F_BF16) { /* the same tasks, one row at a time */
+    if (one_row_path(W, T)) { /* the same tasks, one row at a time */
         const int64_t task = 4 * task_groups, n_tasks = (N + task - 1) / task;
 #pragma omp parallel for schedule(dynamic, 1) if (par)
         for (int64_t i = 0; i < n_tasks; i++)

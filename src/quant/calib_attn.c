@@ -61,8 +61,8 @@ static int scratch_init(struct scratch *s, int64_t T, int64_t D)
     s->c = malloc((size_t)(D * D) * sizeof(double));
     s->qn = malloc((size_t)D * sizeof(double));
     s->kb = malloc((size_t)D * sizeof(double));
-    s->cs = malloc((size_t)D * sizeof(double)); /* cs and sn: D / 2 each; D keeps odd sizes safe */
-    s->sn = malloc((size_t)D * sizeof(double));
+    s->cs = malloc((size_t)(D / 2) * sizeof(double));
+    s->sn = malloc((size_t)(D / 2) * sizeof(double));
     s->pack = malloc(hy_calib_gram_scratch(D) * sizeof(double));
     s->xs = malloc((size_t)(T * D) * sizeof(float));
     return s->p && s->c && s->qn && s->kb && s->cs && s->sn && s->pack && s->xs;
@@ -149,8 +149,8 @@ int hy_calib_attn_g_add(double *G, const float *q, const float *k, int64_t T, co
     if (T <= 0 || stride < 1)
         return 0;
     const int64_t grp = nh / nkv;
-    double *kn = malloc((size_t)(T * nkv * D) * sizeof(double)), *cs = malloc((size_t)D * sizeof(double)),
-           *sn = malloc((size_t)D * sizeof(double));
+    double *kn = malloc((size_t)(T * nkv * D) * sizeof(double)), *cs = malloc((size_t)(D / 2) * sizeof(double)),
+           *sn = malloc((size_t)(D / 2) * sizeof(double));
     int oom = !kn || !cs || !sn;
     for (int64_t t = 0; !oom && t < T; t++) {
         trig((double)t, D, a->inv_freq, cs, sn);
