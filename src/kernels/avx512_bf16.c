@@ -213,6 +213,7 @@ static uint16_t dq_tab_off[256][32] __attribute__((aligned(64)));  /* (s - 7) <<
 #define VB_S_MIN 10
 static uint8_t vb_tab[4][64] __attribute__((aligned(64)));
 static uint8_t vb_il[2][64] __attribute__((aligned(64)));
+static uint32_t vb_off[256]; /* ((s - 127) << 7) mod 2^16 in both words: vpbroadcastd from memory, no shuffle */
 static int vbmi_ok, vbmi_on; /* the CPU has AVX512_VBMI; its tiles are in use (hy_avx512bf16_set_vbmi) */
 static int e2m1_eo_on = 1;  /* E2M1 weights in the E2M1 order (hy_avx512bf16_set_e2m1_order) */
 static pthread_once_t dq_tab_once = PTHREAD_ONCE_INIT;
@@ -231,6 +232,10 @@ static void dq_tab_init(void)
         const uint16_t v = hy_f32_to_bf16(hy_e4m3_to_f32((uint8_t)m)); /* m = 127: NaN, never looked up */
         vb_tab[m >> 6][m & 63] = (uint8_t)(v & 0xFF);
         vb_tab[2 + (m >> 6)][m & 63] = (uint8_t)(v >> 8);
+    }
+    for (int s = 0; s < 256; s++) {
+        const uint32_t o = (uint16_t)((s - 127) * 128);
+        vb_off[s] = o | o << 16;
     }
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 32; k++) {
@@ -466,9 +471,8 @@ VB_CHUNK void vline(const int MX, const int MR, const int NR, const uint8_t *r0,
         __m512i w0 = _mm512_permutex2var_epi8(lo, il[0], hi), w1 = _mm512_permutex2var_epi8(lo, il[1], hi);
         if (MX) { /* the exponent rebase of the nonzero codes: stays in 1..254 for s in range, sign untouched */
             const __mmask64 nz = _mm512_test_epi8_mask(b, _mm512_set1_epi8(0x7F));
-            const short e0 = (short)((s0[j * ns + c] - 127) * 128), e1 = (short)((s0[j * ns + c + 1] - 127) * 128);
-            w0 = _mm512_mask_add_epi16(w0, (__mmask32)nz, w0, _mm512_set1_epi16(e0));
-            w1 = _mm512_mask_add_epi16(w1, (__mmask32)(nz >> 32), w1, _mm512_set1_epi16(e1));
+            w0 = _mm512_mask_add_epi16(w0, (__mmask32)nz, w0, _mm512_set1_epi32((int)vb_off[s0[j * ns + c]]));
+            w1 = _mm512_mask_add_epi16(w1, (__mmask32)(nz >> 32), w1, _mm512_set1_epi32((int)vb_off[s0[j * ns + c + 1]]));
         }
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
