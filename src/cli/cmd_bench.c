@@ -1,7 +1,9 @@
 /* cmd_bench.c - `hyinfer bench latency`: machine probes (read bandwidth, peak FLOP/s), prefill and
  * decode throughput on a model, per-stage time breakdown, and the roofline ratios of DESIGN.md §6.
  *
- * Every ratio is measured in the same run as its denominator. Bytes and FLOPs are counted from the
+ * Every ratio is measured in the same run as its denominator; each decode run's roofline takes the larger
+ * of two read-bandwidth probes run just before and just after it (the top-level mem_bw_gbs, probed once
+ * at the start, stays the machine figure). Bytes and FLOPs are counted from the
  * loaded tensors and the experts the router actually selected (src/bench/account.h). Progress goes
  * to stderr; the table (or, with --json, one JSON object) to stdout.
  */
@@ -42,6 +44,10 @@ struct decode_result {
     double                stage[HY_STAGE_COUNT];  /* mean seconds per step */
     struct hy_bench_bytes bytes;                  /* mean per step */
     double                tokens_per_s;
+    /* read bandwidth probed just before and just after this run (GB/s), and the one its roofline uses: the
+     * larger (the probe at the start of the bench can be tens of seconds and a load away, and this VM's
+     * bandwidth swings by 2x within minutes: fractions above 1 were seen against it) */
+    double                bw_before_gbs, bw_after_gbs, bw_gbs;
 };
 
 static int parse_list(const char *flag, const char *s, int32_t *out, int *n)
@@ -462,14 +468,21 @@ int hy_cmd_bench(int argc, char **argv)
                 plens[i] / pre[i].secs, pre[i].flops.total / pre[i].secs / 1e9);
     }
     for (int i = 0; i < n_batches; i++) {
-        if (run_decode(m, kv_dtype, batches[i], ctx0, steps, (uint64_t)seed + 100 + (uint64_t)i, &dec[i]))
+        double before = 0.0, after = 0.0, unused;
+        if (hy_bench_mem_bw(bw_bytes, bw_reps, &before, &unused) ||
+            run_decode(m, kv_dtype, batches[i], ctx0, steps, (uint64_t)seed + 100 + (uint64_t)i, &dec[i]) ||
+            hy_bench_mem_bw(bw_bytes, bw_reps, &after, &unused))
             goto fail;
-        fprintf(stderr, "bench: decode batch %d: %.4f s/step, %.2f tokens/s, %.3f GB weights/step\n", batches[i],
-                dec[i].step_s, dec[i].tokens_per_s, dec[i].bytes.weights / 1e9);
+        dec[i].bw_before_gbs = before;
+        dec[i].bw_after_gbs = after;
+        dec[i].bw_gbs = before > after ? before : after;
+        fprintf(stderr,
+                "bench: decode batch %d: %.4f s/step, %.2f tokens/s, %.3f GB weights/step (read bandwidth %.2f GB/s "
+                "before, %.2f after)\n",
+                batches[i], dec[i].step_s, dec[i].tokens_per_s, dec[i].bytes.weights / 1e9, before, after);
     }
 
     /* ---- ratios ---- */
-    const double bw = bw_gbs * 1e9;
     const struct decode_result *d1 = NULL, *dmax = NULL;
     for (int i = 0; i < n_batches; i++) {
         if (dec[i].batch == 1 && !d1)
@@ -481,7 +494,7 @@ int hy_cmd_bench(int argc, char **argv)
     for (int i = 0; i < n_plens; i++) /* the 512-token prefill, else the length closest to 512 */
         if (!p512 || abs(pre[i].len - 512) < abs(p512->len - 512))
             p512 = &pre[i];
-    const double dec_frac = d1 ? ratio(d1->bytes.weights / d1->step_s, bw) : 0.0;
+    const double dec_frac = d1 ? ratio(d1->bytes.weights / d1->step_s, d1->bw_gbs * 1e9) : 0.0;
     const double pre_frac = p512 ? ratio(p512->flops.total / p512->secs, peak * 1e9) : 0.0;
     double proj_ms = 0.0, moe_layer_s = 0.0, dense_layer_s = 0.0;
     int n_moe = 0, n_dense = 0;
@@ -500,7 +513,7 @@ int hy_cmd_bench(int argc, char **argv)
                                "(project_dense - dense_layers) * dense_layer_s; moe_layer_s = attention/layers + "
                                "(router + routed_experts + shared_expert)/moe_layers, dense_layer_s = "
                                "attention/layers + dense_mlp/dense_layers (per-step stage seconds, batch 1)";
-    const double big_roof_s = dmax ? dmax->bytes.weights / bw : 0.0;
+    const double big_roof_s = dmax ? dmax->bytes.weights / (dmax->bw_gbs * 1e9) : 0.0;
 
     {
         json_t *o = json_object(), *cpu = json_object(), *ul = json_array(), *pg = json_object();
@@ -568,8 +581,11 @@ int hy_cmd_bench(int argc, char **argv)
             json_object_set_new(dtps, k, json_real(dec[i].tokens_per_s));
             json_t *d = json_pack("{s:f, s:f, s:i, s:f, s:f, s:f, s:f}", "step_s", dec[i].step_s, "tokens_per_s",
                                   dec[i].tokens_per_s, "steps", dec[i].steps, "weight_bytes_per_step", b->weights,
-                                  "kv_bytes_per_step", b->kv_read, "roofline_step_s", b->weights / bw,
+                                  "kv_bytes_per_step", b->kv_read, "roofline_step_s", b->weights / (dec[i].bw_gbs * 1e9),
                                   "achieved_weight_gbs", b->weights / dec[i].step_s / 1e9);
+            json_object_set_new(d, "mem_bw_gbs", json_real(dec[i].bw_gbs));
+            json_object_set_new(d, "mem_bw_gbs_before", json_real(dec[i].bw_before_gbs));
+            json_object_set_new(d, "mem_bw_gbs_after", json_real(dec[i].bw_after_gbs));
             json_object_set_new(d, "bytes_by_part",
                                 json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "embed", b->embed, "attn",
                                           b->attn, "dense_mlp", b->dense_mlp, "router", b->router, "routed_experts",
@@ -645,13 +661,14 @@ int hy_cmd_bench(int argc, char **argv)
         }
         if (n_batches) {
             printf("\ndecode (%d timed steps after a %d-token prefill per sequence)\n", steps, ctx0);
-            printf("  %5s %10s %11s %14s %12s %9s %10s %9s\n", "batch", "step s", "tokens/s", "weight B/step",
-                   "KV B/step", "experts", "GB/s", "of bw");
+            printf("  %5s %10s %11s %14s %12s %9s %10s %16s %9s\n", "batch", "step s", "tokens/s", "weight B/step",
+                   "KV B/step", "experts", "GB/s", "bw before/after", "of bw");
             for (int i = 0; i < n_batches; i++)
-                printf("  %5d %10.4f %11.3f %14.4g %12.4g %9.1f %10.3f %9.4f\n", dec[i].batch, dec[i].step_s,
-                       dec[i].tokens_per_s, dec[i].bytes.weights, dec[i].bytes.kv_read,
-                       (double)dec[i].bytes.distinct_experts / dec[i].steps,
-                       dec[i].bytes.weights / dec[i].step_s / 1e9, ratio(dec[i].bytes.weights / dec[i].step_s, bw));
+                printf("  %5d %10.4f %11.3f %14.4g %12.4g %9.1f %10.3f %7.2f/%-8.2f %9.4f\n", dec[i].batch,
+                       dec[i].step_s, dec[i].tokens_per_s, dec[i].bytes.weights, dec[i].bytes.kv_read,
+                       (double)dec[i].bytes.distinct_experts / dec[i].steps, dec[i].bytes.weights / dec[i].step_s / 1e9,
+                       dec[i].bw_before_gbs, dec[i].bw_after_gbs,
+                       ratio(dec[i].bytes.weights / dec[i].step_s, dec[i].bw_gbs * 1e9));
         }
         if (n_plens || n_batches) {
             printf("\nstage breakdown (seconds per call; decode: per step)\n");
@@ -666,15 +683,17 @@ int hy_cmd_bench(int argc, char **argv)
             }
             printf("\nratios\n");
             if (d1)
-                printf("  decode_roofline_fraction     %.4f  = (%.4g B / %.4f s) / %.4g B/s\n", dec_frac,
-                       d1->bytes.weights, d1->step_s, bw);
+                printf("  decode_roofline_fraction     %.4f  = (%.4g B / %.4f s) / %.4g B/s (the larger of the probes "
+                       "just before and after the batch-1 run)\n",
+                       dec_frac, d1->bytes.weights, d1->step_s, d1->bw_gbs * 1e9);
             if (p512)
                 printf("  prefill_peak_fraction        %.4f  = (%.4g FLOP / %.3f s) / %.4g FLOP/s (%s, %d tokens)\n",
                        pre_frac, p512->flops.total, p512->secs, peak * 1e9, peak_unit, p512->len);
             if (dmax)
                 printf("  batch %d step / roofline     %.3f  = %.4f s / (%.4g B / %.4g B/s = %.4f s); "
                        "tokens/s vs batch 1: %.2fx; distinct experts/step %.1f\n",
-                       dmax->batch, ratio(dmax->step_s, big_roof_s), dmax->step_s, dmax->bytes.weights, bw, big_roof_s,
+                       dmax->batch, ratio(dmax->step_s, big_roof_s), dmax->step_s, dmax->bytes.weights,
+                       dmax->bw_gbs * 1e9, big_roof_s,
                        d1 ? ratio(dmax->tokens_per_s, d1->tokens_per_s) : 0.0,
                        (double)dmax->bytes.distinct_experts / dmax->steps);
             if (d1)

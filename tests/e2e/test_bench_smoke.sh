@@ -117,8 +117,15 @@ for P in (8, 24):
             2 * P * K * nmoe * exp_p + 2 * lm_p)
     close("prefill.%d.flops" % P, f["flops"], want)
     close("prefill.%d.tokens_per_s" % P, out["prefill_tokens_per_s"][str(P)], P / f["seconds"])
+# each decode run's roofline: the larger of the probes just before and after it
+for b in ("1", "3"):
+    e = out["decode"][b]
+    if not (e["mem_bw_gbs_before"] > 0 and e["mem_bw_gbs_after"] > 0):
+        errs.append("decode.%s bracketing probes %r / %r" % (b, e["mem_bw_gbs_before"], e["mem_bw_gbs_after"]))
+    close("decode.%s.mem_bw_gbs" % b, e["mem_bw_gbs"], max(e["mem_bw_gbs_before"], e["mem_bw_gbs_after"]))
+    close("decode.%s.roofline_step_s" % b, e["roofline_step_s"], e["weight_bytes_per_step"] / (e["mem_bw_gbs"] * 1e9))
 close("decode_roofline_fraction", out["decode_roofline_fraction"],
-      d1["weight_bytes_per_step"] / d1["step_s"] / (out["mem_bw_gbs"] * 1e9))
+      d1["weight_bytes_per_step"] / d1["step_s"] / (d1["mem_bw_gbs"] * 1e9))
 f24 = out["prefill"]["24"]  # 24 is the length closest to 512
 close("prefill_peak_fraction", out["prefill_peak_fraction"], f24["flops"] / f24["seconds"] / (out["peak_gflops"] * 1e9))
 if errs:
