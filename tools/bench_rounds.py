@@ -3,7 +3,8 @@
 
 This VM's memory bandwidth swings between runs (its own probe reads 35-80 GB/s within minutes), so one run
 of a decode figure says little; README "Decode speed" asks for medians over 12+ rounds with the formats
-interleaved. Each round runs every model once, in the order given; per run it prints the probe, batch-1
+interleaved. Each round runs every model once, in the order given; per run it prints the read bandwidth
+the batch-1 roofline used (the larger of the probes just before and after that decode run), batch-1
 `decode_roofline_fraction`, the step time, `projected_full_model_ms_per_token` and each decode stage's
 GB/s of weight bytes; at the end the medians, and each later model's projected speed-up over the first
 (median of the per-round ratios, and ratio of the medians).
@@ -37,7 +38,8 @@ def summary(d):
     x = d["decode"]["1"]
     st, by = x["stages"], x["bytes_by_part"]
     rates = {k: (by[b] / st[k] / 1e9 if st.get(k, 0) > 0 and by.get(b, 0) > 0 else None) for k, b in STAGES}
-    return {"bw": d["mem_bw_gbs"], "frac": d["decode_roofline_fraction"], "step_ms": x["step_s"] * 1e3,
+    # the bandwidth the batch-1 roofline used: the probes bracketing that run (older builds: the start probe)
+    return {"bw": x.get("mem_bw_gbs", d["mem_bw_gbs"]), "frac": d["decode_roofline_fraction"], "step_ms": x["step_s"] * 1e3,
             "proj_ms": d.get("projected_full_model_ms_per_token"), "rates": rates}
 
 
