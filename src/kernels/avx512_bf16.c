@@ -6,7 +6,9 @@
  * Kp = round_up(K, 32) elements; the weight row as its exact bf16 values (BF16 itself; FP8 / MXFP8 /
  * MXFP4 dequantized, bf16_panel.h; a per-tensor scale left out); acc = dpbf16(acc, x[k..k+32],
  * w[k..k+32]) over the 32-element chunks in increasing k (lane j adds the products of elements 2j and
- * 2j+1 of each chunk), zeros past K, then hy_avx512_hsum, times the per-tensor scale. Products of bf16
+ * 2j+1 of each chunk), zeros past K, then hy_avx512_hsum, times the per-tensor scale. BF16 weights
+ * split it in two at chunk h = K / 32 / 2 (split_of): one acc over chunks [0, h), another over the
+ * rest, added lane by lane before the hsum (so a T = 1 row runs two streams and two chains). Products of bf16
  * values are exact in fp32; results differ from hy_matmul's f32 chain in rounding order only (and
  * vdpbf16ps flushes denormals). Two paths compute it, bitwise alike:
  * - prefill (T >= HY_BF16X_MIN_T): each thread takes blocks of 16 weight rows, read in place (BF16,
@@ -136,17 +138,53 @@ static BF16_TARGET void e2m1_order(uint16_t *row, int64_t ld, int64_t n, int64_t
 
 /* ---- the chain over bf16 rows (prefill panels, and the decode path's panel fallback) ---- */
 
-/* y[i*ldy + j] = chain(x row i, w row j) for i < MR, j < NR (<= 4), rows of kc chunks of 32 bf16. */
-BF16_INLINE void dp_tile(const int MR, const int NR, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
-                         int64_t kc, float oscale, float *y, int64_t ldy)
+/* The chunk at which an output's chain splits in two, 0 for none. BF16 weights: h = K / 32 / 2, so chunks
+ * [0, h) run in one chain and chunks [h, kc) (the K % 32 tail included) in another, joined by one vaddps
+ * (first + second) before the hsum. The T = 1 path (rows_bf16_t1) runs the two at once: two read streams
+ * and two dependency chains per row instead of one (README "Decode speed"); the tiles and panels run
+ * them one after the other. Quantized formats: no split (their 4-row tiles keep 4 chains in flight). */
+static int64_t split_of(const struct hy_tensor *W)
 {
-    __m512 acc[4][4];
+    return W->dtype == HY_DTYPE_BF16 ? W->cols / 32 / 2 : 0;
+}
+
+/* acc[i][j] = 0 for the tile's outputs. */
+BF16_INLINE void tile_zero(const int MR, const int NR, __m512 acc[4][4])
+{
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
             acc[i][j] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < kc; c++) {
+}
+
+/* part = acc, then acc = 0: the first chain of a split tile set aside (split_of). */
+BF16_INLINE void tile_move(const int MR, const int NR, __m512 part[4][4], __m512 acc[4][4])
+{
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            part[i][j] = acc[i][j];
+            acc[i][j] = _mm512_setzero_ps();
+        }
+}
+
+/* acc = part + acc: the two chains of a split output joined, lane by lane, before its hsum. */
+BF16_INLINE void tile_join(const int MR, const int NR, __m512 part[4][4], __m512 acc[4][4])
+{
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++)
+            acc[i][j] = _mm512_add_ps(part[i][j], acc[i][j]);
+}
+
+/* acc[i][j] = dpbf16 over chunks [c0, c1) of x row i and w row j, for i < MR, j < NR (<= 4). */
+BF16_INLINE void dp_span(const int MR, const int NR, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
+                         int64_t c0, int64_t c1, __m512 acc[4][4])
+{
+    for (int64_t c = c0; c < c1; c++) {
         __m512bh xv[4];
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++)
@@ -159,6 +197,22 @@ BF16_INLINE void dp_tile(const int MR, const int NR, const uint16_t *x, int64_t 
                 acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], wv);
         }
     }
+}
+
+/* y[i*ldy + j] = chain(x row i, w row j) for i < MR, j < NR (<= 4), rows of kc chunks of 32 bf16, the
+ * first h of them (split_of) in a chain of their own. */
+BF16_INLINE void dp_tile(const int MR, const int NR, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
+                         int64_t h, int64_t kc, float oscale, float *y, int64_t ldy)
+{
+    __m512 acc[4][4], part[4][4];
+    tile_zero(MR, NR, acc);
+    if (h > 0) {
+        dp_span(MR, NR, x, ldx, w, ldw, 0, h, acc);
+        tile_move(MR, NR, part, acc);
+    }
+    dp_span(MR, NR, x, ldx, w, ldw, h, kc, acc);
+    if (h > 0)
+        tile_join(MR, NR, part, acc);
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
@@ -167,13 +221,13 @@ BF16_INLINE void dp_tile(const int MR, const int NR, const uint16_t *x, int64_t 
 }
 
 #define BF_CASES(MR)                                                                              \
-    case (MR) * 8 + 1: dp_tile(MR, 1, x, ldx, w, ldw, kc, oscale, y, ldy); break;               \
-    case (MR) * 8 + 2: dp_tile(MR, 2, x, ldx, w, ldw, kc, oscale, y, ldy); break;               \
-    case (MR) * 8 + 3: dp_tile(MR, 3, x, ldx, w, ldw, kc, oscale, y, ldy); break;               \
-    case (MR) * 8 + 4: dp_tile(MR, 4, x, ldx, w, ldw, kc, oscale, y, ldy); break;
+    case (MR) * 8 + 1: dp_tile(MR, 1, x, ldx, w, ldw, h, kc, oscale, y, ldy); break;            \
+    case (MR) * 8 + 2: dp_tile(MR, 2, x, ldx, w, ldw, h, kc, oscale, y, ldy); break;            \
+    case (MR) * 8 + 3: dp_tile(MR, 3, x, ldx, w, ldw, h, kc, oscale, y, ldy); break;            \
+    case (MR) * 8 + 4: dp_tile(MR, 4, x, ldx, w, ldw, h, kc, oscale, y, ldy); break;
 
 static BF16_TARGET void dp_tile_fn(int mr, int nr, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
-                                   int64_t kc, float oscale, float *y, int64_t ldy)
+                                   int64_t h, int64_t kc, float oscale, float *y, int64_t ldy)
 {
     switch (mr * 8 + nr) {
         BF_CASES(1)
@@ -184,14 +238,14 @@ static BF16_TARGET void dp_tile_fn(int mr, int nr, const uint16_t *x, int64_t ld
     }
 }
 
-/* y rows t < T (stride ldy), outputs j < nr over the panel rows (stride Kp). */
-static void dp_panel_rows(const uint16_t *xb, int64_t Kp, int64_t T, const uint16_t *wp, int64_t nr, int64_t kc,
-                          float oscale, float *y, int64_t ldy)
+/* y rows t < T (stride ldy), outputs j < nr over the panel rows (stride Kp); h: split_of. */
+static void dp_panel_rows(const uint16_t *xb, int64_t Kp, int64_t T, const uint16_t *wp, int64_t nr, int64_t h,
+                          int64_t kc, float oscale, float *y, int64_t ldy)
 {
     for (int64_t t = 0; t < T; t += 4)
         for (int64_t j = 0; j < nr; j += 4)
             dp_tile_fn((int)(T - t < 4 ? T - t : 4), (int)(nr - j < 4 ? nr - j : 4), xb + t * Kp, Kp, wp + j * Kp, Kp,
-                       kc, oscale, y + t * ldy + j, ldy);
+                       h, kc, oscale, y + t * ldy + j, ldy);
 }
 
 /* ---- decode tiles: weights decoded to bf16 in registers ---- */
@@ -265,7 +319,7 @@ int hy_avx512bf16_set_e2m1_order(int on)
 struct dq {
     struct hy_tensor bare; /* W without its per-tensor scale (the scalar tail's values) */
     const uint8_t *data, *scales;
-    int64_t K, row_bytes, n_sb, kf, kc, pf;
+    int64_t K, row_bytes, n_sb, kf, kc, pf, h; /* h: split_of */
     float oscale;
     int eo; /* E2M1 weights, x and panels in the E2M1 order (e2m1_order) */
 };
@@ -291,6 +345,7 @@ static void dq_init(struct dq *q, const struct hy_tensor *W)
     q->n_sb = (W->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
     q->kf = W->cols / 32;
     q->kc = (W->cols + 31) / 32;
+    q->h = split_of(W);
     q->pf = 4 * q->row_bytes; /* prefetch 4 rows ahead (the next tile's rows), as avx512_quant.c */
     q->oscale = hy_bf16_out_scale(W);
     q->eo = W->dtype == HY_DTYPE_F4_E2M1 && __atomic_load_n(&e2m1_eo_on, __ATOMIC_RELAXED);
@@ -371,19 +426,11 @@ BF16_CHUNK void dchunk(const int F, const int CHK, const int MR, const int NR, c
     }
 }
 
-/* acc[i][j] = 0 for the tile's outputs. */
-BF16_INLINE void tile_zero(const int MR, const int NR, __m512 acc[4][4])
-{
-#pragma GCC unroll 4
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < NR; j++)
-            acc[i][j] = _mm512_setzero_ps();
-}
 
-/* The tile's last K % 32 elements (F's tail), then y[i*ldy + j] = hsum(acc[i][j]) * the per-tensor scale. */
+/* The tile's last K % 32 elements (F's tail), then y[i*ldy + j] = hsum(acc[i][j]) * the per-tensor scale;
+ * part: the first chains of a split tile (q->h > 0, BF16), joined to acc after the tail, else NULL. */
 BF16_INLINE void tile_end(const int F, const int MR, const int NR, const struct dq *q, const uint16_t *xb,
-                          int64_t ldx, int64_t n0, __m512 acc[4][4], float *y, int64_t ldy)
+                          int64_t ldx, int64_t n0, __m512 part[4][4], __m512 acc[4][4], float *y, int64_t ldy)
 {
     const int64_t rb = q->row_bytes, kf = q->kf;
     const uint8_t *r0 = q->data + n0 * rb;
@@ -408,6 +455,8 @@ BF16_INLINE void tile_end(const int F, const int MR, const int NR, const struct 
                 acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], (__m512bh)wv);
         }
     }
+    if (part)
+        tile_join(MR, NR, part, acc);
 #pragma GCC unroll 4
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
@@ -427,9 +476,18 @@ BF16_INLINE int dtile(const int F, const int CHK, const int MR, const int NR, co
     const uint8_t *r0 = q->data + n0 * rb, *s0 = q->scales ? q->scales + n0 * ns : NULL;
     const int CPL = F == F_BF16 ? 1 : F == F_E4M3 || F == F_E4M3_MX ? 2 : 4; /* chunks per 64 bytes of a row */
     __mmask32 nan = 0;
-    __m512 acc[4][4];
+    __m512 acc[4][4], part[4][4];
     tile_zero(MR, NR, acc);
     int64_t c = 0;
+    if (F == F_BF16 && q->h > 0) { /* the first chain of each output (split_of) */
+        for (; c < q->h; c++) {
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; j++)
+                _mm_prefetch((const char *)r0 + j * rb + c * 64 + q->pf, _MM_HINT_T0);
+            dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, &nan);
+        }
+        tile_move(MR, NR, part, acc);
+    }
     for (; c + CPL <= kf; c += CPL) { /* one 64-byte line of each row: prefetch 4 rows ahead, then its chunks */
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++)
@@ -442,7 +500,7 @@ BF16_INLINE int dtile(const int F, const int CHK, const int MR, const int NR, co
         dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, &nan);
     if (CHK && nan)
         return 1;
-    tile_end(F, MR, NR, q, xb, ldx, n0, acc, y, ldy);
+    tile_end(F, MR, NR, q, xb, ldx, n0, F == F_BF16 && q->h > 0 ? part : NULL, acc, y, ldy);
     return 0;
 }
 
@@ -511,7 +569,7 @@ VB_INLINE int dtile_vb(const int F, const int CHK, const int MR, const int NR, c
     }
     if (c < kf)
         dchunk(F, 0, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, &nan);
-    tile_end(F, MR, NR, q, xb, ldx, n0, acc, y, ldy);
+    tile_end(F, MR, NR, q, xb, ldx, n0, NULL, acc, y, ldy);
     return 0;
 }
 
@@ -579,7 +637,7 @@ BF16_INLINE int dtile_eo(const int F, const int CHK, const int MR, const int NR,
     }
     if (c < kf)
         dchunk(F, 0, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, &nan);
-    tile_end(F, MR, NR, q, xb, ldx, n0, acc, y, ldy);
+    tile_end(F, MR, NR, q, xb, ldx, n0, NULL, acc, y, ldy);
     return 0;
 }
 
@@ -659,7 +717,7 @@ static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint
     hy_bf16_panel(W, n0, nr, nr, Kp, panel, wrow, hy_avx512q_widen_rows);
     if (q->eo) /* xb is in the E2M1 order too */
         e2m1_order(panel, Kp, nr, q->K);
-    dp_panel_rows(xb, Kp, T, panel, nr, q->kc, q->oscale, y, ldy);
+    dp_panel_rows(xb, Kp, T, panel, nr, q->h, q->kc, q->oscale, y, ldy);
     return 0;
 }
 
@@ -677,23 +735,40 @@ static void rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn f
         }
 }
 
-/* y[n - n0] = row n of BF16 W times one token's xb (T = 1), rows n0 <= n < n1 one after another: one read
- * stream per thread, where the 4-row tiles read 4 rows' streams at once and pay a call per tile (on the
- * 2-core Zen 4-class machine a 120832 x 4096 GEMV read ~10% faster this way, README "Decode speed").
- * Per output the chain of dtile(F_BF16, 0, 1, 1, ...): one vdpbf16ps per 32-element chunk in order from
- * zero, tile_end's K % 32 tail and hsum times the output scale, so the values are bitwise the tiles'. */
+/* acc = dpbf16(acc, 32 bf16 of x at xp, 32 bf16 weights at wp): one chunk of a chain. */
+#define DP_CHUNK(acc, xp, wp)                                                                     \
+    (acc) = _mm512_dpbf16_ps((acc), (__m512bh)_mm512_loadu_si512((const void *)(xp)),             \
+                             (__m512bh)_mm512_loadu_si512((const void *)(wp)))
+
+/* y[n - n0] = row n of BF16 W times one token's xb (T = 1), rows n0 <= n < n1 one after another, each
+ * row's two chains (split_of: chunks [0, h) and [h, kf)) at once: two read streams and two dependency
+ * chains per row, where the 4-row tiles read 4 rows' streams at once and pay a call per tile (README
+ * "Decode speed"). The first chunk of both chains comes before the loop: with the loop starting at
+ * chunk 0, gcc 12's code read a 120832 x 4096 matrix ~30% slower on one core of the Zen 4-class test
+ * machine (same instructions and load order inside the loop; measured, not understood). Per output the
+ * chain of dtile(F_BF16, 0, 1, 1, ...): each chain's vdpbf16ps in order from zero, tile_end's K % 32
+ * tail on the second, the join, hsum times the output scale, so the values are bitwise the tiles'. */
 static BF16_TARGET void rows_bf16_t1(const struct dq *q, const uint16_t *xb, int64_t n0, int64_t n1, float *y)
 {
-    const int64_t rb = q->row_bytes, kf = q->kf;
+    const int64_t rb = q->row_bytes, kf = q->kf, h = q->h;
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *r = q->data + n * rb;
-        __m512 acc[4][4];
-        acc[0][0] = _mm512_setzero_ps();
-#pragma GCC unroll 4
-        for (int64_t c = 0; c < kf; c++)
-            acc[0][0] = _mm512_dpbf16_ps(acc[0][0], (__m512bh)_mm512_loadu_si512((const void *)(xb + 32 * c)),
-                                         (__m512bh)_mm512_loadu_si512((const void *)(r + 64 * c)));
-        tile_end(F_BF16, 1, 1, q, xb, 0, n, acc, y + (n - n0), 1);
+        __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+        if (h > 0) {
+            DP_CHUNK(a, xb, r);
+            DP_CHUNK(b, xb + 32 * h, r + 64 * h);
+        }
+#pragma GCC unroll 2
+        for (int64_t c = 1; c < h; c++) { /* chunk c of the first chain, chunk h + c of the second */
+            DP_CHUNK(a, xb + 32 * c, r + 64 * c);
+            DP_CHUNK(b, xb + 32 * (h + c), r + 64 * (h + c));
+        }
+        for (int64_t c = 2 * h; c < kf; c++) /* the second chain's last chunk when kf is odd; all when h = 0 */
+            DP_CHUNK(b, xb + 32 * c, r + 64 * c);
+        __m512 acc[4][4], part[4][4];
+        acc[0][0] = b;
+        part[0][0] = a;
+        tile_end(F_BF16, 1, 1, q, xb, 0, n, h > 0 ? part : NULL, acc, y + (n - n0), 1);
     }
 }
 
@@ -790,6 +865,7 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
         return;
     }
     const int in_place = hy_bf16_in_place(W);
+    const int64_t h = split_of(W);
     const float oscale = hy_bf16_out_scale(W);
     int failed = 0;
 #pragma omp parallel if (blocks > 1)
@@ -812,7 +888,7 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
                     e2m1_order(panel, Kp, nv, K);
                 wp = panel;
             }
-            dp_panel_rows(xb, Kp, T, wp, nv, kc, oscale, y + n0, N);
+            dp_panel_rows(xb, Kp, T, wp, nv, h, kc, oscale, y + n0, N);
         }
         free(panel);
         free(wrow);

@@ -8,7 +8,7 @@
  * (one process, alternating; 8192 x 4096: 47 against 54). So a task streams about HY_TASK_BYTES,
  * fewer when that would leave a thread under HY_TASKS_PER_THREAD tasks of the pass (balance on busy
  * or many-core machines), and never fewer rows than the caller's floor. Which rows a task computes
- * never changes their values: every kernel keeps one chain per output whatever the split.
+ * never changes their values: every kernel keeps one fixed summation order per output whatever the split.
  */
 #ifndef HY_KERNELS_TASK_ROWS_H
 #define HY_KERNELS_TASK_ROWS_H
