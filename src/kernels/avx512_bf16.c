@@ -426,7 +426,6 @@ BF16_CHUNK void dchunk(const int F, const int CHK, const int MR, const int NR, c
     }
 }
 
-
 /* The tile's last K % 32 elements (F's tail), then y[i*ldy + j] = hsum(acc[i][j]) * the per-tensor scale;
  * part: the first chains of a split tile (q->h > 0, BF16), joined to acc after the tail, else NULL. */
 BF16_INLINE void tile_end(const int F, const int MR, const int NR, const struct dq *q, const uint16_t *xb,
