@@ -463,6 +463,47 @@ BF16_INLINE void tile_end(const int F, const int MR, const int NR, const struct 
             y[i * ldy + j] = hy_avx512_hsum(acc[i][j]) * q->oscale;
 }
 
+/* Chunks per 64 bytes of a row of format F. */
+BF16_INLINE int cpl_of(const int F)
+{
+    return F == F_BF16 ? 1 : F == F_E4M3 || F == F_E4M3_MX ? 2 : 4;
+}
+
+/* One 64-byte line of each of the tile's rows, starting at chunk c: prefetch 4 rows ahead, then the line's
+ * cpl_of(F) chunks. */
+BF16_INLINE void dline(const int F, const int CHK, const int MR, const int NR, const struct dq *q, const uint16_t *xb,
+                       int64_t ldx, int64_t n0, int64_t c, __m512 acc[4][4], __mmask32 *nan)
+{
+    const int CPL = cpl_of(F);
+    const int64_t rb = q->row_bytes, ns = q->n_sb;
+    const uint8_t *r0 = q->data + n0 * rb, *s0 = q->scales ? q->scales + n0 * ns : NULL;
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++)
+        _mm_prefetch((const char *)r0 + j * rb + c * (64 / CPL) + q->pf, _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int u = 0; u < CPL; u++)
+        dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c + u, acc, nan);
+}
+
+/* Chunks [c0, c1) of the tile into acc, in order: whole lines (dline; the first one peeled off the loop, as in
+ * rows_bf16_t1: faster, README), then the chunks left over one by one. */
+BF16_INLINE void dspan(const int F, const int CHK, const int MR, const int NR, const struct dq *q, const uint16_t *xb,
+                       int64_t ldx, int64_t n0, int64_t c0, int64_t c1, __m512 acc[4][4], __mmask32 *nan)
+{
+    const int CPL = cpl_of(F);
+    const int64_t rb = q->row_bytes, ns = q->n_sb;
+    const uint8_t *r0 = q->data + n0 * rb, *s0 = q->scales ? q->scales + n0 * ns : NULL;
+    int64_t c = c0;
+    if (c + CPL <= c1) {
+        dline(F, CHK, MR, NR, q, xb, ldx, n0, c, acc, nan);
+        c += CPL;
+    }
+    for (; c + CPL <= c1; c += CPL)
+        dline(F, CHK, MR, NR, q, xb, ldx, n0, c, acc, nan);
+    for (; c < c1; c++)
+        dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, nan);
+}
+
 /* y[i*ldy + j] = chain(x row i, W row n0+j), i < MR, j < NR (<= 4); xb rows of stride ldx (bf16, Kp).
  * F: format; CHK: test E4M3 chunks for NaN codes. Returns 1 (nothing stored) if a NaN code was seen or
  * an MXFP8 scale byte of the rows lies outside [E4M3_S_MIN, E4M3_S_MAX]: the caller takes the panel route. */
@@ -471,44 +512,18 @@ BF16_INLINE int dtile(const int F, const int CHK, const int MR, const int NR, co
 {
     if (F == F_E4M3_MX && !mx8_scales_ok(q, n0, NR, E4M3_S_MIN))
         return 1;
-    const int64_t rb = q->row_bytes, ns = q->n_sb, kf = q->kf;
-    const uint8_t *r0 = q->data + n0 * rb, *s0 = q->scales ? q->scales + n0 * ns : NULL;
-    const int CPL = F == F_BF16 ? 1 : F == F_E4M3 || F == F_E4M3_MX ? 2 : 4; /* chunks per 64 bytes of a row */
+    const int64_t h = F == F_BF16 ? q->h : 0; /* split_of */
     __mmask32 nan = 0;
     __m512 acc[4][4], part[4][4];
     tile_zero(MR, NR, acc);
-    int64_t c = 0;
-    if (F == F_BF16 && q->h > 0) { /* the first chain of each output (split_of) */
-        for (; c < q->h; c++) {
-#pragma GCC unroll 4
-            for (int j = 0; j < NR; j++)
-                _mm_prefetch((const char *)r0 + j * rb + c * 64 + q->pf, _MM_HINT_T0);
-            dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, &nan);
-        }
+    if (h > 0) { /* the first chain of each output */
+        dspan(F, CHK, MR, NR, q, xb, ldx, n0, 0, h, acc, &nan);
         tile_move(MR, NR, part, acc);
     }
-    if (F != F_BF16 && c + CPL <= kf) { /* the first line peeled off the loop, as in rows_bf16_t1 (faster, README) */
-#pragma GCC unroll 4
-        for (int j = 0; j < NR; j++)
-            _mm_prefetch((const char *)r0 + j * rb + q->pf, _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int u = 0; u < CPL; u++)
-            dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, u, acc, &nan);
-        c = CPL;
-    }
-    for (; c + CPL <= kf; c += CPL) { /* one 64-byte line of each row: prefetch 4 rows ahead, then its chunks */
-#pragma GCC unroll 4
-        for (int j = 0; j < NR; j++)
-            _mm_prefetch((const char *)r0 + j * rb + c * (64 / CPL) + q->pf, _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int u = 0; u < CPL; u++)
-            dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c + u, acc, &nan);
-    }
-    for (; c < kf; c++)
-        dchunk(F, CHK, MR, NR, r0, rb, s0, ns, xb, ldx, c, acc, &nan);
+    dspan(F, CHK, MR, NR, q, xb, ldx, n0, h, q->kf, acc, &nan);
     if (CHK && nan)
         return 1;
-    tile_end(F, MR, NR, q, xb, ldx, n0, F == F_BF16 && q->h > 0 ? part : NULL, acc, y, ldy);
+    tile_end(F, MR, NR, q, xb, ldx, n0, h > 0 ? part : NULL, acc, y, ldy);
     return 0;
 }
 
