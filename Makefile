@@ -1,4 +1,5 @@
-# hyinfer - build, run, test.  `make run` and `make test` install missing Debian/npm packages first.
+# hyinfer - build, run, test.  `make run` and `make test` install missing Debian/npm packages first,
+# then build in a second make, so that pkg-config runs after the -dev packages are there.
 CC       ?= gcc
 PKGS     := libpcre2-8 jansson yaml-0.1 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -17,11 +18,16 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(BUILD)/src/cli/main.d $(BUILD)/tests/avx512_emu.d
 
-.PHONY: all deps run test test-only unit asan fuzz bench clean
+.PHONY: all deps test-deps run test test-only unit asan fuzz bench clean
 all: $(BUILD)/hyinfer
 
+# deps: what building and running need (compiler, pkg-config, the four libraries).
+# test-deps: that plus the test tooling (cmocka, clang, SIMDe, Python packages, npm packages).
 deps:
-	@bash scripts/install_deps.sh
+	@bash scripts/install_deps.sh run
+
+test-deps:
+	@bash scripts/install_deps.sh test
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -32,6 +38,7 @@ $(BUILD)/libhyinfer.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/hyinfer: $(BUILD)/src/cli/main.o $(BUILD)/libhyinfer.a
+	@test -n "$(PKG_LIBS)" || { echo "pkg-config found none of $(PKGS): run 'make deps' (or 'make run')" >&2; exit 1; }
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The avx512 kernels on SIMDe's emulated intrinsics (tests/unit/avx512_emu.c): compiled once, linked
@@ -75,7 +82,8 @@ fuzz: $(FUZZ_BIN)
 
 -include $(FUZZ_OBJ:.o=.d)
 
-run: deps all
+run: deps
+	@$(MAKE) --no-print-directory all
 	./$(BUILD)/hyinfer run --yaml configs/default.yaml
 
 # `make bench`: roofline benchmark on the random-weight bench model (generated on first use, ~6.6 GB
@@ -88,7 +96,7 @@ bench: all
 	  nice /usr/bin/python3 tools/make_bench_model.py --out $(BENCH_MODEL) --shape $(BENCH_SHAPE)
 	./$(BUILD)/hyinfer bench latency -m $(BENCH_MODEL) $(BENCH_ARGS)
 
-test: deps
+test: test-deps
 	@bash tests/run_tests.sh
 
 test-only:
