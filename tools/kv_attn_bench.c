@@ -7,6 +7,8 @@
  * table). The dtypes are measured interleaved, rep by rep, and the best-of-reps wall time is
  * printed with the KV bytes read per call and the resulting GB/s. Then the cost of FP8 writes under
  * the two dynamic scale rules (write_bench). */
+#include "cache/kv_cache.h"
+#include "kernels/attention.h"
 #include "kernels/kernel_table.h"
 
 #include <omp.h>
@@ -24,7 +26,7 @@ static double now(void)
 
 /* FP8 writes: one token's K and V rows (8 KV heads x 128) into one layer, under each dynamic scale
  * rule (HYINFER_KV_FP8_SCALE, read at init), on the active kernel level, through
- * hy_kv_cache_write_batch with T = 1 (decode: the 8 heads split over the threads); best of reps
+ * hy_kv_write_batch with T = 1 (decode: the 8 heads split over the threads); best of reps
  * over 4096 tokens, per token and layer, and for the 81 cache layers of Hy3 (80 + MTP). */
 static int write_bench(int reps)
 {
@@ -50,7 +52,7 @@ static int write_bench(int reps)
         for (int r = 0; r < 2; r++) {
             const double t0 = now();
             for (int64_t s = 0; s < n; s++) /* one decode token at a time: its heads in parallel */
-                hy_kv_cache_write_batch(&kv[r], 0, 1, &s, k + s * nkv * D, v + s * nkv * D);
+                hy_kv_write_batch(&(struct hy_kv_view[1]){hy_kv_cache_view(&kv[r], 0)}[0], 1, &s, k + s * nkv * D, v + s * nkv * D);
             const double dt = (now() - t0) / n;
             best[r] = dt < best[r] ? dt : best[r];
         }
@@ -99,7 +101,7 @@ int main(int argc, char **argv)
                     k[i] = (float)(((s + 3) * (i + 1) * 2654435761u) % 2001u) / 1000.0f - 1.0f;
                     v[i] = (float)(((s + 5) * (i + 7) * 2246822519u) % 2001u) / 1000.0f - 1.0f;
                 }
-                hy_kv_cache_write(&kv[d], 0, s, k, v);
+                hy_kv_write(&(struct hy_kv_view[1]){hy_kv_cache_view(&kv[d], 0)}[0], s, k, v);
             }
         }
         for (int t = 0; t < nt; t++) {
@@ -107,7 +109,7 @@ int main(int argc, char **argv)
             for (int r = 0; r < reps; r++)
                 for (int d = 0; d < 3; d++) {
                     const double t0 = now();
-                    tabs[t].attend(&kv[d], 0, q, nh, table, n_ctx, sc, o);
+                    tabs[t].attend(&(struct hy_kv_view[1]){hy_kv_cache_view(&kv[d], 0)}[0], q, nh, table, n_ctx, sc, o);
                     const double dt = now() - t0;
                     best[d] = dt < best[d] ? dt : best[d];
                 }

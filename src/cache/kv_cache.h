@@ -6,7 +6,8 @@
  * address their tokens through a block table (block_table[pos / block_size]) and writes go through
  * a slot_mapping (one slot per batch token). The cache holds post-QK-norm, post-RoPE K and raw V
  * (spec §2). It knows nothing about which request owns which block; that bookkeeping belongs to
- * the caller / scheduler.
+ * the caller / scheduler. Writes and attention are kernels (kernels/attention.h) over the view of
+ * one layer that hy_kv_cache_view fills.
  *
  * FP8 (HY_DTYPE_F8_E4M3, spec §5.3 "C8"): element = e4m3(x / s), value = e4m3_to_f32(byte) * s.
  *  - K: dynamic scale per (token, kv_head), kept in f32 next to the cache in
@@ -25,6 +26,7 @@
 #ifndef HY_CACHE_KV_CACHE_H
 #define HY_CACHE_KV_CACHE_H
 
+#include "kernels/kv_view.h"
 #include "quant/dtype.h"
 
 #include <stddef.h>
@@ -83,42 +85,8 @@ int hy_kv_dtype_parse(const char *s, enum hy_dtype *out);
 /* "fp32", "bf16", "fp8_e4m3", or "auto" for HY_DTYPE_UNKNOWN. */
 const char *hy_kv_dtype_name(enum hy_dtype dt);
 
-/* Stores k[n_kv_heads*head_dim] and v[...] (f32) of one token into `slot` of `layer` (FP8:
- * quantized per head with the scales described at the top). */
-void hy_kv_cache_write(struct hy_kv_cache *kv, int32_t layer, int64_t slot, const float *k, const float *v);
-
-/* T tokens at once: token t's rows k[t, n_kv_heads, head_dim], v[same] (f32) into slot
- * slot_mapping[t] (distinct slots). Equal to T hy_kv_cache_write calls; FP8 caches quantize the
- * T * n_kv_heads (token, kv head) rows in parallel (OpenMP; each row's bytes and scale depend on
- * that row alone, so the result does not depend on the thread count). */
-void hy_kv_cache_write_batch(struct hy_kv_cache *kv, int32_t layer, int64_t T, const int64_t *slot_mapping,
-                             const float *k, const float *v);
-
-/* FP8 scale multipliers of (layer, slot, kv head g): K and V. Only for F8_E4M3 caches. */
-static inline float hy_kv_cache_k_scale(const struct hy_kv_cache *kv, int32_t layer, int64_t slot, int32_t g)
-{
-    return kv->k_scale[layer][slot * kv->n_kv_heads + g];
-}
-
-static inline float hy_kv_cache_v_scale(const struct hy_kv_cache *kv, int32_t layer, int64_t slot, int32_t g)
-{
-    return kv->v_static[layer] ? kv->v_static[layer][g] : kv->v_scale[layer][slot * kv->n_kv_heads + g];
-}
-
-/* Causal attention of one query token over its sequence's first n_ctx cached tokens:
- * q[n_heads, head_dim] (f32), out[n_heads, head_dim]; query head h reads KV head h / (n_heads /
- * n_kv_heads) (GQA, spec §2.4); scale = head_dim^-0.5; softmax in fp32; tokens addressed through
- * block_table. scores[n_ctx] is scratch. Fixed summation order over positions 0..n_ctx-1.
- * FP8 caches are dequantized inside the kernel (byte value times the row's scale). */
-void hy_kv_cache_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
-                        const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
-
-/* n_q query tokens of one sequence at consecutive positions: token i has q + i * n_heads * head_dim
- * and out + i * n_heads * head_dim and attends to the first n_ctx0 + i cached tokens (n_ctx0 >= 1).
- * Results are bitwise identical to n_q hy_kv_cache_attend calls (the avx2 kernel walks each KV tile
- * once for up to 8 of the tokens, reusing it from L1); runs on the calling thread only. */
-void hy_kv_cache_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
-                              int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
-                              float *out);
+/* The view of `layer` (0 <= layer < n_layers) that the kernels read and write (kernels/kv_view.h,
+ * kernels/attention.h: hy_kv_write*, hy_attend*). Points into the cache; valid until it is freed. */
+struct hy_kv_view hy_kv_cache_view(const struct hy_kv_cache *kv, int32_t layer);
 
 #endif

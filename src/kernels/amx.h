@@ -2,7 +2,7 @@
 #ifndef HY_KERNELS_AMX_H
 #define HY_KERNELS_AMX_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* avx2_attn.c - AVX2 flash-style attention over the paged KV cache (the avx2 hy_kv_cache_attend).
+/* avx2_attn.c - AVX2 flash-style attention over a paged KV view (the avx2 hy_attend, attention.h).
  *
  * KV heads outer, the group's query heads inner (GQA): each cached K and V row is read once per
  * chunk of up to 8 query heads (once per group when n_heads / n_kv_heads <= 8). Positions are
@@ -11,7 +11,7 @@
  * the tile's K/V rows are still in L1 (the per-token walk re-reads every row from L2/L3 for each
  * token; measured ~1.1-1.3x faster core attention at 512-2048 tokens, one thread).
  *
- * FP8 E4M3 caches (kv_cache.h) are dequantized in registers: 8 bytes become 8 halves whose bit
+ * FP8 E4M3 views (kv_view.h) are dequantized in registers: 8 bytes become 8 halves whose bit
  * pattern is sign | byte << 7 (an exact f16 of value e4m3 / 256, subnormals included), widened by
  * F16C; the row's scale times 256 is applied once per score (K) or folded into the softmax weight
  * (V), so no dequantized row is ever stored. */
@@ -49,7 +49,7 @@ HY_AVX2_INLINE __m256 load_kv(const int F8, enum hy_dtype dt, const void *base, 
  * its own n_ctx runs (the tile grid does not depend on n_ctx), so results are identical to NQ
  * separate calls; the tile's K and V rows are reused from L1 by the following query tokens. */
 #define ATT_MQ 8
-HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_cache *kv, int32_t layer,
+HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_view *kv,
                                  int32_t g, const float *q0, int64_t qs, int nq, const int32_t *block_table,
                                  int32_t n_ctx0, float *out0, int64_t os)
 {
@@ -57,7 +57,7 @@ HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_
     const int32_t bs = kv->block_size;
     const enum hy_dtype dt = kv->dtype;
     const float scale = 1.0f / sqrtf((float)D);
-    const void *kb = kv->k[layer], *vb = kv->v[layer];
+    const void *kb = kv->k, *vb = kv->v;
     const int64_t es = (int64_t)hy_dtype_size(dt);
     const int32_t n_ctx = n_ctx0 + nq - 1; /* the longest context */
     float mq[ATT_MQ][8], lq[ATT_MQ][8];
@@ -81,8 +81,8 @@ HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_
             const int64_t slot = (int64_t)block_table[j / bs] * bs + j % bs;
             off[jj] = slot * row + (int64_t)g * D;
             if (F8) {
-                ks[jj] = hy_kv_cache_k_scale(kv, layer, slot, g) * 256.0f * scale;
-                vs[jj] = hy_kv_cache_v_scale(kv, layer, slot, g) * 256.0f;
+                ks[jj] = hy_kv_view_k_scale(kv, slot, g) * 256.0f * scale;
+                vs[jj] = hy_kv_view_v_scale(kv, slot, g) * 256.0f;
             }
         }
         /* K and V rows are scattered (one head's slice of each slot): request their cache lines
@@ -206,7 +206,7 @@ HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_
     }
 }
 
-HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_cache *kv, int32_t layer, int32_t g,
+HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_view *kv, int32_t g,
                                      const float *q, int64_t qs, int nq, int32_t h0, int32_t nh,
                                      const int32_t *block_table, int32_t n_ctx0, float *out)
 {
@@ -216,38 +216,38 @@ HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_cache *kv,
         const float *qh = q + h * D;
         float *oh = out + h * D;
         if (left >= 8) {
-            attend_heads(8, F8, kv, layer, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
+            attend_heads(8, F8, kv, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
             h += 8;
         } else if (left >= 4) {
-            attend_heads(4, F8, kv, layer, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
+            attend_heads(4, F8, kv, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
             h += 4;
         } else if (left >= 2) {
-            attend_heads(2, F8, kv, layer, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
+            attend_heads(2, F8, kv, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
             h += 2;
         } else {
-            attend_heads(1, F8, kv, layer, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
+            attend_heads(1, F8, kv, g, qh, qs, nq, block_table, n_ctx0, oh, qs);
             h += 1;
         }
     }
 }
 
 /* nq (1..ATT_MQ) query tokens, q / out rows of qs floats, token i over n_ctx0 + i positions. */
-static HY_AVX2 void attend_kv_head(const struct hy_kv_cache *kv, int32_t layer, int32_t g, const float *q,
+static HY_AVX2 void attend_kv_head(const struct hy_kv_view *kv, int32_t g, const float *q,
                                    int64_t qs, int nq, int32_t h0, int32_t nh, const int32_t *block_table,
                                    int32_t n_ctx0, float *out)
 {
     if (kv->dtype == HY_DTYPE_F8_E4M3)
-        attend_kv_head_t(1, kv, layer, g, q, qs, nq, h0, nh, block_table, n_ctx0, out);
+        attend_kv_head_t(1, kv, g, q, qs, nq, h0, nh, block_table, n_ctx0, out);
     else
-        attend_kv_head_t(0, kv, layer, g, q, qs, nq, h0, nh, block_table, n_ctx0, out);
+        attend_kv_head_t(0, kv, g, q, qs, nq, h0, nh, block_table, n_ctx0, out);
 }
 
-void HY_AVX2 hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
+void HY_AVX2 hy_avx2_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads,
                             const int32_t *block_table, int32_t n_ctx, float *scores, float *out)
 {
     const int32_t nkv = kv->n_kv_heads, D = kv->head_dim;
     if (D % 8 != 0 || D > ATT_MAXD || n_ctx <= 0 || n_heads % nkv != 0) {
-        hy_ref_attend(kv, layer, q, n_heads, block_table, n_ctx, scores, out);
+        hy_ref_attend(kv, q, n_heads, block_table, n_ctx, scores, out);
         return;
     }
     const int32_t group = n_heads / nkv;
@@ -255,10 +255,10 @@ void HY_AVX2 hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const f
     (void)par;
 #pragma omp parallel for schedule(dynamic, 1) if (par)
     for (int32_t g = 0; g < nkv; g++)
-        attend_kv_head(kv, layer, g, q, (int64_t)n_heads * D, 1, g * group, group, block_table, n_ctx, out);
+        attend_kv_head(kv, g, q, (int64_t)n_heads * D, 1, g * group, group, block_table, n_ctx, out);
 }
 
-void HY_AVX2 hy_avx2_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
+void HY_AVX2 hy_avx2_attend_multi(const struct hy_kv_view *kv, const float *q, int32_t n_q,
                                   int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
                                   float *out)
 {
@@ -266,14 +266,14 @@ void HY_AVX2 hy_avx2_attend_multi(const struct hy_kv_cache *kv, int32_t layer, c
     const int64_t qs = (int64_t)n_heads * D;
     if (D % 8 != 0 || D > ATT_MAXD || n_ctx0 <= 0 || n_heads % nkv != 0) {
         for (int32_t i = 0; i < n_q; i++)
-            hy_ref_attend(kv, layer, q + i * qs, n_heads, block_table, n_ctx0 + i, scores, out + i * qs);
+            hy_ref_attend(kv, q + i * qs, n_heads, block_table, n_ctx0 + i, scores, out + i * qs);
         return;
     }
     const int32_t group = n_heads / nkv;
     for (int32_t i = 0; i < n_q; i += ATT_MQ) {
         const int nq = n_q - i < ATT_MQ ? n_q - i : ATT_MQ;
         for (int32_t g = 0; g < nkv; g++)
-            attend_kv_head(kv, layer, g, q + i * qs, qs, nq, g * group, group, block_table, n_ctx0 + i,
+            attend_kv_head(kv, g, q + i * qs, qs, nq, g * group, group, block_table, n_ctx0 + i,
                            out + i * qs);
     }
 }

@@ -2,7 +2,7 @@
  *
  * Weights: struct hy_tensor with dtype F8_E4M3 or F4_E2M1 and qscheme HY_QS_NONE (scale 1),
  * HY_QS_PER_TENSOR (f32 scale) or HY_QS_MX32 (E8M0 scale per 32 elements of a row), see
- * model/tensor.h. No dequantized copy of a matrix is kept: the decode kernel widens each 32-element
+ * quant/tensor.h. No dequantized copy of a matrix is kept: the decode kernel widens each 32-element
  * block in registers, the prefill path (avx2.c) widens a block of rows into an f32 panel.
  *
  * Per-tensor (and unscaled) FP8 E4M3 takes the raw scheme (hy_avx2q_fold_scale): the weights enter
@@ -22,7 +22,7 @@
 #ifndef HY_KERNELS_AVX2_QUANT_H
 #define HY_KERNELS_AVX2_QUANT_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 

@@ -3,7 +3,7 @@
 #ifndef HY_KERNELS_AVX512_BF16_H
 #define HY_KERNELS_AVX512_BF16_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 

@@ -19,7 +19,7 @@
 #ifndef HY_KERNELS_AVX512_QUANT_H
 #define HY_KERNELS_AVX512_QUANT_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 

@@ -10,7 +10,7 @@
 #ifndef HY_KERNELS_BF16_PANEL_H
 #define HY_KERNELS_BF16_PANEL_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 

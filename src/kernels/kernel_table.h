@@ -1,4 +1,4 @@
-/* kernel_table.h - the per-ISA kernel table behind the public kernels.h / hy_kv_cache_attend API.
+/* kernel_table.h - the per-ISA kernel table behind the public kernels.h / attention.h API.
  *
  * One table per ISA level; the active one is chosen once (pthread_once) from hy_cpu_supports() and
  * HYINFER_ISA=ref|avx2|avx512|amx (a forced level the CPU/OS cannot run, or that has no kernels
@@ -9,7 +9,7 @@
  * level's fixed chain over k (ref: 8 interleaved partial sums; avx2: one 8-lane FMA chain, lane j
  * taking k = j mod 8 in increasing k, zero-padded tail), then the fixed horizontal sum
  * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)); it never depends on T, on the GEMV/GEMM path taken, or on
- * the thread count. Quantized weights (FP8 per-tensor, MXFP8, MXFP4; model/tensor.h) run the same
+ * the thread count. Quantized weights (FP8 per-tensor, MXFP8, MXFP4; quant/tensor.h) run the same
  * chain on each element's exact dequantized f32 value hy_tensor_get (ref via hy_tensor_get, avx2
  * via avx2_quant.c: widened in registers for decode, into f32 panels for prefill), except that
  * per-tensor FP8 on avx2 and avx512 takes the raw scheme (avx2_quant.h: raw values, the scale
@@ -25,8 +25,8 @@
 #define HY_KERNELS_KERNEL_TABLE_H
 
 #include "base/cpu.h"
-#include "cache/kv_cache.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_view.h"
 
 struct hy_kernel_table {
     enum hy_isa isa;
@@ -46,9 +46,9 @@ struct hy_kernel_table {
                  int interleaved);
     void (*silu_mul)(float *out, const float *gate, const float *up, int64_t n);
     void (*round_bf16)(float *x, int64_t n);
-    /* Same contract as hy_kv_cache_attend (kv_cache.h). */
-    void (*attend)(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
-                   const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+    /* Same contract as hy_attend (attention.h). */
+    void (*attend)(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
+                   int32_t n_ctx, float *scores, float *out);
     /* One scale evaluation of the FP8 scale fit (kernels/fp8_scale.h); bitwise equal at every level. */
     void (*fp8_fit_pass)(const float *x, int64_t n, float s, float out[3]);
     /* q[i] = hy_f32_to_e4m3(x[i] / s) for x[n] (f32), s > 0 (quant/formats.h); bitwise equal at every level. */
@@ -86,7 +86,7 @@ enum hy_isa hy_kernels_best_isa(void);
 void hy_matmul_rows_by_view(void (*matmul)(float *, const float *, int64_t, const struct hy_tensor *), float *y,
                             int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0, int64_t n1);
 
-/* Scalar reference kernels (ref.c, kv_cache.c). */
+/* Scalar reference kernels (ref.c, attention.c). */
 void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void hy_ref_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);
@@ -96,8 +96,8 @@ void hy_ref_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const
                  int interleaved);
 void hy_ref_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 void hy_ref_round_bf16(float *x, int64_t n);
-void hy_ref_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
-                   const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+void hy_ref_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
+                   int32_t n_ctx, float *scores, float *out);
 void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
 double hy_ref_dot_f64(const double *a, const double *b, int64_t n);
@@ -116,8 +116,8 @@ void hy_avx2_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, cons
                   int interleaved);
 void hy_avx2_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 void hy_avx2_round_bf16(float *x, int64_t n);
-void hy_avx2_attend(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_heads,
-                    const int32_t *block_table, int32_t n_ctx, float *scores, float *out);
+void hy_avx2_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
+                    int32_t n_ctx, float *scores, float *out);
 /* The avx2 fp8_fit_pass and fp8_encode (avx2_fp8_fit.c); also the AVX-512 levels'. */
 void hy_avx2_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_avx2_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
@@ -127,10 +127,9 @@ void hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t ld
                              int64_t nt, int64_t ni, int64_t nj);
 void hy_avx2_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
                           int64_t ldv, int64_t nb, int64_t n);
-/* hy_kv_cache_attend_multi for the avx2 table (bitwise equal to n_q hy_avx2_attend calls). */
-void hy_avx2_attend_multi(const struct hy_kv_cache *kv, int32_t layer, const float *q, int32_t n_q,
-                          int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
-                          float *out);
+/* hy_attend_multi for the avx2 table (bitwise equal to n_q hy_avx2_attend calls). */
+void hy_avx2_attend_multi(const struct hy_kv_view *kv, const float *q, int32_t n_q, int32_t n_heads,
+                          const int32_t *block_table, int32_t n_ctx0, float *scores, float *out);
 
 /* AMX-BF16 (amx.c, amx.h): hy_amx_matmul_bf16x is the amx level's matmul_bf16x. */
 

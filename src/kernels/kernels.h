@@ -11,12 +11,12 @@
 #ifndef HY_KERNELS_KERNELS_H
 #define HY_KERNELS_KERNELS_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 
 /* y[T, N] = x[T, K] · W^T, W [N, K] (F32/F16/BF16, or FP8 / MXFP8 / MXFP4 whose elements enter as
- * their exact dequantized values, model/tensor.h), fp32 accumulation in a fixed order (8 interleaved
+ * their exact dequantized values, quant/tensor.h), fp32 accumulation in a fixed order (8 interleaved
  * partial sums over k, summed pairwise at the end). x and y must not alias. Opt-in exception:
  * HYINFER_MXFP4_ACT=mxint8 routes MXFP4 weights to the W4A8 path (MXINT8 activations, integer block
  * dots; rules and order in kernels/w4a8.h), still batch- and thread-invariant, ref == avx2 bitwise. */

@@ -13,7 +13,7 @@
 #ifndef HY_KERNELS_TASK_ROWS_H
 #define HY_KERNELS_TASK_ROWS_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <omp.h>
 #include <stdint.h>

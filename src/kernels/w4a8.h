@@ -26,7 +26,7 @@
 #ifndef HY_KERNELS_W4A8_H
 #define HY_KERNELS_W4A8_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 

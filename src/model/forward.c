@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 #include "base/timing.h"
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "kernels/task_rows.h"
 
@@ -517,8 +518,8 @@ routed_done:
 
 /* Attention of the batch's T > 1 tokens inside the caller's parallel region (all threads call it):
  * runs of up to ATT_RUN tokens of one sequence at consecutive positions (prefill) go to one
- * hy_kv_cache_attend_multi call (each KV tile read once per run; results identical). */
-static void attend_runs(struct hy_kv_cache *kv, int L, const struct hy_batch *b, struct scratch *s, int32_t nh,
+ * hy_attend_multi call (each KV tile read once per run; results identical). */
+static void attend_runs(const struct hy_kv_view *kv, const struct hy_batch *b, struct scratch *s, int32_t nh,
                         int64_t D, int32_t max_ctx)
 {
     enum { ATT_RUN = 8 };
@@ -533,12 +534,11 @@ static void attend_runs(struct hy_kv_cache *kv, int L, const struct hy_batch *b,
             while (e < t1 && b->seq_ids[e] == b->seq_ids[t] && b->positions[e] == b->positions[t] + (e - t))
                 e++;
             if (e - t == 1)
-                hy_kv_cache_attend(kv, L, s->q + t * nh * D, nh, b->block_tables[b->seq_ids[t]], b->positions[t] + 1,
-                                   scores, s->att + t * nh * D);
+                hy_attend(kv, s->q + t * nh * D, nh, b->block_tables[b->seq_ids[t]], b->positions[t] + 1, scores,
+                          s->att + t * nh * D);
             else
-                hy_kv_cache_attend_multi(kv, L, s->q + t * nh * D, (int32_t)(e - t), nh,
-                                         b->block_tables[b->seq_ids[t]], b->positions[t] + 1, scores,
-                                         s->att + t * nh * D);
+                hy_attend_multi(kv, s->q + t * nh * D, (int32_t)(e - t), nh, b->block_tables[b->seq_ids[t]],
+                                b->positions[t] + 1, scores, s->att + t * nh * D);
             t = e;
         }
     }
@@ -589,7 +589,8 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
     }
     maybe_round(m, s->q, T * nh * D);
     maybe_round(m, s->k, T * nkv * D);
-    hy_kv_cache_write_batch(kv, L, T, b->slot_mapping, s->k, s->v);
+    const struct hy_kv_view view = hy_kv_cache_view(kv, L);
+    hy_kv_write_batch(&view, T, b->slot_mapping, s->k, s->v);
     int32_t max_ctx = 1;
     for (int64_t t = 0; t < T; t++)
         if (b->positions[t] + 1 > max_ctx)
@@ -597,12 +598,11 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
     if (T == 1) { /* decode: the attention kernel splits the heads over the threads itself (a parallel
                      region opened inside an inactive one would start a new thread team every call) */
         float *scores = malloc((size_t)max_ctx * sizeof(float));
-        hy_kv_cache_attend(kv, L, s->q, (int32_t)nh, b->block_tables[b->seq_ids[0]], b->positions[0] + 1, scores,
-                           s->att);
+        hy_attend(&view, s->q, (int32_t)nh, b->block_tables[b->seq_ids[0]], b->positions[0] + 1, scores, s->att);
         free(scores);
     } else {
 #pragma omp parallel
-        attend_runs(kv, L, b, s, (int32_t)nh, D, max_ctx);
+        attend_runs(&view, b, s, (int32_t)nh, D, max_ctx);
     }
     maybe_round(m, s->att, T * nh * D);
     linear(m, s->tmp, s->att, T, &ly->wo);

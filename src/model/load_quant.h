@@ -19,7 +19,7 @@
 
 #include "config/quant_config.h"
 #include "model/safetensors.h"
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 

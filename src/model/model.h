@@ -12,7 +12,7 @@
 #include "config/quant_config.h"
 #include "model/place.h"
 #include "model/safetensors.h"
-#include "model/tensor.h"
+#include "quant/tensor.h"
 
 #include <stdint.h>
 

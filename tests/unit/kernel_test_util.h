@@ -4,7 +4,7 @@
 #ifndef HY_TESTS_KERNEL_TEST_UTIL_H
 #define HY_TESTS_KERNEL_TEST_UTIL_H
 
-#include "model/tensor.h"
+#include "quant/tensor.h"
 #include "quant/dtype.h"
 #include "quant/formats.h"
 

@@ -1,13 +1,13 @@
-/* test_attend_multi.c - hy_kv_cache_attend_multi (n_q consecutive query tokens in one call) must be
- * bitwise identical to n_q single-token hy_kv_cache_attend calls, for f32 / bf16 / fp8 caches, GQA
+/* test_attend_multi.c - hy_attend_multi (n_q consecutive query tokens in one call) must be
+ * bitwise identical to n_q single-token hy_attend calls, for f32 / bf16 / fp8 caches, GQA
  * groups of 1..12 heads, contexts that start and end inside and on the 32-position tile grid. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "cache/kv_cache.h"
 #include "kernels/kernel_table.h"
+#include "unit/kv_test_util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,10 +22,10 @@ static float rnd_f(void)
     return (float)((double)(rng >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
 }
 
-typedef void (*single_fn)(const struct hy_kv_cache *, int32_t, const float *, int32_t, const int32_t *, int32_t,
-                          float *, float *);
-typedef void (*multi_fn)(const struct hy_kv_cache *, int32_t, const float *, int32_t, int32_t, const int32_t *,
-                         int32_t, float *, float *);
+typedef void (*single_fn)(const struct hy_kv_view *, const float *, int32_t, const int32_t *, int32_t, float *,
+                          float *);
+typedef void (*multi_fn)(const struct hy_kv_view *, const float *, int32_t, int32_t, const int32_t *, int32_t, float *,
+                         float *);
 
 static void check(single_fn one, multi_fn many)
 {
@@ -49,7 +49,7 @@ static void check(single_fn one, multi_fn many)
                     k[i] = rnd_f() * 2.0f;
                     v[i] = rnd_f();
                 }
-                hy_kv_cache_write(&kv, 1, (int64_t)table[j / bs] * bs + j % bs, k, v);
+                kv_write(&kv, 1, (int64_t)table[j / bs] * bs + j % bs, k, v);
             }
             const int64_t qs = (int64_t)nh * D;
             float *q = malloc((size_t)(10 * qs) * 4), *o1 = malloc((size_t)(10 * qs) * 4),
@@ -62,9 +62,9 @@ static void check(single_fn one, multi_fn many)
                     if (c0 + nq - 1 > max_ctx)
                         continue;
                     for (int32_t i = 0; i < nq; i++)
-                        one(&kv, 1, q + i * qs, nh, table, c0 + i, sc, o1 + i * qs);
+                        one(KV_VIEW(&kv, 1), q + i * qs, nh, table, c0 + i, sc, o1 + i * qs);
                     memset(o2, 0xff, (size_t)(nq * qs) * 4);
-                    many(&kv, 1, q, nq, nh, table, c0, sc, o2);
+                    many(KV_VIEW(&kv, 1), q, nq, nh, table, c0, sc, o2);
                     if (memcmp(o1, o2, (size_t)(nq * qs) * 4) != 0)
                         fail_msg("attend_multi differs: dtype %d kv=%d heads=%d D=%d n_ctx0=%d n_q=%d", (int)dts[di],
                                  nkv, nh, D, c0, nq);
@@ -83,7 +83,7 @@ static void check(single_fn one, multi_fn many)
 static void test_active(void **state)
 {
     (void)state;
-    check(hy_kv_cache_attend, hy_kv_cache_attend_multi);
+    check(hy_attend, hy_attend_multi);
 }
 
 #if defined(__x86_64__)

@@ -22,6 +22,7 @@
 #include "base/cpu.h"
 #include "base/err.h"
 #include "kernels/kernel_table.h"
+#include "unit/kv_test_util.h"
 #include "unit/avx512_emu.h"
 
 #include <math.h>
@@ -368,7 +369,7 @@ static void make_cache(struct hy_kv_cache *kv, enum hy_dtype dt, int32_t nkv, in
             k[i] = rnd_f() * 2.0f;
             v[i] = rnd_f();
         }
-        hy_kv_cache_write(kv, 1, (int64_t)table[j / bs] * bs + j % bs, k, v);
+        kv_write(kv, 1, (int64_t)table[j / bs] * bs + j % bs, k, v);
     }
     free(k);
     free(v);
@@ -392,9 +393,9 @@ static void test_attention(void **state)
                       *o1 = malloc((size_t)nh * D * 4), *sc = malloc((size_t)n_ctx * 4);
                 for (int32_t i = 0; i < nh * D; i++)
                     q[i] = rnd_f() * 3.0f;
-                ref.attend(&kv, 1, q, nh, table, n_ctx, sc, o0);
+                ref.attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o0);
                 for (int l = 0; l < n_levels; l++) {
-                    levels[l].attend(&kv, 1, q, nh, table, n_ctx, sc, o1);
+                    levels[l].attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o1);
                     char what[96];
                     snprintf(what, sizeof(what), "attend %s kv=%d heads=%d D=%d n_ctx=%d", hy_dtype_name(dt), nkv,
                              nh, D, n_ctx);
@@ -421,9 +422,9 @@ static void test_attention_threads(void **state)
     for (int l = -1; l < n_levels; l++) {
         const struct hy_kernel_table *k = l < 0 ? &ref : &levels[l];
         omp_set_num_threads(1);
-        k->attend(&kv, 1, q, nh, table, n_ctx, sc, o1);
+        k->attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o1);
         omp_set_num_threads(2);
-        k->attend(&kv, 1, q, nh, table, n_ctx, sc, o2);
+        k->attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o2);
         assert_memory_equal(o1, o2, (size_t)nh * D * 4);
     }
     free(q);

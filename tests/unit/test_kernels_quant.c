@@ -1,5 +1,5 @@
 /* test_kernels_quant.c - the matmul kernels on quantized weights (FP8 per-tensor, MXFP8, MXFP4;
- * model/tensor.h) at every ISA level this CPU + OS supports, against the scalar ref table.
+ * quant/tensor.h) at every ISA level this CPU + OS supports, against the scalar ref table.
  *
  * - Exact decoding: the AVX2 widening (panel path hy_avx2q_widen_rows, and the decode GEMV seen
  *   through one-hot activations, where y[t,n] = w[n,k] exactly) gives hy_tensor_get's value

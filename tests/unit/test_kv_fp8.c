@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "kernels/fp8_scale.h"
 #include "kernels/kernel_table.h"
+#include "unit/kv_test_util.h"
 #include "quant/formats.h"
 
 #include <math.h>
@@ -151,13 +152,13 @@ static void write_matches_reference(int fit)
                 v[0] = 1e4f;
                 v[D + 1] = -1e4f;
             }
-            hy_kv_cache_write(&kv, layer, slot, k, v);
+            kv_write(&kv, layer, slot, k, v);
             for (int g = 0; g < NKV; g++) {
                 const uint8_t *kb = (const uint8_t *)kv.k[layer] + (slot * NKV + g) * D;
                 const uint8_t *vb = (const uint8_t *)kv.v[layer] + (slot * NKV + g) * D;
                 float s = ref_quant(k + g * D, D, 0.0f, fit, q);
                 assert_memory_equal(kb, q, D);
-                assert_true(hy_kv_cache_k_scale(&kv, layer, slot, g) == s);
+                assert_true(hy_kv_view_k_scale(KV_VIEW(&kv, layer), slot, g) == s);
                 if (fit) { /* the fitted row's error is at most the amax rule's */
                     const float sa = ref_quant(k + g * D, D, 0.0f, 0, qa);
                     assert_true(row_err(kb, s, k + g * D, D) <= row_err(qa, sa, k + g * D, D) * (1 + 1e-6));
@@ -170,7 +171,7 @@ static void write_matches_reference(int fit)
                 const float sv = layer == 1 ? vstat[g] : 0.0f;
                 s = ref_quant(v + g * D, D, sv, fit, q);
                 assert_memory_equal(vb, q, D);
-                assert_true(hy_kv_cache_v_scale(&kv, layer, slot, g) == s);
+                assert_true(hy_kv_view_v_scale(KV_VIEW(&kv, layer), slot, g) == s);
                 if (layer == 0)
                     assert_true(kv.v_scale[0][slot * NKV + g] == s);
             }
@@ -212,11 +213,11 @@ static void test_zero_rows(void **state)
         v[D + i] = 1e-44f;
     }
     for (int64_t slot = 0; slot < 5; slot++)
-        hy_kv_cache_write(&kv, 0, slot, k, v);
+        kv_write(&kv, 0, slot, k, v);
     for (int64_t slot = 0; slot < 5; slot++)
         for (int g = 0; g < NKV; g++) {
-            assert_true(hy_kv_cache_k_scale(&kv, 0, slot, g) == 0.0f);
-            assert_true(hy_kv_cache_v_scale(&kv, 0, slot, g) == 0.0f);
+            assert_true(hy_kv_view_k_scale(KV_VIEW(&kv, 0), slot, g) == 0.0f);
+            assert_true(hy_kv_view_v_scale(KV_VIEW(&kv, 0), slot, g) == 0.0f);
         }
     for (int i = 0; i < 5 * NKV * D; i++) {
         assert_int_equal(((uint8_t *)kv.k[0])[i], 0);
@@ -229,7 +230,7 @@ static void test_zero_rows(void **state)
     for (int l = -1; l < n_levels; l++) {
         const struct hy_kernel_table *t = l < 0 ? &ref : &levels[l];
         memset(o, 0xff, sizeof(o)); /* NaN pattern: every output must be written */
-        t->attend(&kv, 0, q, NH, table, 5, sc, o);
+        t->attend(KV_VIEW(&kv, 0), q, NH, table, 5, sc, o);
         for (int i = 0; i < NH * D; i++)
             assert_true(o[i] == 0.0f);
     }
@@ -257,7 +258,7 @@ static void test_decode_every_byte(void **state)
         const int32_t table[1] = {0};
         for (int l = -1; l < n_levels; l++) {
             const struct hy_kernel_table *t = l < 0 ? &ref : &levels[l];
-            t->attend(&kv, 0, q, NH, table, 1, sc, o);
+            t->attend(KV_VIEW(&kv, 0), q, NH, table, 1, sc, o);
             for (int h = 0; h < NH; h++)
                 for (int i = 0; i < D; i++) {
                     const float want = hy_e4m3_to_f32(vb[i]);
@@ -338,7 +339,7 @@ static void make_cache(struct hy_kv_cache *kv, enum hy_dtype dt, const float *vs
         if (j % 7 == 3) /* a zero K row and V row now and then */
             for (int32_t i = 0; i < D; i++)
                 k[i] = v[i] = 0.0f;
-        hy_kv_cache_write(kv, 1, (int64_t)table[j / bs] * bs + j % bs, k, v);
+        kv_write(kv, 1, (int64_t)table[j / bs] * bs + j % bs, k, v);
         if (kf) {
             memcpy(kf + (size_t)j * nkv * D, k, (size_t)nkv * D * 4);
             memcpy(vf + (size_t)j * nkv * D, v, (size_t)nkv * D * 4);
@@ -360,7 +361,7 @@ static void oracle(const struct hy_kv_cache *kv, const float *q, int32_t nh, con
         for (int32_t j = 0; j < n_ctx; j++) {
             const int64_t slot = (int64_t)table[j / bs] * bs + j % bs;
             const uint8_t *kb = (const uint8_t *)kv->k[1] + (slot * nkv + g) * D;
-            const double ks = hy_kv_cache_k_scale(kv, 1, slot, g);
+            const double ks = hy_kv_view_k_scale(KV_VIEW(kv, 1), slot, g);
             double d = 0;
             for (int32_t i = 0; i < D; i++)
                 d += (double)q[h * D + i] * hy_e4m3_to_f32(kb[i]) * ks;
@@ -374,7 +375,7 @@ static void oracle(const struct hy_kv_cache *kv, const float *q, int32_t nh, con
             for (int32_t j = 0; j < n_ctx; j++) {
                 const int64_t slot = (int64_t)table[j / bs] * bs + j % bs;
                 const uint8_t *vb = (const uint8_t *)kv->v[1] + (slot * nkv + g) * D;
-                acc += s[j] / sum * hy_e4m3_to_f32(vb[i]) * hy_kv_cache_v_scale(kv, 1, slot, g);
+                acc += s[j] / sum * hy_e4m3_to_f32(vb[i]) * hy_kv_view_v_scale(KV_VIEW(kv, 1), slot, g);
             }
             out[h * D + i] = (float)acc;
         }
@@ -404,12 +405,12 @@ static void test_attention_levels(void **state)
                 snprintf(what, sizeof(what), "fp8 (%s V) kv=%d heads=%d D=%d n_ctx=%d", st ? "static" : "dynamic",
                          nkv, nh, D, n_ctx);
                 oracle(&kv, q, nh, table, n_ctx, o1);
-                ref.attend(&kv, 1, q, nh, table, n_ctx, sc, o0);
+                ref.attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o0);
                 double e = nmse(o0, o1, (int64_t)nh * D);
                 if (!(e <= NMSE_MAX))
                     fail_msg("%s: ref vs double oracle nmse %.3g", what, e);
                 for (int l = 0; l < n_levels; l++) {
-                    levels[l].attend(&kv, 1, q, nh, table, n_ctx, sc, o1);
+                    levels[l].attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o1);
                     e = nmse(o1, o0, (int64_t)nh * D);
                     if (!(e <= NMSE_MAX))
                         fail_msg("%s [%s]: nmse vs ref %.3g > %.3g", what, levels[l].name, e, NMSE_MAX);
@@ -440,15 +441,15 @@ static void test_attention_vs_f32(void **state)
         const int32_t nblk = k8.n_blocks;
         assert_int_equal(hy_kv_cache_init(&k32, 2, nkv, D, 4, nblk, HY_DTYPE_F32), 0);
         for (int32_t j = 0; j < n_ctx; j++)
-            hy_kv_cache_write(&k32, 1, (int64_t)table[j / 4] * 4 + j % 4, kf + (size_t)j * nkv * D,
+            kv_write(&k32, 1, (int64_t)table[j / 4] * 4 + j % 4, kf + (size_t)j * nkv * D,
                               vf + (size_t)j * nkv * D);
         float q[8 * 128], o8[8 * 128], o32[8 * 128], sc[128];
         for (int32_t i = 0; i < nh * D; i++)
             q[i] = rnd_f() * 0.5f;
         for (int l = -1; l < n_levels; l++) {
             const struct hy_kernel_table *t = l < 0 ? &ref : &levels[l];
-            t->attend(&k8, 1, q, nh, table, n_ctx, sc, o8);
-            t->attend(&k32, 1, q, nh, table, n_ctx, sc, o32);
+            t->attend(KV_VIEW(&k8, 1), q, nh, table, n_ctx, sc, o8);
+            t->attend(KV_VIEW(&k32, 1), q, nh, table, n_ctx, sc, o32);
             const double e = nmse(o8, o32, nh * D);
             printf("fp8 (%s V) vs fp32 cache [%s]: nmse %.3g\n", st ? "static" : "dynamic", t->name, e);
             assert_true(all_finite(o8, nh * D));
@@ -458,8 +459,8 @@ static void test_attention_vs_f32(void **state)
         if (st) {
             for (int32_t g = 0; g < nkv; g++)
                 k8.v_static[1][g] *= 2.0f;
-            ref.attend(&k8, 1, q, nh, table, n_ctx, sc, o8);
-            ref.attend(&k32, 1, q, nh, table, n_ctx, sc, o32);
+            ref.attend(KV_VIEW(&k8, 1), q, nh, table, n_ctx, sc, o8);
+            ref.attend(KV_VIEW(&k32, 1), q, nh, table, n_ctx, sc, o32);
             assert_true(nmse(o8, o32, nh * D) > 0.5);
         }
         free(kf);
@@ -483,9 +484,9 @@ static void test_attention_threads(void **state)
     for (int l = -1; l < n_levels; l++) {
         const struct hy_kernel_table *k = l < 0 ? &ref : &levels[l];
         omp_set_num_threads(1);
-        k->attend(&kv, 1, q, nh, table, n_ctx, sc, o1);
+        k->attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o1);
         omp_set_num_threads(2);
-        k->attend(&kv, 1, q, nh, table, n_ctx, sc, o2);
+        k->attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o2);
         assert_memory_equal(o1, o2, (size_t)nh * D * 4);
     }
     omp_set_num_threads(1);
@@ -513,8 +514,8 @@ struct result {
 static const char *golden_dir(void)
 {
     static char path[1024];
-    const char *sh = getenv("HY_SHARED");
-    snprintf(path, sizeof(path), "%s/data/hy3-golden-llamacpp/hy3-golden-b", sh ? sh : "../shared");
+    const char *root = getenv("HYINFER_ROOT"); /* unset: run from the repository root */
+    snprintf(path, sizeof(path), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
     return path;
 }
 

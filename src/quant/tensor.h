@@ -9,8 +9,8 @@
  * The dequantized value of an element is one fixed f32 number (hy_tensor_get); every kernel level
  * feeds exactly that value into its FMA chain.
  */
-#ifndef HY_MODEL_TENSOR_H
-#define HY_MODEL_TENSOR_H
+#ifndef HY_QUANT_TENSOR_H
+#define HY_QUANT_TENSOR_H
 
 #include "quant/dtype.h"
 #include "quant/formats.h"
