@@ -23,7 +23,7 @@
  * Smaller T (decode, T < HY_AMX_MIN_T), formats without a bf16 form (F32, F16) and, under the opt-in
  * HYINFER_MXFP4_ACT=mxint8, MXFP4 weights take the avx512 level's AVX512-BF16 matmul (avx512_bf16.c:
  * vdpbf16ps decode tiles; F32 / F16 the f32 chain; the W4A8 kernel). Compiled with HY_AMX_EMU (tests
- * only), the tile instructions are the software model of tests/unit/amx_emu.h, the fallback is the
+ * only, amx_tiles.h), the tile instructions are the includer's software model, the fallback is the
  * ref matmul and quantized panels are widened by hy_tensor_get, so the whole logic runs and is tested
  * on machines without AMX.
  */
@@ -40,19 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef HY_AMX_EMU
-#include "unit/amx_emu.h"
-#define AMX_TARGET
-#define AMX_FN(name) emu_##name
-#define AMX_FALLBACK hy_ref_matmul
-#define AMX_WIDEN NULL
-#else
-#include <immintrin.h>
-#define AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
-#define AMX_FN(name) name
-#define AMX_FALLBACK hy_avx512bf16_matmul_bf16x /* AMX CPUs have AVX512_BF16 */
-#define AMX_WIDEN hy_avx512q_widen_rows
-#endif
+#include "kernels/amx_tiles.h" /* the tile operations: intrinsics, or a test's model (HY_AMX_EMU) */
 
 /* GCC's tile intrinsics are asm statements without memory operands or clobbers: this barrier
  * keeps the compiler from moving panel / packing stores past a tile load, or reads of a stored C

@@ -1,7 +1,8 @@
 /* amx_emu.h - a software model of the AMX tile instructions src/kernels/amx.c uses, so its logic
  * (tile configuration, strides, packing, tails, the order of the tile operations) runs and is
- * checked against the scalar ref on machines without AMX. Test code only: src/kernels/amx.c
- * includes it instead of the real intrinsics when compiled with HY_AMX_EMU (tests/unit/test_kernels_amx.c).
+ * checked against the scalar ref on machines without AMX. Test code only: tests/unit/test_kernels_amx.c
+ * includes it, then src/kernels/amx.c with HY_AMX_EMU, which takes these tile operations instead of
+ * the real intrinsics (src/kernels/amx_tiles.h).
  *
  * Semantics follow the Intel SDM (vol. 2, "TILELOADD", "TILESTORED", "TILEZERO", "TDPBF16PS",
  * "LDTILECFG"; palette 1: 8 tiles of up to 16 rows x 64 bytes):

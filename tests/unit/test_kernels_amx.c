@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "unit/amx_emu.h" /* the software tile model: defines the tile operations amx.c calls */
 #define HY_AMX_EMU 1
 #include "kernels/amx.c" /* the kernel under test, on emulated tiles: emu_hy_amx_matmul_bf16x */
 
