@@ -1,6 +1,6 @@
-/* gptq_bench.c - micro-benchmark of GPTQ (quant/gptq.h) on one Hy3-sized matrix (not a test):
+/* gptq_bench.c - micro-benchmark of GPTQ (quantize/gptq.h) on one Hy3-sized matrix (not a test):
  * the factor of H (K x K) and the rounding of N rows, timed apart; and the calibration observer's
- * sum x^T x of H's T rows (hy_calib_gram_add, quant/calib.h) against the plain loop it replaced.
+ * sum x^T x of H's T rows (hy_calib_gram_add, quantize/calib.h) against the plain loop it replaced.
  * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/gptq_bench.c build/libhyinfer.a \
  *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1 libmicrohttpd) -lm -o build/gptq_bench
  * Run:   build/gptq_bench [N K [fp8|mxfp8|mxfp4]]   (default 1536 4096 mxfp8: one routed expert's
@@ -10,12 +10,12 @@
  * FNV-1a hash of the codes, which stays the same when only the speed of the code changes.
  * GPTQ_BENCH_NO_OBJ=1 skips the objectives (the rounding time without the diagnostic).
  * GPTQ_BENCH_ATTN=1 (N a multiple of 1024: q_proj, heads of 128, a multiple of the 8 kv heads) also times q_proj's attention statistics for
- * one window of 512 synthetic tokens (hy_calib_attn_g_add, quant/calib_attn.h; 8 kv heads, 16 queries sampled
+ * one window of 512 synthetic tokens (hy_calib_attn_g_add, quantize/calib_attn.h; 8 kv heads, 16 queries sampled
  * as `hyinfer quantize` does) and the coupled rounding with them (hy_gptq_quantize_coupled). */
 #include "base/err.h"
-#include "quant/calib.h"
-#include "quant/calib_attn.h"
-#include "quant/gptq.h"
+#include "quantize/calib.h"
+#include "quantize/calib_attn.h"
+#include "quantize/gptq.h"
 
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /* cmd_quantize.c - `hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid
  *                  [--quant-target moe attn-linear mlp] [--mx-scale ocp|mse] [--calib-data TEXT ...]`
- * (round-to-nearest, or GPTQ with calibration: quant/gptq.h, quant/calib.h), and `hyinfer info -m DIR`'s
+ * (round-to-nearest, or GPTQ with calibration: quantize/gptq.h, quantize/calib.h), and `hyinfer info -m DIR`'s
  * model part. */
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -12,8 +12,8 @@
 #include "bench/quality.h"
 #include "model/model.h"
 #include "model/place.h"
-#include "quant/calib.h"
-#include "quant/quantize.h"
+#include "quantize/calib.h"
+#include "quantize/quantize.h"
 #include "text/tokenizer.h"
 
 #include <errno.h>
@@ -47,7 +47,7 @@ struct calib_opts {
 
 /* Loads IN in fp32 mode (weights left in the file mapping, *m: the caller frees it after quantizing),
  * tokenizes the calibration text and binds it to *c; the statistics are collected while quantizing
- * (quant/calib.h: in passes that fit --calib-memory-gib). */
+ * (quantize/calib.h: in passes that fit --calib-memory-gib). */
 static int calibrate(const char *in, const struct calib_opts *co, struct hy_calib *c, struct hy_model **m)
 {
     char *text = NULL;

@@ -53,17 +53,17 @@ struct hy_kernel_table {
     void (*fp8_fit_pass)(const float *x, int64_t n, float s, float out[3]);
     /* q[i] = hy_f32_to_e4m3(x[i] / s) for x[n] (f32), s > 0 (quant/formats.h); bitwise equal at every level. */
     void (*fp8_encode)(const float *x, int64_t n, float s, uint8_t *q);
-    /* sum a[k] * b[k] over a[n], b[n] (f64; GPTQ's factorization, quant/gptq.c): 8 lanes, lane j
+    /* sum a[k] * b[k] over a[n], b[n] (f64; GPTQ's factorization, quantize/gptq.c): 8 lanes, lane j
      * taking k = j mod 8 in increasing k, each product rounded then added (never fused), lanes summed
      * ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)); bitwise equal at every level. n <= 0 gives +0. */
     double (*dot_f64)(const double *a, const double *b, int64_t n);
     /* x[t][j] -= dot_f64(e_t, v_j, nb) for t < nr, j < n, rows x_t = x + t * ldx, e_t = e + t * lde,
-     * v_j = v + j * ldv (f64; GPTQ's deferred error update, quant/gptq.c): each sum in dot_f64's lane
+     * v_j = v + j * ldv (f64; GPTQ's deferred error update, quantize/gptq.c): each sum in dot_f64's lane
      * order, then one subtraction; bitwise equal at every level. */
     void (*gemm_sub_f64)(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
                          int64_t ldv, int64_t nb, int64_t n);
     /* g[i][j] += a_t[i] * b_t[j] for t = 0, 1, ... nt - 1 in turn, i < ni, j < nj, rows g_i = g + i * ldg,
-     * a_t = a + t * lda, b_t = b + t * ldb (f64; GPTQ's H += X^T X, quant/calib.c): each product rounded
+     * a_t = a + t * lda, b_t = b + t * ldb (f64; GPTQ's H += X^T X, quantize/calib.c): each product rounded
      * then added to the entry (never fused), one t at a time, so the bits are the same however the
      * caller splits i, j, or t (in increasing t); bitwise equal at every level. */
     void (*gemm_tn_acc_f64)(double *g, int64_t ldg, const double *a, int64_t lda, const double *b, int64_t ldb,

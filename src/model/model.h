@@ -98,7 +98,7 @@ struct hy_model {
     float                **v_cache_scale;    /* [main + MTP layers] -> NULL or [n_kv_heads]: static FP8 V
                                                 cache scales from the checkpoint (kv_scales.c) */
     int32_t                n_v_cache_scales; /* layers that have one */
-    /* Calibration observer (quant/calib.h), NULL normally: called by every linear layer of the forward
+    /* Calibration observer (quantize/calib.h), NULL normally: called by every linear layer of the forward
      * pass, after the product, with its weight, its whole input x [T, W->cols] and its output y [T, W->rows]
      * (f32, valid during the call only), from the calling thread outside parallel regions. While it is set
      * the per-expert / per-matrix path runs (as moe_per_expert = 1), so each matrix sees its input in one
@@ -174,7 +174,7 @@ struct hy_batch {
 int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b,
                      float *logits, float *hidden_out);
 
-/* Part of the main model, for calibration (quant/calib.c): decoder layers [from, to) of batch b over
+/* Part of the main model, for calibration (quantize/calib.c): decoder layers [from, to) of batch b over
  * the residual stream x [n_tokens, hidden_size] (f32, in place). from = 0 first fills x with the
  * embeddings of b's tokens (its contents are ignored); otherwise x must hold the stream entering
  * layer `from` (as a call ending at `from` left it). With to == num_hidden_layers and hidden_out

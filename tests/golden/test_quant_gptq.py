@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""GPTQ rounding in `hyinfer quantize --calib-data` on models/hy3-tiny (src/quant/gptq.h, calib.h).
+"""GPTQ rounding in `hyinfer quantize --calib-data` on models/hy3-tiny (src/quantize/gptq.h, calib.h).
 
 Calibration text: the training split of tinyshakespeare (first 90% of characters, as tools/train_tiny_hy3.py
 cuts it); quality is measured on the held-out tail, so calibration and evaluation never share text.
@@ -25,7 +25,7 @@ cuts it); quality is measured on the held-out tail, so calibration and evaluatio
 4. Bad input: calibration flags without --calib-data, a missing or empty text file, a window longer than
    max_position_embeddings, a statistics memory limit that is too small, a bad --mx-scale: clear errors,
    exit 1 or 2, nothing left in OUT; a non-empty OUT is refused before the calibration runs.
-Exit 0 pass, 1 fail, 77 skip (no models/hy3-tiny or no corpus).
+Exit 0 pass, 1 fail, 77 skip (no models/hy3-tiny).
 """
 import itertools
 import json
@@ -40,8 +40,7 @@ ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path
 TINY = os.path.join(ROOT, "models", "hy3-tiny")
 WORK = os.path.join(ROOT, "build", "quant-gptq")
 BIN = os.path.join(ROOT, "build", "hyinfer")
-SHARED = os.environ.get("HY_SHARED") or os.path.join(os.path.dirname(ROOT), "shared")
-CORPUS = os.path.join(SHARED, "data", "corpora", "tinyshakespeare.txt")
+CORPUS = os.path.join(ROOT, "tests", "data", "corpora", "tinyshakespeare.txt")
 
 fails = []
 
@@ -176,8 +175,11 @@ def weighting_flags(train, gq):
 
 
 def main():
-    if not os.path.isdir(TINY) or not os.path.isfile(CORPUS):
-        print("skip: models/hy3-tiny or %s missing" % CORPUS)
+    if not os.path.isfile(CORPUS):
+        print("FAIL: %s missing (tests/data is part of the repository)" % CORPUS)
+        return 1
+    if not os.path.isdir(TINY):
+        print("skip: models/hy3-tiny missing")
         return 77
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)

@@ -1,4 +1,4 @@
-/* test_calib_attn.c - q_proj's attention statistics (src/quant/calib_attn.h) against the formula
+/* test_calib_attn.c - q_proj's attention statistics (src/quantize/calib_attn.h) against the formula
  * written out with explicit rotation matrices: G_h = sum over sampled t of
  * w_t / head_dim * D R_t^T Cov_{p_t}(k) R_t D, with QK-norm (NeoX and interleaved RoPE pairs, GQA) and
  * without; query strides; symmetric and positive semi-definite; bitwise the same on 1 and 2 threads;
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "quant/calib_attn.h"
+#include "quantize/calib_attn.h"
 
 #include <omp.h>
 

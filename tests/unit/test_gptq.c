@@ -1,4 +1,4 @@
-/* test_gptq.c - GPTQ rounding (src/quant/gptq.h) against an independent reference written here in
+/* test_gptq.c - GPTQ rounding (src/quantize/gptq.h) against an independent reference written here in
  * the Optimal Brain Quantization form (Frantar & Alistarh 2022, "Optimal Brain Compression", eq. 3-4):
  * the full inverse Hd^-1 by Gauss-Jordan elimination, and after each column the rank-1 downdate
  * Hinv -= Hinv[:, i] Hinv[i, :] / Hinv[i][i] instead of gptq.c's Cholesky factor. Both are exact
@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "kernels/kernel_table.h"
-#include "quant/calib.h"
+#include "quantize/calib.h"
 #include "quant/formats.h"
-#include "quant/gptq.h"
+#include "quantize/gptq.h"
 #include "unit/avx512_emu.h"
 
 #include <omp.h>
@@ -631,7 +631,7 @@ static void test_dot_f64_levels(void **state)
 
 /* gemm_tn_acc_f64 of every level bitwise the ref's for tiles around its 4 x 8 register block (rows and
  * columns past it, leading dimensions wider than the tile, no tokens); and the ref's bits the same when
- * the tokens, rows or columns are split across calls (the observer's chunks and tiles, quant/calib.c).
+ * the tokens, rows or columns are split across calls (the observer's chunks and tiles, quantize/calib.c).
  * Odd columns of a hold f32 values widened, as the observer's (exact products); even ones full f64
  * values, whose products round (a fused multiply-add would change the bits). */
 static void test_gemm_tn_acc_levels(void **state)

@@ -1,4 +1,4 @@
-/* calib.h - calibration statistics for GPTQ (quant/gptq.h): H = mean of x x^T of the inputs x of
+/* calib.h - calibration statistics for GPTQ (quantize/gptq.h): H = mean of x x^T of the inputs x of
  * every quantizable linear layer, collected by running the model's forward pass over calibration
  * text (the model's observer hook, model.h).
  *
@@ -24,11 +24,11 @@
  * Module names are the checkpoint's (`model.layers.L.self_attn.q_proj`, `...mlp.experts.E.gate_proj`,
  * `...mlp.shared_mlp.up_proj`; `shared_experts` is accepted as the other Hy3 spelling).
  */
-#ifndef HY_QUANT_CALIB_H
-#define HY_QUANT_CALIB_H
+#ifndef HY_QUANTIZE_CALIB_H
+#define HY_QUANTIZE_CALIB_H
 
 #include "model/model.h"
-#include "quant/calib_attn.h"
+#include "quantize/calib_attn.h"
 
 #include <stdint.h>
 

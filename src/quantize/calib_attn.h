@@ -1,5 +1,5 @@
 /* calib_attn.h - q_proj's attention statistics: the output-side factor G of the coupled GPTQ rounding
- * (quant/gptq.h hy_gptq_quantize_coupled), one [head_dim, head_dim] matrix per query head.
+ * (quantize/gptq.h hy_gptq_quantize_coupled), one [head_dim, head_dim] matrix per query head.
  *
  * Why: a change dq of head h's query (q_proj's output, before the QK-norm) reaches the attention as
  * the change of the normalized, rotated query R_t D dq / rms(q_h(t)) (D = diag of the q_norm gain,
@@ -15,8 +15,8 @@
  * statistic (numpy prototype tools/gptq_qnorm_proto.py --mode kfac-cov): README "attention Hessian".
  * Without a q_norm the same holds with D = I and rms = 1 (the scores see dq directly).
  */
-#ifndef HY_QUANT_CALIB_ATTN_H
-#define HY_QUANT_CALIB_ATTN_H
+#ifndef HY_QUANTIZE_CALIB_ATTN_H
+#define HY_QUANTIZE_CALIB_ATTN_H
 
 #include <stdint.h>
 

@@ -18,10 +18,10 @@
  * Rounding: round-to-nearest, or with calibration statistics GPTQ (gptq.h) in the same layouts and
  * with the same scales.
  */
-#ifndef HY_QUANT_QUANTIZE_H
-#define HY_QUANT_QUANTIZE_H
+#ifndef HY_QUANTIZE_QUANTIZE_H
+#define HY_QUANTIZE_QUANTIZE_H
 
-#include "quant/gptq.h"
+#include "quantize/gptq.h"
 
 #include <stdint.h>
 
@@ -34,8 +34,8 @@ struct hy_calib;
 struct hy_quantize_opts {
     enum hy_quant_dtype     dtype;
     unsigned                targets; /* HY_QT_* bits, non-zero */
-    struct hy_calib        *calib;   /* NULL: round-to-nearest; else GPTQ (quant/gptq.h) with these
-                                        statistics for every matrix that has them (quant/calib.h: bound,
+    struct hy_calib        *calib;   /* NULL: round-to-nearest; else GPTQ (quantize/gptq.h) with these
+                                        statistics for every matrix that has them (quantize/calib.h: bound,
                                         planned here in file order, passes run as the matrices need them) */
     struct hy_gptq_opts     gptq;    /* used with calib (its mx_scale is taken from mx_scale below) */
     enum hy_mx_scale_rule   mx_scale; /* MX block-scale rule (formats.h); default HY_MX_SCALE_OCP */
@@ -54,7 +54,7 @@ struct hy_quantize_stats {
     double   gptq_ratio_sum; /* sum over the GPTQ matrices of objective(GPTQ) / objective(RTN) */
     int64_t  n_gptq_factors; /* H factorizations computed (matrices that share inputs share one) */
     int64_t  n_gptq_coupled; /* GPTQ matrices whose rows were rounded jointly per head (q_proj with attention
-                                statistics, quant/calib_attn.h) */
+                                statistics, quantize/calib_attn.h) */
     int64_t  n_gptq_few_tokens; /* GPTQ matrices whose statistics came from fewer tokens than K (rank-deficient H) */
     double   seconds;
 };

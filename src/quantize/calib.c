@@ -1,5 +1,5 @@
 /* calib.c - GPTQ calibration statistics from the forward pass (conventions: calib.h). */
-#include "quant/calib.h"
+#include "quantize/calib.h"
 
 #include "base/err.h"
 #include "base/timing.h"

@@ -1,8 +1,8 @@
 /* calib_attn.c - q_proj's attention statistics for the coupled GPTQ rounding (math: calib_attn.h). */
-#include "quant/calib_attn.h"
+#include "quantize/calib_attn.h"
 
 #include "base/err.h"
-#include "quant/calib.h"
+#include "quantize/calib.h"
 
 #include <math.h>
 #include <stdlib.h>

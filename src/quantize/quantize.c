@@ -1,5 +1,5 @@
 /* quantize.c - `hyinfer quantize` library part (quantize.h). */
-#include "quant/quantize.h"
+#include "quantize/quantize.h"
 
 #include "base/err.h"
 #include "base/fileio.h"
@@ -8,7 +8,7 @@
 #include "config/model_config.h"
 #include "config/quant_config.h"
 #include "model/safetensors.h"
-#include "quant/calib.h"
+#include "quantize/calib.h"
 #include "quant/formats.h"
 
 #include <ctype.h>

@@ -18,8 +18,8 @@
  * o->mx_scale from each block of W (llm-compressor's "static" groups). Q rounds to nearest even, saturating.
  * With H = identity and dampening 0 the result is exactly round-to-nearest.
  */
-#ifndef HY_QUANT_GPTQ_H
-#define HY_QUANT_GPTQ_H
+#ifndef HY_QUANTIZE_GPTQ_H
+#define HY_QUANTIZE_GPTQ_H
 
 #include "config/quant_config.h"
 #include "quant/formats.h"

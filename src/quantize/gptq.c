@@ -1,5 +1,5 @@
 /* gptq.c - GPTQ rounding of one weight matrix (math and conventions: gptq.h). */
-#include "quant/gptq.h"
+#include "quantize/gptq.h"
 
 #include "base/err.h"
 #include "kernels/kernel_table.h"
