@@ -197,7 +197,7 @@ int hy_cmd_run(int argc, char **argv)
         goto fail;
     struct hy_sampling_params sp;
     hy_sampling_params_init(&sp);
-    if (hy_sampling_params_from_generation_config(cfg.model_path, &sp) || hy_run_config_apply_sampling(&cfg, &sp))
+    if (hy_sampling_params_from_generation_config(cfg.model_path, &sp) || hy_sampling_params_from_run_config(&cfg, &sp))
         goto fail;
     reqs = calloc(ds.n, sizeof(*reqs));
     ids = calloc(ds.n, sizeof(*ids));

@@ -10,7 +10,6 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
-#include "sample/sampler.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -661,26 +660,4 @@ done:
     if (rc != 0)
         hy_run_config_free(cfg);
     return rc;
-}
-
-int hy_run_config_apply_sampling(const struct hy_run_config *cfg, struct hy_sampling_params *p)
-{
-    if (cfg->temperature >= 0.0f)
-        p->temperature = cfg->temperature;
-    if (cfg->top_p >= 0.0f)
-        p->top_p = cfg->top_p;
-    if (cfg->top_k >= 0)
-        p->top_k = cfg->top_k;
-    if (cfg->min_p >= 0.0f)
-        p->min_p = cfg->min_p;
-    if (cfg->repetition_penalty > 0.0f)
-        p->repetition_penalty = cfg->repetition_penalty;
-    if (cfg->seed >= 0) {
-        p->seed = (uint64_t)cfg->seed;
-        p->has_seed = 1;
-    }
-    p->max_new_tokens = cfg->max_new_tokens;
-    if (hy_sampling_params_validate(p) != 0)
-        return hy_err_prefix("%s", cfg->config_path ? cfg->config_path : "run config");
-    return 0;
 }

@@ -1,6 +1,6 @@
 /* run_config.h - the offline job config: cann-recipes-infer YAML schema (libyaml).
  *
- * Schema as ../shared/data/hy3/cann_recipes_hy3_example.yaml lays it out. Ascend-only keys are
+ * Schema as tests/data/hy3/cann_recipes_hy3_example.yaml lays it out. Ascend-only keys are
  * accepted with one warning line naming them; any other unknown key is an error naming it.
  *
  * Layout (every section and key optional except model_config.model_path):
@@ -31,7 +31,6 @@
 
 #include <stdint.h>
 
-struct hy_sampling_params;
 
 struct hy_run_config {
     /* model_config */
@@ -84,10 +83,5 @@ int hy_run_config_init(struct hy_run_config *cfg);
  * and LongBench / InfiniteBench without dataset_path. */
 int hy_run_config_load(const char *yaml_path, struct hy_run_config *cfg);
 void hy_run_config_free(struct hy_run_config *cfg);
-
-/* Overrides *p (typically filled by hy_sampling_params_init + _from_generation_config) with the
- * sampling keys the YAML set, sets p->max_new_tokens = cfg->max_new_tokens, then validates.
- * Returns 0, or -1 with hy_err_msg(). */
-int hy_run_config_apply_sampling(const struct hy_run_config *cfg, struct hy_sampling_params *p);
 
 #endif

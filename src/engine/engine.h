@@ -15,6 +15,7 @@
 
 #include "model/model.h"
 #include "sample/sampler.h"
+#include "sched/request.h" /* enum hy_engine_finish */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -45,13 +46,6 @@ struct hy_engine_request {
     const int32_t            *stop_token_ids;   /* [n_stop_token_ids], copied; may be NULL */
     size_t                    n_stop_token_ids;
     int32_t                   logprobs;         /* -1: none; 0..20: chosen token's logprob + that many top */
-};
-
-enum hy_engine_finish {
-    HY_ENGINE_RUNNING = 0,
-    HY_ENGINE_FINISHED_STOP,     /* EOS or a stop token id */
-    HY_ENGINE_FINISHED_LENGTH,   /* max_tokens or max_model_len */
-    HY_ENGINE_FINISHED_ABORT,    /* hy_engine_abort_request */
 };
 
 /* One new token (or a finish without a token, token_id = -1, e.g. abort) of one request. */

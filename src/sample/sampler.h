@@ -37,6 +37,12 @@ int hy_sampling_params_validate(const struct hy_sampling_params *p);
  * malformed JSON is (-1 with hy_err_msg()). */
 int hy_sampling_params_from_generation_config(const char *model_dir, struct hy_sampling_params *p);
 
+/* Overrides *p (typically filled by hy_sampling_params_init + _from_generation_config) with the
+ * sampling keys the run YAML set (config/run_config.h), sets p->max_new_tokens =
+ * cfg->max_new_tokens, then validates. Returns 0, or -1 with hy_err_msg() prefixed by the YAML path. */
+struct hy_run_config;
+int hy_sampling_params_from_run_config(const struct hy_run_config *cfg, struct hy_sampling_params *p);
+
 /* Per-request sampler state: RNG and token counts for penalties. */
 struct hy_sampler;
 

@@ -3,6 +3,7 @@
 
 #include "base/err.h"
 #include "cache/block_pool.h"
+#include "sample/sampler.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,10 +6,19 @@
 #ifndef HY_SCHED_REQUEST_H
 #define HY_SCHED_REQUEST_H
 
-#include "engine/engine.h"
-
 #include <stddef.h>
 #include <stdint.h>
+
+struct hy_sampler;
+
+/* Why a request stopped (the engine sets it; the scheduler frees finished requests). */
+enum hy_engine_finish {
+    HY_ENGINE_RUNNING = 0,
+    HY_ENGINE_FINISHED_STOP,     /* EOS or a stop token id */
+    HY_ENGINE_FINISHED_LENGTH,   /* max_tokens or max_model_len */
+    HY_ENGINE_FINISHED_ABORT,    /* hy_engine_abort_request (engine/engine.h) */
+};
+
 
 enum hy_request_status {
     HY_REQ_WAITING = 0,

@@ -196,7 +196,7 @@ static void test_full_config(void **state)
 
     struct hy_sampling_params p;
     hy_sampling_params_init(&p);
-    assert_int_equal(hy_run_config_apply_sampling(&cfg, &p), 0);
+    assert_int_equal(hy_sampling_params_from_run_config(&cfg, &p), 0);
     assert_float_equal(p.temperature, 0.7, 1e-6);
     assert_int_equal(p.top_k, 20);
     assert_true(p.has_seed);
@@ -461,17 +461,11 @@ static void test_repo_default_yaml(void **state)
 static void test_shared_example(void **state)
 {
     (void)state;
-    const char *shared = getenv("HY_SHARED");
+    const char *root = getenv("HYINFER_ROOT"); /* unset: run from the repository root */
     char path[512];
-    snprintf(path, sizeof(path), "%s/data/hy3/cann_recipes_hy3_example.yaml",
-             shared && *shared ? shared : "../shared");
-    if (!hy_file_exists(path)) {
-        snprintf(path, sizeof(path), "/work/shared/data/hy3/cann_recipes_hy3_example.yaml");
-        if (!hy_file_exists(path)) {
-            print_message("skipping: cann_recipes_hy3_example.yaml not found (set HY_SHARED)\n");
-            skip();
-        }
-    }
+    snprintf(path, sizeof(path), "%s/tests/data/hy3/cann_recipes_hy3_example.yaml", root && *root ? root : ".");
+    if (!hy_file_exists(path))
+        fail_msg("%s not found (run from the repository root or set HYINFER_ROOT)", path);
     char *text = NULL;
     size_t len;
     assert_int_equal(hy_file_read_all(path, &text, &len), 0);
