@@ -7,7 +7,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export HYINFER_ROOT="$PWD"
 export PYTHON=/usr/bin/python3
-export HY_SHARED="${HY_SHARED:-$PWD/../shared}"
 # OpenMP workers sleep instead of spinning between parallel regions: test machines are shared
 # and oversubscribed (spinning made 2 threads ~4x slower than 1 under load).
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"

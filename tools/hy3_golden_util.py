@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.environ.get("HY_SHARED") or os.path.join(ROOT, "..", "shared")
+TESTDATA = os.path.join(ROOT, "tests", "data")
 
 
 def engine_cmd():

@@ -6,9 +6,8 @@ Usage:
                                                  message on stderr (exit 1)
   render_chat_template.py --batch CASES.json     CASES is a JSON list of cases; prints a JSON list
                                                  of {"text": ...} or {"error": ..., "type": ...}
-  --template PATH                                template file (default $HY_SHARED/data/hy3/
-                                                 tencent-Hy3.jinja, HY_SHARED defaulting to
-                                                 <repo>/../shared)
+  --template PATH                                template file (default <repo>/tests/data/hy3/
+                                                 tencent-Hy3.jinja)
 
 A case is {"messages": [...], "tools": [...] (optional, None when absent),
 "add_generation_prompt": bool (optional, default False), any other key: a template kwarg such as
@@ -46,8 +45,7 @@ def _strftime_now(fmt):
 
 def default_template_path():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    shared = os.environ.get("HY_SHARED") or os.path.join(root, "..", "shared")
-    return os.path.join(shared, "data", "hy3", "tencent-Hy3.jinja")
+    return os.path.join(root, "tests", "data", "hy3", "tencent-Hy3.jinja")
 
 
 def compile_template(source):

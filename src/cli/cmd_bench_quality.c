@@ -22,8 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_CORPUS "data/corpora/tinyshakespeare.txt"
-#define DEFAULT_TEXT_START 0.9 /* tools/train_tiny_hy3.py: cut = int(len(text) * 0.9) */
+#define DEFAULT_CORPUS "tests/data/corpora/tinyshakespeare.txt"
+#define DEFAULT_TEXT_START 0.9 /* tools/make/train_tiny_hy3.py: cut = int(len(text) * 0.9) */
 
 /* Everything that decides how one side runs: [0] = model A (under test), [1] = reference B.
  * A new engine option for a side is a field here, a flag line in the table of hy_cmd_bench_quality
@@ -71,12 +71,13 @@ static char *canonical(char *p)
     return r;
 }
 
-/* The default text file: $HY_SHARED/DEFAULT_CORPUS, else <exe dir>/../../shared/DEFAULT_CORPUS.
+/* The default text file: $HYINFER_ROOT/DEFAULT_CORPUS, else <exe dir>/../DEFAULT_CORPUS (the
+ * repository root of a build/hyinfer).
  * Returns a malloc'd path or NULL with hy_err_msg() listing where it looked. */
 static char *find_default_text(void)
 {
     char tried[2 * PATH_MAX + 64] = "";
-    const char *env = getenv("HY_SHARED");
+    const char *env = getenv("HYINFER_ROOT");
     if (env && *env) {
         char *p = hy_path_join(env, DEFAULT_CORPUS);
         if (p && hy_file_exists(p))
@@ -91,7 +92,7 @@ static char *find_default_text(void)
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = '\0';
-            char *p = hy_path_join(exe, "../../shared/" DEFAULT_CORPUS);
+            char *p = hy_path_join(exe, "../" DEFAULT_CORPUS);
             if (p && hy_file_exists(p))
                 return canonical(p);
             size_t l = strlen(tried);
@@ -99,9 +100,9 @@ static char *find_default_text(void)
             free(p);
         }
     }
-    hy_err_set("no text to measure on: pass --text FILE, or set HY_SHARED to the shared folder holding %s "
+    hy_err_set("no text to measure on: pass --text FILE, or set HYINFER_ROOT to the repository holding %s "
                "(looked at: %s)",
-               DEFAULT_CORPUS, tried[0] ? tried : "nothing: HY_SHARED unset, executable path unknown");
+               DEFAULT_CORPUS, tried[0] ? tried : "nothing: HYINFER_ROOT unset, executable path unknown");
     return NULL;
 }
 
@@ -137,7 +138,7 @@ int hy_cmd_bench_quality(int argc, char **argv)
          "A's KV cache: auto (default: its compute dtype) | bf16 | fp8 | fp32"},
         {"--ref-kv-cache-dtype", NULL, HY_ARG_STR, &so[1].kv_cache_dtype, NULL, "B's KV cache (default auto)"},
         {"--text", NULL, HY_ARG_STR, &text_path, NULL,
-         "UTF-8 text file (default: $HY_SHARED/" DEFAULT_CORPUS ", from --text-start 0.9)"},
+         "UTF-8 text file (default: $HYINFER_ROOT/" DEFAULT_CORPUS ", from --text-start 0.9)"},
         {"--text-start", NULL, HY_ARG_STR, &text_start, NULL,
          "fraction of the file's characters skipped (default 0.9 for the default text, 0 with --text)"},
         {"--tokenizer", NULL, HY_ARG_STR, &tokenizer_dir, NULL,

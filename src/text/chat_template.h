@@ -1,4 +1,4 @@
-/* chat_template.h - the Hy3 chat template (../shared/data/hy3/tencent-Hy3.jinja), rendered in C.
+/* chat_template.h - the Hy3 chat template (tests/data/hy3/tencent-Hy3.jinja), rendered in C.
  *
  * Output is byte-for-byte what Hugging Face apply_chat_template produces with jinja2
  * (trim_blocks, lstrip_blocks; tojson = json.dumps(ensure_ascii=False) ) for the same inputs.

@@ -8,7 +8,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const root = process.env.HYINFER_ROOT || path.resolve(here, "..", "..");
-export const shared = process.env.HY_SHARED || path.join(root, "..", "shared");
+export const testdata = path.join(root, "tests", "data");
 export const bin = process.env.HYINFER_BIN || path.join(root, "build", "hyinfer");
 
 // models/hy3-tiny (trained, real Hy3 tokenizer) when the repo has it, else the random-weight
@@ -17,7 +17,7 @@ export function pickModel() {
   const tiny = path.join(root, "models", "hy3-tiny");
   if (existsSync(path.join(tiny, "config.json")) && existsSync(path.join(tiny, "model.safetensors")))
     return { dir: tiny, trained: true };
-  const golden = path.join(shared, "data", "hy3-golden-llamacpp", "hy3-golden-b");
+  const golden = path.join(testdata, "hy3-golden-llamacpp", "hy3-golden-b");
   if (existsSync(path.join(golden, "config.json"))) return { dir: golden, trained: false };
   return null;
 }

@@ -8,10 +8,10 @@ set -uo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN="${HYINFER_BIN:-build/hyinfer}"   # e.g. an ASan build: HYINFER_BIN=build-asan/hyinfer
 PY="${PYTHON:-/usr/bin/python3}"
-SRC="${HY_SHARED:-../shared}/data/hy3-golden-llamacpp/hy3-golden-b"
+SRC="tests/data/hy3-golden-llamacpp/hy3-golden-b"
 W=build/e2e-bad-input
 [ -x "$BIN" ] || { echo "skip: $BIN is not built"; exit 77; }
-[ -f "$SRC/model.safetensors" ] || { echo "skip: $SRC not found (set HY_SHARED)"; exit 77; }
+[ -f "$SRC/model.safetensors" ] || { echo "FAIL: $SRC not found (tests/data is part of the repository)"; exit 1; }
 rm -rf "$W"; mkdir -p "$W"
 
 failures=0; cases=0

@@ -6,7 +6,7 @@ set -uo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
 MODEL=models/hy3-tiny
-[ -f "$MODEL/model.safetensors" ] || MODEL="${HY_SHARED:-../shared}/data/hy3-golden-llamacpp/hy3-golden-b"
+[ -f "$MODEL/model.safetensors" ] || MODEL="tests/data/hy3-golden-llamacpp/hy3-golden-b"
 [ -f "$MODEL/config.json" ] || { echo "skip: no model"; exit 77; }
 W=build/e2e-bench-serve
 rm -rf "$W"; mkdir -p "$W"

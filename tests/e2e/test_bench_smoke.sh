@@ -7,12 +7,12 @@ set -euo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
 PY="${PYTHON:-/usr/bin/python3}"
-MODEL="${HY_SHARED:-../shared}/data/hy3-golden-llamacpp/hy3-golden-b"
+MODEL="tests/data/hy3-golden-llamacpp/hy3-golden-b"
 W=build/e2e-bench
 rm -rf "$W"; mkdir -p "$W"
 fail() { echo "FAIL: $*"; exit 1; }
 [ -x "$BIN" ] || fail "$BIN not built"
-[ -f "$MODEL/model.safetensors" ] || { echo "skip: $MODEL missing"; exit 77; }
+[ -f "$MODEL/model.safetensors" ] || { echo "FAIL: $MODEL missing (tests/data is part of the repository)"; exit 1; }
 
 "$BIN" bench latency -m "$MODEL" --prompt-lens 8,24 --batch-sizes 1,3 --decode-steps 3 --decode-context 5 \
   --bw-bytes 16M --bw-reps 2 --flop-seconds 0.02 --threads 2 --json >"$W/out.json" 2>"$W/err" \

@@ -14,7 +14,7 @@ n_done=$(grep -c '^--- completion' "$out/stdout")
 for k in "load time" "prefill" "TTFT" "TPOT" "decode" "throughput" "peak RSS"; do
   grep -q "^$k" "$out/stderr" || { echo "report lacks '$k'"; cat "$out/stderr"; exit 1; }
 done
-python3 - "$out/stdout" "${HY_SHARED:-../shared}/data/corpora/tinyshakespeare.txt" <<'PY'
+python3 - "$out/stdout" "tests/data/corpora/tinyshakespeare.txt" <<'PY'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
 corpus = set(re.findall(r"[a-z']+", open(sys.argv[2], encoding="utf-8").read().lower()))

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
-SRC="${HY_SHARED:-../shared}/data/hy3-golden-llamacpp/hy3-golden-b"
+SRC="tests/data/hy3-golden-llamacpp/hy3-golden-b"
 W=build/e2e-generate
 rm -rf "$W"; mkdir -p "$W"
 cp -r "$SRC" "$W/model"

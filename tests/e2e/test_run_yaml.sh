@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=$PWD/build/hyinfer
-MODEL="$(cd "${HY_SHARED:-../shared}/data/hy3-golden-llamacpp/hy3-golden-b" && pwd)"
+MODEL="$(cd tests/data/hy3-golden-llamacpp/hy3-golden-b && pwd)"
 W=$PWD/build/e2e-run
 rm -rf "$W"; mkdir -p "$W"
 fail() { echo "FAIL: $*"; exit 1; }

@@ -10,7 +10,7 @@ import { spawnSync } from "node:child_process";
 import { bin, check, eq, finish, loadOpenAI, metrics, pickModel, skip, sleep, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
-if (!model) skip("no model (models/hy3-tiny or $HY_SHARED/data/hy3-golden-llamacpp/hy3-golden-b)");
+if (!model) skip("no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
 const OpenAI = await loadOpenAI();
 console.log(`model: ${model.dir}`);
 

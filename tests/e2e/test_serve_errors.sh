@@ -9,7 +9,7 @@ set -uo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
 MODEL=models/hy3-tiny
-[ -f "$MODEL/model.safetensors" ] || MODEL="${HY_SHARED:-../shared}/data/hy3-golden-llamacpp/hy3-golden-b"
+[ -f "$MODEL/model.safetensors" ] || MODEL="tests/data/hy3-golden-llamacpp/hy3-golden-b"
 [ -f "$MODEL/config.json" ] || { echo "skip: no model"; exit 77; }
 command -v curl >/dev/null || { echo "skip: curl missing"; exit 77; }
 W=build/e2e-serve-errors

@@ -7,7 +7,7 @@
 import { check, collectStream, finish, loadOpenAI, metrics, pickModel, rssBytes, skip, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
-if (!model) skip("no model (models/hy3-tiny or $HY_SHARED/data/hy3-golden-llamacpp/hy3-golden-b)");
+if (!model) skip("no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
 const OpenAI = await loadOpenAI();
 console.log(`model: ${model.dir}`);
 const TOTAL = 208, CONC = 16, WARM = 16;

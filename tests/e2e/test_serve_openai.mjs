@@ -9,7 +9,7 @@
 import { check, collectStream, eq, finish, loadOpenAI, metrics, pickModel, skip, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
-if (!model) skip("no model (models/hy3-tiny or $HY_SHARED/data/hy3-golden-llamacpp/hy3-golden-b)");
+if (!model) skip("no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
 const OpenAI = await loadOpenAI();
 console.log(`model: ${model.dir}`);
 

@@ -25,10 +25,10 @@ import sys
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT", os.getcwd())
-SHARED = os.environ.get("HY_SHARED", os.path.join(ROOT, "..", "shared"))
+TESTDATA = os.path.join(ROOT, "tests", "data")
 BIN = os.path.join(ROOT, "build", "hyinfer")
 TINY = os.path.join(ROOT, "models", "hy3-tiny")
-CORPUS = os.path.join(SHARED, "data", "corpora", "tinyshakespeare.txt")
+CORPUS = os.path.join(TESTDATA, "corpora", "tinyshakespeare.txt")
 WORK = os.path.join(ROOT, "build", "test-bench-quality")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
@@ -122,8 +122,8 @@ def main():
         print("skip: models/hy3-tiny/model.safetensors is missing")
         sys.exit(77)
     if not os.path.exists(CORPUS):
-        print("skip: %s is missing (set HY_SHARED)" % CORPUS)
-        sys.exit(77)
+        print("FAIL: %s is missing (tests/data is part of the repository)" % CORPUS)
+        sys.exit(1)
     os.makedirs(WORK, exist_ok=True)
     text = open(CORPUS, encoding="utf-8").read()
     cut = int(len(text) * 0.9)
@@ -206,21 +206,21 @@ def main():
     expect_error(["-m", TINY, "--ref", TINY, "--text-start", "1.5"], "--text-start")
     expect_error(["-m", TINY, "--ref", TINY, "--context", "4096"], "--context 4096")
     expect_error(["-m", TINY, "--ref", TINY, "--dtype", "f16"], "--dtype")
-    golden_b = os.path.join(SHARED, "data", "hy3-golden-llamacpp", "hy3-golden-b")
+    golden_b = os.path.join(TESTDATA, "hy3-golden-llamacpp", "hy3-golden-b")
     if os.path.exists(os.path.join(golden_b, "tokenizer.json")):
         expect_error(["-m", TINY, "--ref", golden_b], "vocab sizes differ")
         other_tok = make_variant("other-tokenizer", tokenizer_from=os.path.join(golden_b, "tokenizer.json"))
         expect_error(["-m", TINY, "--ref", other_tok], "tokenizers differ: BOS id")
     fewer_merges = make_variant("fewer-merges", drop_merges=200)
     expect_error(["-m", fewer_merges, "--ref", TINY], "tokenizers differ on the text")
-    # no default text: HY_SHARED wrong and nothing at <exe dir>/../../shared
+    # no default text: HYINFER_ROOT wrong and nothing at <exe dir>/../tests/data
     lone = os.path.join(WORK, "lone", "bin")
     os.makedirs(lone, exist_ok=True)
     shutil.copy(BIN, os.path.join(lone, "hyinfer"))
-    env = dict(os.environ, HY_SHARED=os.path.join(WORK, "no-shared"))
+    env = dict(os.environ, HYINFER_ROOT=os.path.join(WORK, "no-root"))
     p = subprocess.run([os.path.join(lone, "hyinfer"), "bench", "quality", "-m", TINY, "--ref", TINY],
                        capture_output=True, text=True, env=env)
-    check(p.returncode == 2 and "pass --text FILE" in p.stderr and "no-shared" in p.stderr,
+    check(p.returncode == 2 and "pass --text FILE" in p.stderr and "no-root" in p.stderr,
           "no default text -> rc %d, %r" % (p.returncode, p.stderr.strip()[:200]))
     expect_error(["-m", TINY, "--ref", TINY, "--tokenizer", os.path.join(WORK, "no-such-tok")], "no-such-tok")
     # --tokenizer: one tokenizer for both sides (models without one, e.g. random bench checkpoints)

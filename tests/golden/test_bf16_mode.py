@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT", os.getcwd())
-SHARED = os.environ.get("HY_SHARED", os.path.join(ROOT, "..", "shared"))
+TESTDATA = os.path.join(ROOT, "tests", "data")
 BIN = os.path.join(ROOT, "build", "hyinfer")
 
 
@@ -43,8 +43,8 @@ def compare(model, seqs):
 
 
 def main():
-    golden = json.load(open(os.path.join(SHARED, "data/hy3-golden-llamacpp/golden.json")))
-    gdir = os.path.join(SHARED, "data/hy3-golden-llamacpp/hy3-golden-b")
+    golden = json.load(open(os.path.join(TESTDATA, "hy3-golden-llamacpp/golden.json")))
+    gdir = os.path.join(TESTDATA, "hy3-golden-llamacpp/hy3-golden-b")
     seqs = [c["prompt_ids"] + c["generated_ids"] for c in golden["cases"]]
     ok = True
     top1, kl, n = compare(gdir, seqs)
@@ -52,7 +52,7 @@ def main():
     ok &= top1 >= 0.85 and kl <= 0.05
     tiny = os.path.join(ROOT, "models", "hy3-tiny")
     if os.path.exists(os.path.join(tiny, "model.safetensors")):
-        text = open(os.path.join(SHARED, "data/corpora/tinyshakespeare.txt"), encoding="utf-8").read()
+        text = open(os.path.join(TESTDATA, "corpora/tinyshakespeare.txt"), encoding="utf-8").read()
         tail = text[int(len(text) * 0.9):]
         prompts = [tail[i * 2000:i * 2000 + 600] for i in range(3)]
         seqs = []

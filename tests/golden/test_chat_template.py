@@ -17,8 +17,7 @@ import sys
 
 ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-SHARED = os.environ.get("HY_SHARED") or os.path.join(ROOT, "..", "shared")
-TEMPLATE = os.path.join(SHARED, "data", "hy3", "tencent-Hy3.jinja")
+TEMPLATE = os.path.join(ROOT, "tests", "data", "hy3", "tencent-Hy3.jinja")
 WORK = os.path.join(ROOT, "build", "chat_template")
 N_RANDOM = 400
 
@@ -35,7 +34,8 @@ try:
 except ImportError as e:
     skip("python3-jinja2 not importable: %s" % e)
 if not os.path.isfile(TEMPLATE):
-    skip("template not found: " + TEMPLATE)
+    print("FAIL: template not found: %s (tests/data is part of the repository)" % TEMPLATE)
+    sys.exit(1)
 
 
 # ----------------------------------------------------------------------------- named cases

@@ -37,10 +37,10 @@ import urllib.request
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SHARED = os.environ.get("HY_SHARED", os.path.join(ROOT, "..", "shared"))
+TESTDATA = os.path.join(ROOT, "tests", "data")
 BIN = os.path.join(ROOT, "build", "hyinfer")
 MODEL = os.path.join(ROOT, "models", "hy3-tiny")
-TEXT = os.path.join(SHARED, "data", "corpora", "tinyshakespeare.txt")
+TEXT = os.path.join(TESTDATA, "corpora", "tinyshakespeare.txt")
 WORK = os.path.join(ROOT, "build", "test_kv_fp8")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
@@ -206,7 +206,7 @@ def test_bench_quality():
     """bench quality --kv-cache-dtype / --ref-kv-cache-dtype apply to their side."""
     base = [BIN, "bench", "quality", "-m", MODEL, "--ref", MODEL, "--dtype", "float32", "--positions", "200",
             "--context", "100", "--json"]
-    env = dict(os.environ, HY_SHARED=SHARED)
+    env = dict(os.environ, HYINFER_ROOT=ROOT)
     r = run(base + ["--kv-cache-dtype", "fp8"], env=env)
     ok = r.returncode == 0
     d = json.loads(r.stdout) if ok else {}
@@ -225,7 +225,7 @@ def test_full_tail():
     """The issue's measure over every position of the held-out tail (31 windows of the default 1024):
     the standard error there is about 0.0008, against 0.0045 for 1,000 positions in one window."""
     r = run([BIN, "bench", "quality", "-m", MODEL, "--ref", MODEL, "--dtype", "float32", "--kv-cache-dtype", "fp8",
-             "--positions", "all", "--json"], env=dict(os.environ, HY_SHARED=SHARED))
+             "--positions", "all", "--json"], env=dict(os.environ, HYINFER_ROOT=ROOT))
     d = json.loads(r.stdout) if r.returncode == 0 else {}
     if not d:
         check(False, "bench quality --positions all --kv-cache-dtype fp8: %s" % r.stderr.strip()[-300:])
@@ -380,8 +380,11 @@ def main():
     if not os.path.isfile(BIN):
         print("FAIL: %s not built" % BIN)
         return 1
-    if not os.path.isfile(TEXT) or not os.path.isdir(MODEL):
-        print("skip: %s or %s missing" % (TEXT, MODEL))
+    if not os.path.isfile(TEXT):
+        print("FAIL: %s missing (tests/data is part of the repository)" % TEXT)
+        return 1
+    if not os.path.isdir(MODEL):
+        print("skip: %s missing" % MODEL)
         return 77
     os.makedirs(WORK, exist_ok=True)
     driver = build_driver()

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The independent llama.cpp golden ($HY_SHARED/data/hy3-golden-llamacpp, see its README.md).
+"""The independent llama.cpp golden (tests/data/hy3-golden-llamacpp, see its README.md).
 
 Part A (self-check of tools/hy3_ref.py): the numpy reference on hy3-golden-b/ must reproduce all 6x40 greedy ids and
 every golden logit (last_prompt_logits, all_prompt_logits, steps[s].top10, MTP logits/top10/argmax) within 1e-4.
@@ -85,11 +85,11 @@ def compare_case(ck, who, c, lg_tf, mtp_lg):
 
 def main():
     t0 = time.time()
-    gdir = os.path.join(U.SHARED, "data", "hy3-golden-llamacpp")
+    gdir = os.path.join(U.TESTDATA, "hy3-golden-llamacpp")
     gpath = os.path.join(gdir, "golden.json")
     if not os.path.exists(gpath):
-        print("golden data %s not present" % gpath)
-        return 77
+        print("FAIL: golden data %s not present (tests/data is part of the repository)" % gpath)
+        return 1
     with open(gpath) as f:
         g = json.load(f)
     mdir = os.path.join(gdir, g.get("model_dir", "hy3-golden-b"))

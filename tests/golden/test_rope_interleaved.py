@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT", os.getcwd())
-SHARED = os.environ.get("HY_SHARED", os.path.join(ROOT, "..", "shared"))
+TESTDATA = os.path.join(ROOT, "tests", "data")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import safetensors_np as st  # noqa: E402
 
@@ -33,8 +33,8 @@ def main():
     shutil.rmtree(W, ignore_errors=True)
     neox = os.path.join(W, "neox")
     subprocess.run([sys.executable, os.path.join(ROOT, "tools/convert_llama2c.py"), "--checkpoint",
-                    os.path.join(SHARED, "data/stories260K/stories260K.bin"), "--tokenizer",
-                    os.path.join(SHARED, "data/stories260K/tok512.bin"), "--out", neox], check=True,
+                    os.path.join(TESTDATA, "stories260K/stories260K.bin"), "--tokenizer",
+                    os.path.join(TESTDATA, "stories260K/tok512.bin"), "--out", neox], check=True,
                    stdout=subprocess.DEVNULL)
     cfg = json.load(open(os.path.join(neox, "config.json")))
     hd = cfg["hidden_size"] // cfg["num_attention_heads"]

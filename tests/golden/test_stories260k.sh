@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stories260K end to end: the C engine on real trained weights must print, byte for byte, what upstream
 # llama2.c run.c printed for the greedy command lines of
-# $HY_SHARED/data/stories260K/reference_outputs_run_c.txt (cases 1, 2 and 4; case 3 samples with
+# tests/data/stories260K/reference_outputs_run_c.txt (cases 1, 2 and 4; case 3 samples with
 # run.c's own RNG and is not reproduced).
 #
 # Steps: tools/convert_llama2c.py turns stories260K.bin + tok512.bin into build/stories260K-hf
@@ -32,16 +32,15 @@
 #   last generated pieces are "you." and "Lily", no newline token). hyinfer generate likewise prints
 #   "\n" after the completion (src/cli/cmd_generate.c, text mode), so stdout is compared as is,
 #   with no newline added.
-# Exit 0 pass, 77 skip (data missing), else fail.
+# Exit 0 pass, else fail.
 set -uo pipefail
 ROOT="${HYINFER_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
 cd "$ROOT" || exit 1
 PY="${PYTHON:-/usr/bin/python3}"
-SHARED="${HY_SHARED:-$ROOT/../shared}"
-D="$SHARED/data/stories260K"
+D="$ROOT/tests/data/stories260K"
 REF="$D/reference_outputs_run_c.txt"
 for f in "$D/stories260K.bin" "$D/tok512.bin" "$REF"; do
-  [ -f "$f" ] || { echo "skip: $f missing"; exit 77; }
+  [ -f "$f" ] || { echo "FAIL: $f missing (tests/data is part of the repository)"; exit 1; }
 done
 BIN="${HYINFER_BIN:-$ROOT/build/hyinfer}"  # override only to test this script itself
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built (run make)"; exit 1; }

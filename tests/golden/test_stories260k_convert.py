@@ -11,7 +11,7 @@
 3. Structure: tensor names/shapes/dtypes, no lm_head (tied), config.json / generation_config.json values.
 4. A random checkpoint of another shape with a separate classifier converts to matching logits; a
    truncated checkpoint is refused.
-Exit 0 pass, 1 fail, 77 skip (data missing).
+Exit 0 pass, 1 fail.
 """
 import json
 import os
@@ -29,8 +29,7 @@ from stories260k_ref import (RuncTokenizer, HfBpeTokenizer, RuncModel, HfLlamaMo
 import convert_llama2c  # noqa: E402
 import safetensors_np  # noqa: E402
 
-SHARED = os.environ.get("HY_SHARED", os.path.join(ROOT, "..", "shared"))
-DATA = os.path.join(SHARED, "data", "stories260K")
+DATA = os.path.join(ROOT, "tests", "data", "stories260K")
 OUT = os.path.join(ROOT, "build", "stories260K-hf-convtest")
 
 
@@ -39,8 +38,8 @@ def main():
     ref_path = os.path.join(DATA, "reference_outputs_run_c.txt")
     for p in (ckpt, tok, ref_path):
         if not os.path.exists(p):
-            print(f"skip: {p} missing")
-            return 77
+            print(f"FAIL: {p} missing (tests/data is part of the repository)")
+            return 1
     subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"), "--checkpoint", ckpt,
                     "--tokenizer", tok, "--out", OUT], check=True)
     fails = []

@@ -7,7 +7,7 @@ merges, byte_fallback, Prepend/Replace normalizer, Replace/ByteFallback/Fuse/Str
 only the converted tokenizer.json. Texts: fixed strings, the first 100 lines of tinyshakespeare (one by
 one and in 5-line chunks), and 300 seeded random strings glued from vocabulary pieces, spaces,
 punctuation and non-ASCII characters (byte fallback).
-Exit 0 pass, 1 fail, 77 skip (data missing).
+Exit 0 pass, 1 fail.
 """
 import json
 import os
@@ -19,17 +19,16 @@ sys.path.insert(0, HERE)
 from stories260k_ref import RuncTokenizer, HfBpeTokenizer, test_texts  # noqa: E402
 
 ROOT = os.environ.get("HYINFER_ROOT", os.path.dirname(os.path.dirname(HERE)))
-SHARED = os.environ.get("HY_SHARED", os.path.join(ROOT, "..", "shared"))
-DATA = os.path.join(SHARED, "data", "stories260K")
-CORPUS = os.path.join(SHARED, "data", "corpora", "tinyshakespeare.txt")
+DATA = os.path.join(ROOT, "tests", "data", "stories260K")
+CORPUS = os.path.join(ROOT, "tests", "data", "corpora", "tinyshakespeare.txt")
 OUT = os.path.join(ROOT, "build", "stories260K-hf-toktest")
 
 
 def main():
     for p in (os.path.join(DATA, "stories260K.bin"), os.path.join(DATA, "tok512.bin"), CORPUS):
         if not os.path.exists(p):
-            print(f"skip: {p} missing")
-            return 77
+            print(f"FAIL: {p} missing (tests/data is part of the repository)")
+            return 1
     subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"),
                     "--checkpoint", os.path.join(DATA, "stories260K.bin"),
                     "--tokenizer", os.path.join(DATA, "tok512.bin"), "--out", OUT], check=True)

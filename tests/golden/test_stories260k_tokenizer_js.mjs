@@ -12,9 +12,9 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = process.env.HYINFER_ROOT || path.resolve(here, "..", "..");
-const shared = process.env.HY_SHARED || path.join(root, "..", "shared");
+const testdata = path.join(root, "tests", "data");
 const py = process.env.PYTHON || "/usr/bin/python3";
-const data = path.join(shared, "data", "stories260K");
+const data = path.join(testdata, "stories260K");
 const modPath = path.join(root, "tests", "js", "node_modules", "@huggingface", "tokenizers", "dist", "tokenizers.mjs");
 
 if (!existsSync(modPath)) {
@@ -23,8 +23,8 @@ if (!existsSync(modPath)) {
 }
 for (const f of ["stories260K.bin", "tok512.bin"]) {
   if (!existsSync(path.join(data, f))) {
-    console.log(`skip: ${path.join(data, f)} missing`);
-    process.exit(77);
+    console.log(`FAIL: ${path.join(data, f)} missing (tests/data is part of the repository)`);
+    process.exit(1);
   }
 }
 const { Tokenizer } = await import(pathToFileURL(modPath).href);
@@ -40,7 +40,7 @@ subprocess.run([sys.executable, ${JSON.stringify(path.join(root, "tools", "conve
                 "--tokenizer", ${JSON.stringify(path.join(data, "tok512.bin"))},
                 "--out", ${JSON.stringify(out)}], check=True, stdout=subprocess.DEVNULL)
 rt = RuncTokenizer(${JSON.stringify(path.join(data, "tok512.bin"))})
-texts = test_texts(rt, ${JSON.stringify(path.join(shared, "data", "corpora", "tinyshakespeare.txt"))})
+texts = test_texts(rt, ${JSON.stringify(path.join(testdata, "corpora", "tinyshakespeare.txt"))})
 hf = HfBpeTokenizer(${JSON.stringify(path.join(out, "tokenizer.json"))})
 json.dump([{"text": t, "special": any(s in t for s in hf.SPECIAL_STRINGS),
             "ids": hf.encode(t) if any(s in t for s in hf.SPECIAL_STRINGS) else rt.encode(t)} for t in texts],

@@ -7,7 +7,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tok_common as tc  # noqa: E402
 
-golden_path = os.path.join(tc.SHARED, "data", "hy3-golden-llamacpp", "golden.json")
+golden_path = os.path.join(tc.TESTDATA, "hy3-golden-llamacpp", "golden.json")
 if not os.path.isfile(golden_path):
     tc.skip("no " + golden_path)
 tc.build_driver()

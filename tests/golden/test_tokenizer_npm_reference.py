@@ -24,7 +24,7 @@ tc.build_driver()
 if len(tc.STRINGS) < 50:
     tc.fail("need >= 50 test strings")
 # plus 50 kB of prose in one piece (long SentencePiece segments, many merges)
-with open(os.path.join(tc.SHARED, "data", "corpora", "tinyshakespeare.txt"), encoding="utf-8") as f:
+with open(os.path.join(tc.TESTDATA, "corpora", "tinyshakespeare.txt"), encoding="utf-8") as f:
     strings = tc.STRINGS + [f.read(50000)]
 spath = tc.write_json("npm_ref_strings.json", strings)
 

@@ -10,11 +10,11 @@ import subprocess
 import sys
 
 ROOT = os.environ.get("HYINFER_ROOT") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SHARED = os.environ.get("HY_SHARED") or os.path.join(ROOT, "..", "shared")
+TESTDATA = os.path.join(ROOT, "tests", "data")
 WORK = os.path.join(ROOT, "build", "tok")
 DRIVER = os.path.join(WORK, "tokenizer_driver")
-A13B = os.path.join(SHARED, "data", "hunyuan-a13b-tokenizer")
-HY3B = os.path.join(SHARED, "data", "hy3-golden-llamacpp", "hy3-golden-b")
+A13B = os.path.join(TESTDATA, "hunyuan-a13b-tokenizer")
+HY3B = os.path.join(TESTDATA, "hy3-golden-llamacpp", "hy3-golden-b")
 SKIP = 77
 
 # Varied texts: ASCII prose, code, digits, whitespace runs, CJK, emoji (ZWJ, skin tones, flags),
@@ -118,7 +118,7 @@ def write_json(name, obj):
 
 def a13b_config():
     """tokenizer_config.json for the A13B tiktoken: pat_str from the golden file, the specials
-    listed in shared/README.md (ids 127957..)."""
+    listed in tests/data/PROVENANCE.md (ids 127957..)."""
     with open(os.path.join(A13B, "golden_tiktoken_encodings.json"), encoding="utf-8") as f:
         golden = json.load(f)
     names = ["<|endoftext|>", "<|startoftext|>", "<|bos|>", "<|eos|>", "<|pad|>"] + \

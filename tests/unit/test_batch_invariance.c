@@ -1,6 +1,6 @@
 /* test_batch_invariance.c - fp32 logits of a sequence are bitwise independent of what else is in
  * the batch and of how its prompt is split into chunks (DESIGN.md §4), on the hy3-golden-b
- * checkpoint (MoE + dense layer + GQA + QK-norm, BF16 weights) from ../shared; with the fp32 KV
+ * checkpoint (MoE + dense layer + GQA + QK-norm, BF16 weights) from tests/data; with the fp32 KV
  * cache and with the FP8 E4M3 one (--kv-cache-dtype fp8: per-token scales keep it invariant).
  * The bfloat16 mode is too at every level but amx (whose AMX tiles sum 32+-token calls in a tile-
  * dependent order): steps of 1 to 57 tokens, so the vdpbf16ps decode tiles, the bf16 panels of
@@ -27,8 +27,8 @@ static struct hy_model *model;
 static const char *golden_dir(void)
 {
     static char path[1024];
-    const char *sh = getenv("HY_SHARED");
-    snprintf(path, sizeof(path), "%s/data/hy3-golden-llamacpp/hy3-golden-b", sh ? sh : "../shared");
+    const char *root = getenv("HYINFER_ROOT"); /* unset: run from the repository root */
+    snprintf(path, sizeof(path), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
     return path;
 }
 

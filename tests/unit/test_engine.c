@@ -43,8 +43,8 @@ static struct result reference[NREQ]; /* one at a time, no prefix caching, no ch
 static const char *golden_dir(void)
 {
     static char path[1024];
-    const char *sh = getenv("HY_SHARED");
-    snprintf(path, sizeof(path), "%s/data/hy3-golden-llamacpp/hy3-golden-b", sh ? sh : "../shared");
+    const char *root = getenv("HYINFER_ROOT"); /* unset: run from the repository root */
+    snprintf(path, sizeof(path), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
     return path;
 }
 

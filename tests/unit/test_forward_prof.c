@@ -1,7 +1,7 @@
 /* test_forward_prof.c - the forward pass's stage timers (struct hy_model_prof, used by `hyinfer
  * bench`): turning them on changes no output bit, the stage seconds add up to the call total, the
  * expert-selection counts match top-k per token per MoE layer, and the byte/FLOP accounting of
- * src/bench/account.c agrees with counts written out here. hy3-golden-b checkpoint from ../shared. */
+ * src/bench/account.c agrees with counts written out here. hy3-golden-b checkpoint from tests/data. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,8 +23,8 @@ static struct hy_model *model;
 static const char *golden_dir(void)
 {
     static char path[1024];
-    const char *sh = getenv("HY_SHARED");
-    snprintf(path, sizeof(path), "%s/data/hy3-golden-llamacpp/hy3-golden-b", sh ? sh : "../shared");
+    const char *root = getenv("HYINFER_ROOT"); /* unset: run from the repository root */
+    snprintf(path, sizeof(path), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
     return path;
 }
 

@@ -5,7 +5,7 @@
  *  - a model loaded with --load-format copy lives in its arena (checkpoint unmapped, every weight
  *    pointer inside the arena) and gives bitwise the same logits as the mmapped one;
  *  - the grouped MoE/MLP pass gives bitwise the same logits as the per-expert path, fp32 and bf16,
- *    decode (T = 1) and small prefills, on hy3-golden-b from ../shared (MoE + dense + shared expert).
+ *    decode (T = 1) and small prefills, on hy3-golden-b from tests/data (MoE + dense + shared expert).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,8 +33,8 @@ static float rnd_f(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0
 static const char *golden_dir(void)
 {
     static char path[1024];
-    const char *sh = getenv("HY_SHARED");
-    snprintf(path, sizeof(path), "%s/data/hy3-golden-llamacpp/hy3-golden-b", sh ? sh : "../shared");
+    const char *root = getenv("HYINFER_ROOT"); /* unset: run from the repository root */
+    snprintf(path, sizeof(path), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
     return path;
 }
 
