@@ -93,8 +93,18 @@ BENCH_SHAPE ?= hy3
 BENCH_ARGS  ?=
 bench: all
 	@test -f $(BENCH_MODEL)/model.safetensors || \
-	  nice /usr/bin/python3 tools/make_bench_model.py --out $(BENCH_MODEL) --shape $(BENCH_SHAPE)
+	  nice /usr/bin/python3 tools/make/make_bench_model.py --out $(BENCH_MODEL) --shape $(BENCH_SHAPE)
 	./$(BUILD)/hyinfer bench latency -m $(BENCH_MODEL) $(BENCH_ARGS)
+
+# `make tools`: the C micro-benchmarks of tools/bench (kernel_bench, kv_attn_bench, gptq_bench), built
+# against the library into build/tools/; run e.g. `nice build/tools/kernel_bench` (not tests).
+TOOLS_BIN := $(patsubst tools/bench/%.c,$(BUILD)/tools/%,$(sort $(wildcard tools/bench/*.c)))
+.PHONY: tools
+tools: $(TOOLS_BIN)
+
+$(BUILD)/tools/%: tools/bench/%.c $(BUILD)/libhyinfer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libhyinfer.a $(LDLIBS)
 
 test: test-deps
 	@bash tests/run_tests.sh

@@ -11,7 +11,7 @@
  * Windows (how a text longer than the context is fed): the text tokens are cut into
  * non-overlapping windows of `context` input tokens, each run on a fresh (reset) KV cache starting
  * at position 0. With a BOS id (bos >= 0) every window is [BOS, x_o .. x_{o+context-2}] and predicts
- * x_o .. x_{o+context-1} (the way tools/train_tiny_hy3.py builds its validation rows: BOS +
+ * x_o .. x_{o+context-1} (the way tools/make/train_tiny_hy3.py builds its validation rows: BOS +
  * contiguous text), so `positions` predictions need `positions` text tokens. Without a BOS a window
  * is x_o .. x_{o+context-1} predicting x_{o+1} .. x_{o+context} and the next window starts at
  * x_{o+context}; `positions` predictions need positions + 1 text tokens. Either way every

@@ -1,6 +1,6 @@
 /* cmd_bench_quality.c - `hyinfer bench quality -m A --ref B`: top-1 agreement, KL divergence and
  * perplexities of model A's next-token distributions against reference model B over a fixed text
- * (default: the held-out last 10% of tinyshakespeare, the split tools/train_tiny_hy3.py validates
+ * (default: the held-out last 10% of tinyshakespeare, the split tools/make/train_tiny_hy3.py validates
  * on). Measures and the window rule: src/bench/quality.h. The table (or, with --json, one JSON
  * object) goes to stdout; errors to stderr. Exit status: 0, 2 for bad input (flags, unreadable
  * model or text, too little text, mismatched tokenizers or vocabularies), 1 when a run fails.

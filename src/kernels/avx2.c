@@ -332,7 +332,7 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
  * once, up to 3 tokens per pass; same chains as hy_avx2_matmul). Quantized weights at T <= 2 (the
  * MoE bands of a decode step) go straight to hy_avx2q_rows, the tiles of hy_avx2_matmul's decode
  * branch (measured: the row view's dispatch, OpenMP region and output copy cost 1-4 us per 64-row
- * band; tools/kernel_bench.c bands), opt-in W4A8 to its rows entry point (any T); every other
+ * band; tools/bench/kernel_bench.c bands), opt-in W4A8 to its rows entry point (any T); every other
  * quantized case goes through hy_avx2_matmul on the row view. */
 void HY_AVX2 hy_avx2_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
                                  int64_t n0, int64_t n1)

@@ -608,7 +608,7 @@ VB_INLINE int dtile_vb(const int F, const int CHK, const int MR, const int NR, c
  * 2i + 1 in its high one; both nibble vectors index one table with chunk c's 16 scaled values in words
  * 0..15 and chunk c + 1's in 16..31 (index bit 4 set in words 16..31, which hold chunk c + 1's bytes).
  * Scales s0[j * ns + c], s0[j * ns + c + 1] (MX) or 2^0. About 5 vector instructions per 32 codes
- * against dec_e2m1's 7 (tools/e2m1_decode_bench.c). */
+ * against dec_e2m1's 7 (experiments/e2m1_decode_bench.c). */
 BF16_CHUNK void eo_pair(const int MX, const int MR, const int NR, const uint8_t *r0, int64_t rb, const uint8_t *s0,
                         int64_t ns, const uint16_t *xb, int64_t ldx, int64_t c, __m512 acc[4][4])
 {

@@ -105,7 +105,7 @@ struct hy_calib {
 void hy_calib_gram_add(double *g, int64_t K, const float *x, int64_t T, double *pack);
 size_t hy_calib_gram_scratch(int64_t K);
 
-/* The QK-norm weight of each token (a prototype: tools/gptq_qnorm_proto.py, README "QK-norm-aware
+/* The QK-norm weight of each token (a prototype: experiments/gptq_qnorm_proto.py, README "QK-norm-aware
  * weighting"): q [T, n_heads * head_dim] f32, the q_proj outputs of the T tokens before the per-head RMSNorm
  * (spec §2.2), which sends an output error dq_h to the attention scaled by 1 / rms(q_h). w[t] = mean over
  * heads of 1 / (mean_d q[t, h, d]^2 + eps), f64. */

@@ -12,7 +12,7 @@
  * objective treats every output dimension alike; with the Kronecker (K-FAC) approximation
  * sum_t (dW x_t)^T M_t (dW x_t) ~ tr(dW^T G dW H), G_h = sum_t M_t,h and H from the calibration inputs,
  * the rows of a head are rounded jointly. Measured on models/hy3-tiny, fp8 GPTQ of q_proj with this
- * statistic (numpy prototype tools/gptq_qnorm_proto.py --mode kfac-cov): README "attention Hessian".
+ * statistic (numpy prototype experiments/gptq_qnorm_proto.py --mode kfac-cov): README "attention Hessian".
  * Without a q_norm the same holds with D = I and rms = 1 (the scores see dq directly).
  */
 #ifndef HY_QUANTIZE_CALIB_ATTN_H

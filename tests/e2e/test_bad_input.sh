@@ -140,7 +140,7 @@ expect offsets_reversed "lie_order/model.safetensors|model.layers.0.input_layern
 rewrite() {
   "$PY" - "$W/$1/model.safetensors" "$2" <<'PY'
 import sys
-sys.path.insert(0, "tools")
+sys.path.insert(0, "tools/ref")
 import numpy as np
 import safetensors_np as st
 p = sys.argv[1]

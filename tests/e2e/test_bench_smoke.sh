@@ -144,10 +144,10 @@ for s in "read bandwidth" "decode_roofline_fraction" "prefill_peak_fraction" "pr
   grep -q "$s" "$W/table.txt" || fail "table lacks \"$s\""
 done
 
-# tools/make_bench_model.py: the tiny shape end to end (deterministic, loads with its MTP layer, benches),
+# tools/make/make_bench_model.py: the tiny shape end to end (deterministic, loads with its MTP layer, benches),
 # and the hy3 / hy-mt2 shapes' tensor lists (not written: several GB) against the real per-layer dims.
-"$PY" tools/make_bench_model.py --out "$W/tiny" --shape tiny --mtp --seed 5 2>/dev/null
-"$PY" tools/make_bench_model.py --out "$W/tiny2" --shape tiny --mtp --seed 5 2>/dev/null
+"$PY" tools/make/make_bench_model.py --out "$W/tiny" --shape tiny --mtp --seed 5 2>/dev/null
+"$PY" tools/make/make_bench_model.py --out "$W/tiny2" --shape tiny --mtp --seed 5 2>/dev/null
 cmp -s "$W/tiny/model.safetensors" "$W/tiny2/model.safetensors" || fail "same seed gave different bench models"
 "$BIN" logits -m "$W/tiny" --prompt-ids 1,2,3 --mtp --dtype float32 --json >"$W/tiny_logits.json" 2>"$W/e0" \
   || fail "tiny bench model does not load: $(cat "$W/e0")"
@@ -164,7 +164,8 @@ assert all(math.isfinite(x) for x in lg["logits"][0] + lg["mtp_logits"][0])
 PY
 "$PY" - <<'PY' || fail "bench model shapes"
 import sys
-sys.path.insert(0, "tools")
+sys.path.insert(0, "tools/ref")
+sys.path.insert(0, "tools/make")
 import make_bench_model as mb
 def shapes(shape):
     return {n: (d, s) for n, d, s, _ in mb.tensor_list(mb.SHAPES[shape], False)}

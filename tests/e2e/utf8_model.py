@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT", os.getcwd())
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 import safetensors_np as st  # noqa: E402
 
 src = os.path.join(ROOT, "models", "hy3-tiny")

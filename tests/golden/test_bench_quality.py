@@ -30,7 +30,7 @@ BIN = os.path.join(ROOT, "build", "hyinfer")
 TINY = os.path.join(ROOT, "models", "hy3-tiny")
 CORPUS = os.path.join(TESTDATA, "corpora", "tinyshakespeare.txt")
 WORK = os.path.join(ROOT, "build", "test-bench-quality")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 
 fails = []
 

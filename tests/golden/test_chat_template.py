@@ -2,7 +2,7 @@
 """Golden test: the C chat-template renderer against jinja2 rendering the official Hy3 template.
 
 Named conversations covering every branch of tencent-Hy3.jinja plus a few hundred seeded random
-ones are rendered by tools/render_chat_template.py (jinja2, as Hugging Face apply_chat_template
+ones are rendered by tools/ref/render_chat_template.py (jinja2, as Hugging Face apply_chat_template
 does) and by tests/golden/chat_template_driver.c (linked against build/libhyinfer.a). Outputs
 must be byte-for-byte equal; where jinja2 raises, the C side must fail too with a message that
 contains the exception's text.
@@ -21,7 +21,7 @@ TEMPLATE = os.path.join(ROOT, "tests", "data", "hy3", "tencent-Hy3.jinja")
 WORK = os.path.join(ROOT, "build", "chat_template")
 N_RANDOM = 400
 
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 
 
 def skip(why):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""C engine (fp32 mode) vs the numpy reference tools/hy3_ref.py on small random hy_v3 checkpoints.
+"""C engine (fp32 mode) vs the numpy reference tools/ref/hy3_ref.py on small random hy_v3 checkpoints.
 
-For every variant of tools/make_random_hy3.py (written to build/golden-rand/<variant>) and 3 random prompts:
+For every variant of tools/make/make_random_hy3.py (written to build/golden-rand/<variant>) and 3 random prompts:
   1. logits at every position: max |d| <= 1e-4 * max(1, max |ref logit|)   (DESIGN §5)
      (and `logits` without --all-positions returns exactly the last row)
   2. MTP logits (rows p = 0..len-2) with the same rule
@@ -11,7 +11,7 @@ For every variant of tools/make_random_hy3.py (written to build/golden-rand/<var
   4. mutation check: for every watch-point switch of hy3_ref.MUTATIONS, the mutated reference must FAIL the
      tolerance against the engine on every variant where the switch changes the reference at all, which proves
      that check 1 would catch that bug. Prints a table.
-Exit 0 = pass, 1 = fail (also when build/hyinfer is missing). $HYINFER_BIN overrides the engine (e.g. tools/hy3_ref.py
+Exit 0 = pass, 1 = fail (also when build/hyinfer is missing). $HYINFER_BIN overrides the engine (e.g. tools/ref/hy3_ref.py
 with --dtype float32 as a stand-in).
 """
 import os
@@ -21,7 +21,8 @@ import time
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "make"))
 import hy3_golden_util as U  # noqa: E402
 import make_random_hy3  # noqa: E402
 from hy3_ref import MUTATIONS, Hy3Ref  # noqa: E402

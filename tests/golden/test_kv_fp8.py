@@ -17,7 +17,7 @@
    disagreement at a reference top-1/top-2 margin below 0.5 logits). The same over the whole tail
    (31,468 positions, `bench quality --positions all`, default context 1024): measured 0.9812 /
    0.00234, bounds 0.975 / 0.004.
-4. static V scales: per-head absmax/448 calibrated with tools/hy3_ref.py on training text, written
+4. static V scales: per-head absmax/448 calibrated with tools/ref/hy3_ref.py on training text, written
    to kv_cache_scales.safetensors (side file) and, in a second copy, into a shard named by
    model.safetensors.index.json (in the checkpoint); both are read (start-up line: "V scales static
    in 4 of 5 layers") and used: the right scales give a KL close to dynamic V, a deliberately wrong
@@ -42,7 +42,7 @@ BIN = os.path.join(ROOT, "build", "hyinfer")
 MODEL = os.path.join(ROOT, "models", "hy3-tiny")
 TEXT = os.path.join(TESTDATA, "corpora", "tinyshakespeare.txt")
 WORK = os.path.join(ROOT, "build", "test_kv_fp8")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 
 NEAR_TIE = 0.5           # logits
 TOP1_MIN = 0.95          # regression bounds around the measured 0.974 / 0.0009 (amax/448: 0.944 / 0.0052)

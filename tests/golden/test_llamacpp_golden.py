@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The independent llama.cpp golden (tests/data/hy3-golden-llamacpp, see its README.md).
 
-Part A (self-check of tools/hy3_ref.py): the numpy reference on hy3-golden-b/ must reproduce all 6x40 greedy ids and
+Part A (self-check of tools/ref/hy3_ref.py): the numpy reference on hy3-golden-b/ must reproduce all 6x40 greedy ids and
 every golden logit (last_prompt_logits, all_prompt_logits, steps[s].top10, MTP logits/top10/argmax) within 1e-4.
 Part B (the C engine, fp32 mode), for every case:
   - `generate -n 40 --temperature 0` from prompt_ids == generated_ids exactly
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 import hy3_golden_util as U  # noqa: E402
 from hy3_ref import Hy3Ref  # noqa: E402
 
@@ -96,7 +96,7 @@ def main():
     cases = g["cases"]
     ck = U.Checker()
 
-    print("== A. numpy reference (tools/hy3_ref.py, float64) vs the llama.cpp golden")
+    print("== A. numpy reference (tools/ref/hy3_ref.py, float64) vs the llama.cpp golden")
     ref = Hy3Ref(mdir)
     wa, wam = 0.0, 0.0
     for ci, c in enumerate(cases):

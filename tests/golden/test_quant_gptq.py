@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """GPTQ rounding in `hyinfer quantize --calib-data` on models/hy3-tiny (src/quantize/gptq.h, calib.h).
 
-Calibration text: the training split of tinyshakespeare (first 90% of characters, as tools/train_tiny_hy3.py
+Calibration text: the training split of tinyshakespeare (first 90% of characters, as tools/make/train_tiny_hy3.py
 cuts it); quality is measured on the held-out tail, so calibration and evaluation never share text.
 1. For fp8, mxfp8 and hybrid: the GPTQ checkpoint has the same header (names, dtypes, shapes) as the
    round-to-nearest one, the same bytes for every unquantized tensor and the same MX block scales (GPTQ
@@ -18,7 +18,7 @@ cuts it); quality is measured on the held-out tail, so calibration and evaluatio
    hybrid checkpoint is collected in 5+ passes, none larger than the limit and none run twice, and its bytes equal
    the one-pass checkpoint's; so do limits just above the largest group (0.0011..0.0013 GiB). Passes resume
    from the hidden-state checkpoint: 5 passes run at most 5 + 4 layers per window, one pass 5.
-   A 12-layer random model (tools/make_random_hy3.py, "inner" with 12 layers and hy3-tiny's vocabulary and
+   A 12-layer random model (tools/make/make_random_hy3.py, "inner" with 12 layers and hy3-tiny's vocabulary and
    tokenizer) stored in lexicographic tensor order, as Hugging Face writes it (layers.10 before layers.2): the
    output lists the decoder layers in increasing index, 10+ passes run at most 13 + (passes - 1) layers per
    window, and their bytes equal one pass's.
@@ -63,7 +63,8 @@ def layer_runs(out):
 
 def deep_model_passes(small):
     """12 layers in lexicographic file order: natural output order, forward-moving passes, same bytes."""
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+    sys.path.insert(0, os.path.join(ROOT, "tools", "make"))
     import make_random_hy3
     import safetensors_np
     deep = os.path.join(WORK, "deep12")

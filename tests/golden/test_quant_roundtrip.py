@@ -2,15 +2,15 @@
 """Quantized checkpoints: `hyinfer quantize` round trip and loading of published layouts, on models/hy3-tiny.
 
 1. For fp8 / mxfp8 / mxfp4 / hybrid (and fp8 with --quant-target attn-linear): `hyinfer quantize` writes
-   build/quant-rt/<case>; every tensor of it must equal, byte for byte, tools/quant_ref.py's encoding of the same
+   build/quant-rt/<case>; every tensor of it must equal, byte for byte, tools/ref/quant_ref.py's encoding of the same
    BF16 weight (unquantized tensors: the input bytes), and the header must hold exactly the expected names.
-2. Checkpoints written by tools/quant_ref.py in other spellings: Hy3-FP8 (BF16 scalar weight_scale, input_scale
+2. Checkpoints written by tools/ref/quant_ref.py in other spellings: Hy3-FP8 (BF16 scalar weight_scale, input_scale
    present, activation_scheme static), MXFP8 with F8_E8M0 scales, fused experts and weight_block_size [1, 32],
    hybrid with block_structure [1, 32] and a regex group that outranks a "Linear" group.
-   Random hy_v3 checkpoints (tools/make_random_hy3.py: fused experts, sharded input, K = 24 / 48 / 96, i.e.
+   Random hy_v3 checkpoints (tools/make/make_random_hy3.py: fused experts, sharded input, K = 24 / 48 / 96, i.e.
    partial MX blocks) quantized by `hyinfer quantize`: every quantized weight equals quant_ref's encoding.
 3. For every checkpoint of 1 and 2: `hyinfer logits --dtype float32 --all-positions` (and --mtp on one prompt)
-   equals tools/hy3_ref.py run on the DEQUANTIZED weights (quant_ref.dequantize_dir, F32) within
+   equals tools/ref/hy3_ref.py run on the DEQUANTIZED weights (quant_ref.dequantize_dir, F32) within
    1e-4 * max(1, max |ref|) (DESIGN §5).
 4. Bad inputs give clear errors: missing scale, weight dtype not matching the config, E8M0 byte 255, wrong scale
    shape, NaN fp8 scale, unknown quant_method, block fp8, quantized weight without quantization_config; and
@@ -30,7 +30,8 @@ import time
 import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "make"))
 import hy3_golden_util as U  # noqa: E402
 import quant_ref as Q  # noqa: E402
 import safetensors_np as st  # noqa: E402
@@ -317,7 +318,7 @@ def main():
     rng = np.random.Generator(np.random.PCG64(2026))
     prompts = [[int(x) for x in rng.integers(0, vocab, size=n)] for n in (8,)]  # logits JSON of 128k-vocab rows is the slow part
 
-    print("hyinfer quantize vs tools/quant_ref.py (byte equality):")
+    print("hyinfer quantize vs tools/ref/quant_ref.py (byte equality):")
     cases = []
     all_t = ["moe", "attn-linear", "mlp"]
     for fmt, targets, rule in (("fp8", all_t, "ocp"), ("mxfp8", all_t, "ocp"), ("mxfp4", all_t, "ocp"),
@@ -335,7 +336,7 @@ def main():
         check_bytes(ck, d, src, fmt, targets, rule)
         cases.append((tag, d))
 
-    print("checkpoints written by tools/quant_ref.py:")
+    print("checkpoints written by tools/ref/quant_ref.py:")
     for tag, fmt, kw in (("ref-hy3fp8-bf16", "fp8", dict(fp8_scale_dtype="BF16", input_scale=True)),
                          ("ref-mxfp8-e8m0-fused", "mxfp8", dict(mx_scale_dtype="F8_E8M0", fused=True,
                                                                 ct_spelling="weight_block_size")),
@@ -348,7 +349,7 @@ def main():
                                              "quantization" in ln or "unquantized" in ln)))
         cases.append((tag, d))
 
-    print("logits (fp32) vs tools/hy3_ref.py on dequantized weights:")
+    print("logits (fp32) vs tools/ref/hy3_ref.py on dequantized weights:")
     for tag, d in cases:
         compare_logits(ck, tag, d, prompts)
 

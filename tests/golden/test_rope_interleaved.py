@@ -2,7 +2,7 @@
 config.json "rope_interleaved": true gives the same logits as the same weights permuted to the
 NeoX rotate_half pairing (j, j+d/2) that Hugging Face Llama checkpoints use.
 
-The stories260K conversion (tools/convert_llama2c.py) permutes wq/wk rows per head: new row
+The stories260K conversion (tools/convert/convert_llama2c.py) permutes wq/wk rows per head: new row
 r*d/2 + m = old row 2m + r. Undoing that and setting rope_interleaved must reproduce its logits;
 leaving the weights permuted while declaring interleaved must not (the check is sensitive)."""
 import json
@@ -15,7 +15,7 @@ import numpy as np
 
 ROOT = os.environ.get("HYINFER_ROOT", os.getcwd())
 TESTDATA = os.path.join(ROOT, "tests", "data")
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 import safetensors_np as st  # noqa: E402
 
 BIN = os.path.join(ROOT, "build", "hyinfer")
@@ -32,7 +32,7 @@ def logits(d):
 def main():
     shutil.rmtree(W, ignore_errors=True)
     neox = os.path.join(W, "neox")
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools/convert_llama2c.py"), "--checkpoint",
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools/convert/convert_llama2c.py"), "--checkpoint",
                     os.path.join(TESTDATA, "stories260K/stories260K.bin"), "--tokenizer",
                     os.path.join(TESTDATA, "stories260K/tok512.bin"), "--out", neox], check=True,
                    stdout=subprocess.DEVNULL)

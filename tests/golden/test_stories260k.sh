@@ -4,7 +4,7 @@
 # tests/data/stories260K/reference_outputs_run_c.txt (cases 1, 2 and 4; case 3 samples with
 # run.c's own RNG and is not reproduced).
 #
-# Steps: tools/convert_llama2c.py turns stories260K.bin + tok512.bin into build/stories260K-hf
+# Steps: tools/convert/convert_llama2c.py turns stories260K.bin + tok512.bin into build/stories260K-hf
 # (HF Llama layout, wq/wk rows permuted so NeoX RoPE equals run.c's interleaved RoPE), then
 #   build/hyinfer generate -m build/stories260K-hf -p PROMPT -n N --temperature 0 --dtype float32 --echo
 # and compares its stdout, byte for byte, with the block between "=== CMD: ..." and "=== END".
@@ -48,7 +48,7 @@ BIN="${HYINFER_BIN:-$ROOT/build/hyinfer}"  # override only to test this script i
 MODEL="$ROOT/build/stories260K-hf"
 WORK="$ROOT/build/stories260K-test"
 mkdir -p "$WORK"
-"$PY" tools/convert_llama2c.py --checkpoint "$D/stories260K.bin" --tokenizer "$D/tok512.bin" --out "$MODEL" \
+"$PY" tools/convert/convert_llama2c.py --checkpoint "$D/stories260K.bin" --tokenizer "$D/tok512.bin" --out "$MODEL" \
   || { echo "FAIL: converter"; exit 1; }
 
 fails=0

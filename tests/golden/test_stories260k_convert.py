@@ -23,7 +23,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("HYINFER_ROOT", os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "convert"))
 from stories260k_ref import (RuncTokenizer, HfBpeTokenizer, RuncModel, HfLlamaModel,  # noqa: E402
                              runc_generate, engine_generate, read_reference)
 import convert_llama2c  # noqa: E402
@@ -40,7 +41,7 @@ def main():
         if not os.path.exists(p):
             print(f"FAIL: {p} missing (tests/data is part of the repository)")
             return 1
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"), "--checkpoint", ckpt,
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert", "convert_llama2c.py"), "--checkpoint", ckpt,
                     "--tokenizer", tok, "--out", OUT], check=True)
     fails = []
 
@@ -148,7 +149,7 @@ def synthetic_checks(tok, check):
         for a in parts:
             f.write(a.tobytes())
     out = os.path.join(ROOT, "build", "synthetic-hf")
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"), "--checkpoint", path,
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert", "convert_llama2c.py"), "--checkpoint", path,
                         "--tokenizer", tok, "--out", out])
     check(r.returncode == 0, "synthetic conversion")
     if r.returncode:
@@ -164,7 +165,7 @@ def synthetic_checks(tok, check):
     print(f"synthetic head_size {hs}, GQA {nh}/{nkv}, untied: logits diff {diff:.2e}")
     with open(path, "r+b") as f:
         f.truncate(os.path.getsize(path) - 4)
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"), "--checkpoint", path,
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert", "convert_llama2c.py"), "--checkpoint", path,
                         "--tokenizer", tok, "--out", out + "-bad"], capture_output=True, text=True)
     check(r.returncode == 1 and "header implies" in r.stderr, f"truncated checkpoint: rc {r.returncode} {r.stderr!r}")
 

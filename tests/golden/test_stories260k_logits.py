@@ -17,7 +17,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("HYINFER_ROOT", os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "convert"))
 from stories260k_ref import RuncTokenizer, RuncModel, runc_generate  # noqa: E402
 import convert_llama2c  # noqa: E402
 
@@ -35,7 +36,7 @@ def main():
     if not os.access(BIN, os.X_OK):
         print(f"FAIL: {BIN} not built (run make)")
         return 1
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"), "--checkpoint", ckpt,
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert", "convert_llama2c.py"), "--checkpoint", ckpt,
                     "--tokenizer", tok, "--out", OUT], check=True)
     cfg, w = convert_llama2c.read_checkpoint(ckpt)
     prompt = RuncTokenizer(tok).encode("Once upon a time")

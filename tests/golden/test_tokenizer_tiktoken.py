@@ -1,6 +1,6 @@
 """Hunyuan-A13B hy.tiktoken: every golden case (ids_allow_special and ids_ordinary, made by the
 reference tiktoken encoder) through (1) the tiktoken loader, (2) the tokenizer.json written by
-tools/tiktoken_to_tokenizer_json.py from the same files, (3) hy_tokenizer_load_dir on a directory
+tools/convert/tiktoken_to_tokenizer_json.py from the same files, (3) hy_tokenizer_load_dir on a directory
 holding both files, (4) hy_tokenizer_load_dir on the shared A13B directory as it is (remote-code
 HYTokenizer: default pat_str and specials). Then 50 kB and the whole of tinyshakespeare both ways:
 identical ids, byte-exact decode. Prints the encode speed."""

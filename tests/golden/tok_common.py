@@ -136,7 +136,7 @@ def a13b_config():
 
 def convert_a13b(cfg_path):
     out = os.path.join(WORK, "a13b", "tokenizer.json")
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "tiktoken_to_tokenizer_json.py"),
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert", "tiktoken_to_tokenizer_json.py"),
                     "--tiktoken", os.path.join(A13B, "hy.tiktoken"), "--config", cfg_path,
                     "--out", out], check=True, stdout=subprocess.DEVNULL)
     return out

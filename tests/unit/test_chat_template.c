@@ -1,5 +1,5 @@
 /* test_chat_template.c - C chat-template renderer: fixed expectations (rendered once by jinja2 with
- * tools/render_chat_template.py), error texts, and the Python json.dumps / str() forms it relies
+ * tools/ref/render_chat_template.py), error texts, and the Python json.dumps / str() forms it relies
  * on. The exhaustive byte-for-byte comparison against live jinja2 is tests/golden/test_chat_template.py. */
 #include <setjmp.h>
 #include <stdarg.h>

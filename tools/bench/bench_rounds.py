@@ -9,9 +9,9 @@ the batch-1 roofline used (the larger of the probes just before and after that d
 GB/s of weight bytes; at the end the medians, and each later model's projected speed-up over the first
 (median of the per-round ratios, and ratio of the medians).
 
-Usage: tools/bench_rounds.py [--rounds 12] [--hyinfer build/hyinfer] [--json-dir DIR] MODEL_DIR... [-- BENCH ARGS]
+Usage: tools/bench/bench_rounds.py [--rounds 12] [--hyinfer build/hyinfer] [--json-dir DIR] MODEL_DIR... [-- BENCH ARGS]
 Default bench arguments: --prompt-lens 128 --batch-sizes 1 --decode-steps 16 --decode-context 4.
-Example: tools/bench_rounds.py --rounds 12 build/bench-hy3 build/bench-fp8 build/bench-hybrid
+Example: tools/bench/bench_rounds.py --rounds 12 build/bench-hy3 build/bench-fp8 build/bench-hybrid
 """
 import argparse
 import json

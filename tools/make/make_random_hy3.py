@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
 import safetensors_np  # noqa: E402
 
 SIGMA = {"embed": 0.5, "attn": 0.125, "dense": 0.125, "expert": 0.18, "shared": 0.125, "router": 0.25,
@@ -200,7 +200,7 @@ def write(out_dir, variant, seed=None):
         if fn.endswith(".safetensors") or fn == "model.safetensors.index.json":
             os.remove(os.path.join(out_dir, fn))
     tensors = make_tensors(p, seed)
-    meta = {"format": "pt", "generator": "hyinfer tools/make_random_hy3.py", "variant": variant, "seed": seed}
+    meta = {"format": "pt", "generator": "hyinfer tools/make/make_random_hy3.py", "variant": variant, "seed": seed}
     n = p["shards"]
     if n <= 1:
         safetensors_np.save(os.path.join(out_dir, "model.safetensors"), [(a, b, c) for a, b, c, _ in tensors], meta)

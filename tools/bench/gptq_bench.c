@@ -1,9 +1,8 @@
 /* gptq_bench.c - micro-benchmark of GPTQ (quantize/gptq.h) on one Hy3-sized matrix (not a test):
  * the factor of H (K x K) and the rounding of N rows, timed apart; and the calibration observer's
  * sum x^T x of H's T rows (hy_calib_gram_add, quantize/calib.h) against the plain loop it replaced.
- * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/gptq_bench.c build/libhyinfer.a \
- *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1 libmicrohttpd) -lm -o build/gptq_bench
- * Run:   build/gptq_bench [N K [fp8|mxfp8|mxfp4]]   (default 1536 4096 mxfp8: one routed expert's
+ * Build: make tools (build/tools/gptq_bench, linked against build/libhyinfer.a)
+ * Run:   build/tools/gptq_bench [N K [fp8|mxfp8|mxfp4]]   (default 1536 4096 mxfp8: one routed expert's
  *        gate_proj; 4096 1536 is its down_proj, 8192 4096 the attention's q_proj)
  * H is the mean x x^T of 1024 synthetic rows with neighbouring inputs correlated (x_k += 0.5 x_(k-1)),
  * W uniform in +-0.01. Prints both times, both objectives (tr(dW H dW^T) over sampled rows) and an

@@ -2,7 +2,7 @@
 """Convert a llama2.c checkpoint (+ its tokenizer .bin) into a Hugging Face style Llama directory.
 
 Usage:
-  /usr/bin/python3 tools/convert_llama2c.py --checkpoint stories260K.bin --tokenizer tok512.bin --out DIR
+  /usr/bin/python3 tools/convert/convert_llama2c.py --checkpoint stories260K.bin --tokenizer tok512.bin --out DIR
 
 Writes DIR/config.json, DIR/generation_config.json, DIR/model.safetensors (F32),
 DIR/tokenizer.json, DIR/tokenizer_config.json.
@@ -44,7 +44,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
 import safetensors_np  # noqa: E402
 
 SPACE = "\u2581"  # '▁'

@@ -10,8 +10,8 @@ Library:
   mx_quantize(w [N, K] f32, bits 8|4) -> (q, scales)    q: u8 [N, K] (E4M3) or [N, K/2] (E2M1 pairs, low first)
   mx_dequantize(q, scales, bits, K) -> f32 [N, K]
   fp8_tensor_quantize(w, scale_dtype="F32") -> (q u8 [N, K], scale f32)  (scale = max|W|/448, 1 if W == 0)
-  quantize_dir(IN, OUT, fmt, ...)   writes a quantized checkpoint (see its doc) with tools/safetensors_np.py
-  dequantize_dir(QDIR, OUT)          writes the exact dequantized weights as F32 (for tools/hy3_ref.py)
+  quantize_dir(IN, OUT, fmt, ...)   writes a quantized checkpoint (see its doc) with tools/ref/safetensors_np.py
+  dequantize_dir(QDIR, OUT)          writes the exact dequantized weights as F32 (for tools/ref/hy3_ref.py)
 CLI:
   quant_ref.py quantize IN OUT fp8|mxfp8|mxfp4|hybrid [--hy3-fp8-bf16-scale] [--fused] ...
   quant_ref.py dequantize QDIR OUT

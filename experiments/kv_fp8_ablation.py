@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kv_fp8_ablation.py - where the FP8 KV cache's error comes from on a Hy3 checkpoint (diagnostic, not a test).
 
-Runs tools/hy3_ref.py's forward (f32) over one window of held-out text with K and/or V rounded to FP8 E4M3
+Runs tools/ref/hy3_ref.py's forward (f32) over one window of held-out text with K and/or V rounded to FP8 E4M3
 as the engine stores them (after QK-norm and RoPE, one scale per token and KV head), and prints top-1
 agreement and mean KL(P_ref || P) against the unrounded forward, over all positions and split at the
 training length. Modes (any of, space separated):
@@ -15,7 +15,7 @@ training length. Modes (any of, space separated):
   ksm-static-v      the same with the per-channel mean of the calibration text (the start of the file)
   kv-sink           K and V rounded except token 0 (BOS) kept exact (attention-sink / IntactKV)
 Token ids come from the engine's tokenizer (hyinfer logits). Needs numpy (/usr/bin/python3).
-Usage: /usr/bin/python3 tools/kv_fp8_ablation.py [--model models/hy3-tiny] [--chars 3700] MODE...
+Usage: /usr/bin/python3 experiments/kv_fp8_ablation.py [--model models/hy3-tiny] [--chars 3700] MODE...
 """
 import argparse
 import json
@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "tools", "ref"))
 from hy3_ref import Hy3Ref  # noqa: E402
 
 
@@ -114,8 +114,7 @@ def engine_ids(model, text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=os.path.join(HERE, "..", "models", "hy3-tiny"))
-    ap.add_argument("--text", default=os.path.join(HERE, "..", "..", "shared", "data", "corpora",
-                                                   "tinyshakespeare.txt"))
+    ap.add_argument("--text", default=os.path.join(HERE, "..", "tests", "data", "corpora", "tinyshakespeare.txt"))
     ap.add_argument("--start-fraction", type=float, default=0.9, help="held-out text starts here (bench quality's)")
     ap.add_argument("--chars", type=int, default=3700, help="characters of held-out text (one window)")
     ap.add_argument("--calib-chars", type=int, default=3000, help="characters from the file's start for ksm-static")

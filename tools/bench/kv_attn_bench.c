@@ -1,8 +1,7 @@
 /* kv_attn_bench.c - micro-benchmark of decode attention (one query token, all heads of one layer)
  * over a paged KV cache in fp32 / bf16 / FP8 E4M3, per ISA level (not a test).
- * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/kv_attn_bench.c build/libhyinfer.a \
- *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1) -lm -o build/kv_attn_bench
- * Run:   nice build/kv_attn_bench [reps] [threads]
+ * Build: make tools (build/tools/kv_attn_bench, linked against build/libhyinfer.a)
+ * Run:   nice build/tools/kv_attn_bench [reps] [threads]
  * Geometry: Hy3's (64 query heads, 8 KV heads, head_dim 128, blocks of 16 tokens in a shuffled
  * table). The dtypes are measured interleaved, rep by rep, and the best-of-reps wall time is
  * printed with the KV bytes read per call and the resulting GB/s. Then the cost of FP8 writes under

@@ -17,7 +17,7 @@
  * One core, 64 rows of K = 4096 resident in L2, 4-row tiles, best of 400 alternating runs; prints ns
  * per 32 codes and GB/s of weight bytes (codes + scales), and the largest relative difference of the
  * two schemes' outputs (rounding order only).
- * Build: gcc -O2 -std=c11 -D_GNU_SOURCE tools/e2m1_decode_bench.c -lm -o build/e2m1_decode_bench
+ * Build: gcc -O2 -std=c11 -D_GNU_SOURCE experiments/e2m1_decode_bench.c -lm -o build/e2m1_decode_bench
  * Run:   build/e2m1_decode_bench   (needs AVX512F/BW/DQ/BF16) */
 #include <immintrin.h>
 #include <math.h>

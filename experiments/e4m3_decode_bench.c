@@ -12,7 +12,7 @@
  *
  * One core, 64 rows of K = 4096 resident in L2, 4-row tiles, best of 300 alternating runs; prints ns per
  * 32 codes and GB/s of weight bytes (codes + MX scales).
- * Build: gcc -O2 -std=c11 -D_GNU_SOURCE tools/e4m3_decode_bench.c -lm -o build/e4m3_decode_bench
+ * Build: gcc -O2 -std=c11 -D_GNU_SOURCE experiments/e4m3_decode_bench.c -lm -o build/e4m3_decode_bench
  * Run:   build/e4m3_decode_bench   (needs AVX512F/BW/BF16/VBMI) */
 #include <immintrin.h>
 #include <math.h>

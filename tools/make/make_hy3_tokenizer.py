@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Build the tokenizer files of the bundled tiny Hy3 model from the real Hunyuan tokenizer.
 
-Usage: /usr/bin/python3 tools/make_hy3_tokenizer.py --out models/hy3-tiny
-       [--src /work/shared/data/hunyuan-a13b-tokenizer] [--template .../tencent-Hy3.jinja]
+Usage: /usr/bin/python3 tools/make/make_hy3_tokenizer.py --out models/hy3-tiny
+       [--src tests/data/hunyuan-a13b-tokenizer] [--template tests/data/hy3/tencent-Hy3.jinja]
 
 Writes into --out:
   hy.tiktoken            A13B's BPE ranks, copied unchanged (127,957 ranks)
@@ -10,11 +10,11 @@ Writes into --out:
   tokenizer_config.json  pat_str, added_tokens_decoder (A13B's 210 specials at 127957.. plus the Hy3
                          control tokens at 128167..128188), Hy3 bos/eos/pad, add_bos_token, chat_template
   chat_template.jinja    tencent-Hy3.jinja, unchanged
-  tokenizer.json         converted by tools/tiktoken_to_tokenizer_json.py (run from here unless --no-json)
+  tokenizer.json         converted by tools/convert/tiktoken_to_tokenizer_json.py (run from here unless --no-json)
 
 Also usable as a module: `HyTiktoken` is a small rank-based byte-level BPE encoder (tiktoken semantics:
 regex pre-split with pat_str, then repeatedly merge the adjacent pair whose concatenation has the lowest
-rank) used by tools/train_tiny_hy3.py. `--check` verifies it against golden_tiktoken_encodings.json.
+rank) used by tools/make/train_tiny_hy3.py. `--check` verifies it against golden_tiktoken_encodings.json.
 """
 import argparse
 import base64
@@ -26,8 +26,9 @@ import sys
 
 import regex
 
-SRC = "/work/shared/data/hunyuan-a13b-tokenizer"
-TEMPLATE = "/work/shared/data/hy3/tencent-Hy3.jinja"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SRC = os.path.join(ROOT, "tests", "data", "hunyuan-a13b-tokenizer")
+TEMPLATE = os.path.join(ROOT, "tests", "data", "hy3", "tencent-Hy3.jinja")
 
 N_RANKS = 127957
 A13B_SPECIALS = (["<|endoftext|>", "<|startoftext|>", "<|bos|>", "<|eos|>", "<|pad|>"]
@@ -208,7 +209,7 @@ def main():
     ids = sorted(int(k) for k in cfg["added_tokens_decoder"])
     print("wrote %s: %d ranks, %d specials (%d..%d)" % (a.out, len(ranks), len(ids), ids[0], ids[-1]))
     if not a.no_json:
-        conv = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiktoken_to_tokenizer_json.py")
+        conv = os.path.join(ROOT, "tools", "convert", "tiktoken_to_tokenizer_json.py")
         subprocess.run([sys.executable, conv, "--tiktoken", os.path.join(a.out, "hy.tiktoken"),
                         "--config", os.path.join(a.out, "tokenizer_config.json"),
                         "--out", os.path.join(a.out, "tokenizer.json")], check=True)

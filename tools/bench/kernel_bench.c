@@ -1,7 +1,6 @@
 /* kernel_bench.c - micro-benchmark of the matmul kernels per ISA level and thread count (not a test).
- * Build: make && gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Isrc tools/kernel_bench.c build/libhyinfer.a \
- *          $(pkg-config --libs libpcre2-8 jansson yaml-0.1) -lm -o build/kernel_bench
- * Run:   nice build/kernel_bench [reps] [all|bf16|quant|bands|tasks]
+ * Build: make tools (build/tools/kernel_bench, linked against build/libhyinfer.a)
+ * Run:   nice build/tools/kernel_bench [reps] [all|bf16|quant|bands|tasks]
  * bf16 section: GEMV figures rotate over 3 weight matrices so the 32 MiB L3 does not hold them
  * (DRAM-bound). Figures are best-of-reps wall time; with 1 thread also "cpu": best-of-reps thread
  * CPU time, which leaves out time the thread was descheduled (useful on a shared machine).

@@ -1,6 +1,6 @@
 """Helpers shared by tests/golden/test_hy3_reference.py and test_llamacpp_golden.py.
 
-The engine binary is $HYINFER_BIN if set (e.g. `tools/hy3_ref.py` itself as a float32 stand-in while the C engine
+The engine binary is $HYINFER_BIN if set (e.g. `tools/ref/hy3_ref.py` itself as a float32 stand-in while the C engine
 is being written), else $HYINFER_ROOT/build/hyinfer.
 """
 import json
@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTDATA = os.path.join(ROOT, "tests", "data")
 
 

@@ -44,7 +44,7 @@ def _strftime_now(fmt):
 
 
 def default_template_path():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return os.path.join(root, "tests", "data", "hy3", "tencent-Hy3.jinja")
 
 

@@ -3,7 +3,7 @@
 tokenizer.json (byte-level BPE).
 
 Usage (stable CLI; other tools call it):
-    /usr/bin/python3 tools/tiktoken_to_tokenizer_json.py --tiktoken hy.tiktoken \
+    /usr/bin/python3 tools/convert/tiktoken_to_tokenizer_json.py --tiktoken hy.tiktoken \
         --config tokenizer_config.json --out tokenizer.json [--pat-str REGEX]
 
 Inputs:

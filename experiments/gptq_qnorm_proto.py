@@ -24,7 +24,7 @@ spread over the later rows: w_i' -= U_G[i, i'] / U_G[i, i] r_i.
 Each head's rows are then rounded by GPTQ (act-order, dampening 0.01 of the mean diagonal, the checkpoint's
 own per-tensor scale) and the q_proj codes of BASE are replaced; every other tensor is BASE's.
 
-usage: /usr/bin/python3 tools/gptq_qnorm_proto.py --base FP8_GPTQ_DIR --model BF16_DIR --calib TEXT
+usage: /usr/bin/python3 experiments/gptq_qnorm_proto.py --base FP8_GPTQ_DIR --model BF16_DIR --calib TEXT
            --out DIR [--mode rms] [--windows 24] [--seq-len 192] [--hyinfer build/hyinfer]
 then:  hyinfer bench quality -m DIR --ref BF16_DIR --dtype float32 --context 192 --positions all
 """
@@ -37,7 +37,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "ref"))
 import hy3_ref  # noqa: E402
 import quant_ref as qr  # noqa: E402
 import safetensors_np as st  # noqa: E402

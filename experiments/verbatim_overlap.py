@@ -1,8 +1,8 @@
 """Longest verbatim overlap (in characters) between generated completions and the training text.
 
-Usage: /usr/bin/python3 tools/verbatim_overlap.py --completions OUT.json [--corpus FILE] [--train-frac 0.9]
+Usage: /usr/bin/python3 experiments/verbatim_overlap.py --completions OUT.json [--corpus FILE] [--train-frac 0.9]
 OUT.json is what `hyinfer run` writes to model_config.output_path (a list of {prompt, completion}).
-The training text is the first train-frac of the corpus by characters (as tools/train_tiny_hy3.py
+The training text is the first train-frac of the corpus by characters (as tools/make/train_tiny_hy3.py
 splits it). For each completion it prints the longest substring that also occurs in the training
 text, and the overall maximum: a measure of memorisation vs generalisation.
 """
@@ -28,8 +28,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
     ap.add_argument("--completions", required=True)
-    ap.add_argument("--corpus", default=os.path.join(here, "..", "..", "shared", "data", "corpora",
-                                                     "tinyshakespeare.txt"))
+    ap.add_argument("--corpus", default=os.path.join(here, "..", "tests", "data", "corpora", "tinyshakespeare.txt"))
     ap.add_argument("--train-frac", type=float, default=0.9)
     a = ap.parse_args()
     corpus = open(a.corpus, encoding="utf-8").read()

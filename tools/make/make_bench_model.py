@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
 import safetensors_np  # noqa: E402
 
 SHAPES = {
@@ -179,7 +179,7 @@ def write(out_dir, shape, seed, mtp):
                    "do_sample": False, "transformers_version": "5.6.0"}, f, indent=2)
         f.write("\n")
     tensors = tensor_list(p, mtp)
-    header, off = {"__metadata__": {"format": "pt", "generator": "hyinfer tools/make_bench_model.py",
+    header, off = {"__metadata__": {"format": "pt", "generator": "hyinfer tools/make/make_bench_model.py",
                                     "shape": shape, "seed": str(seed)}}, 0
     for name, dt, shp, _ in tensors:
         b = nbytes(dt, shp)
