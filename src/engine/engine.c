@@ -4,7 +4,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "cache/block_pool.h"
-#include "engine/logprobs.h"
+#include "sample/logprobs.h"
 #include "engine/runner.h"
 #include "sched/scheduler.h"
 

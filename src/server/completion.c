@@ -7,8 +7,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/timing.h"
-#include "server/reasoning.h"
-#include "server/stop.h"
+#include "text/reasoning.h"
+#include "text/stop.h"
 #include "text/chat_template.h"
 
 #include <poll.h>

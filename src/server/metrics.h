@@ -12,7 +12,7 @@
 #define HY_SERVER_METRICS_H
 
 #include "engine/engine.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 
 #include <stdint.h>
 

@@ -2,7 +2,7 @@
 #ifndef HY_SERVER_INTERNAL_H
 #define HY_SERVER_INTERNAL_H
 
-#include "server/engine_loop.h"
+#include "engine/engine_loop.h"
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/server.h"

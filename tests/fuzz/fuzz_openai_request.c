@@ -4,8 +4,8 @@
  * crash or leak. The same bytes also go through the stop-string matcher and the reasoning
  * splitter in two pieces, which must give what one piece gives. */
 #include "server/openai.h"
-#include "server/reasoning.h"
-#include "server/stop.h"
+#include "text/reasoning.h"
+#include "text/stop.h"
 #include "text/chat_template.h"
 
 #include <stdint.h>

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/reasoning.h"
-#include "server/stop.h"
+#include "text/reasoning.h"
+#include "text/stop.h"
 
 static uint64_t rng = 12345;
 static unsigned rnd(unsigned n)

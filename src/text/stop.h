@@ -5,10 +5,10 @@
  * string itself and everything after it are dropped. So a client never sees any prefix of a stop
  * string that later completes, and never sees the stop string.
  */
-#ifndef HY_SERVER_STOP_H
-#define HY_SERVER_STOP_H
+#ifndef HY_TEXT_STOP_H
+#define HY_TEXT_STOP_H
 
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 
 #include <stddef.h>
 

@@ -9,8 +9,8 @@
  * engine thread (until every sequence of the job has finished or been aborted). Releasing a job
  * with unfinished sequences aborts them (a disconnected client frees its KV blocks).
  */
-#ifndef HY_SERVER_ENGINE_LOOP_H
-#define HY_SERVER_ENGINE_LOOP_H
+#ifndef HY_ENGINE_ENGINE_LOOP_H
+#define HY_ENGINE_ENGINE_LOOP_H
 
 #include "engine/engine.h"
 

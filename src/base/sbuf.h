@@ -1,6 +1,6 @@
 /* sbuf.h - a growable byte buffer for the server's text pipeline (always NUL-terminated). */
-#ifndef HY_SERVER_SBUF_H
-#define HY_SERVER_SBUF_H
+#ifndef HY_BASE_SBUF_H
+#define HY_BASE_SBUF_H
 
 #include <stddef.h>
 

@@ -1,5 +1,5 @@
 /* engine_loop.c - the engine thread, command list and per-job output queues. */
-#include "server/engine_loop.h"
+#include "engine/engine_loop.h"
 
 #include "base/err.h"
 #include "base/log.h"

@@ -1,5 +1,5 @@
 /* logprobs.c - log_softmax(logits)[token] and the top-n entries (insertion into a short list). */
-#include "engine/logprobs.h"
+#include "sample/logprobs.h"
 
 #include <math.h>
 

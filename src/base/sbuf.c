@@ -1,5 +1,5 @@
 /* sbuf.c - growable byte buffer. */
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* logprobs.h - log-softmax of raw logits: one token's log-probability and the top n. */
-#ifndef HY_ENGINE_LOGPROBS_H
-#define HY_ENGINE_LOGPROBS_H
+#ifndef HY_SAMPLE_LOGPROBS_H
+#define HY_SAMPLE_LOGPROBS_H
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* test_server_engine_loop.c - the server's engine thread (src/server/engine_loop.c) on the
+/* test_engine_loop.c - the server's engine thread (src/engine/engine_loop.c) on the
  * hy3-golden-b checkpoint (fp32, greedy): jobs submitted from many threads at once get exactly
  * the tokens a direct single-threaded engine run gives; n > 1 jobs route outputs to the right
  * choice; aborting one choice stops only that one; releasing a job early frees its KV blocks;
@@ -19,7 +19,7 @@
 #include "base/err.h"
 #include "engine/engine.h"
 #include "model/model.h"
-#include "server/engine_loop.h"
+#include "engine/engine_loop.h"
 
 #define NREQ 6
 #define MAXTOK 12
@@ -32,8 +32,8 @@ static int32_t ref[NREQ][MAXTOK];
 static const char *golden_dir(void)
 {
     static char path[1024];
-    const char *sh = getenv("HY_SHARED");
-    snprintf(path, sizeof(path), "%s/data/hy3-golden-llamacpp/hy3-golden-b", sh ? sh : "../shared");
+    const char *root = getenv("HYINFER_ROOT"); /* unset: run from the repository root */
+    snprintf(path, sizeof(path), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
     return path;
 }
 

@@ -6,10 +6,10 @@
  * back until it is decided. When the chat prompt ends inside an open think block
  * (reasoning_effort low/high), start_in_reasoning = 1.
  */
-#ifndef HY_SERVER_REASONING_H
-#define HY_SERVER_REASONING_H
+#ifndef HY_TEXT_REASONING_H
+#define HY_TEXT_REASONING_H
 
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 
 #define HY_THINK_OPEN "<think:opensource>"
 #define HY_THINK_CLOSE "</think:opensource>"

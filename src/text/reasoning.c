@@ -1,5 +1,5 @@
 /* reasoning.c - <think:opensource> ... </think:opensource> splitting with marker hold-back. */
-#include "server/reasoning.h"
+#include "text/reasoning.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* stop.c - stop-string matching with hold-back of pending partial matches. */
-#include "server/stop.h"
+#include "text/stop.h"
 
 #include <stdlib.h>
 #include <string.h>
