@@ -2,6 +2,7 @@
 
 #include "base/err.h"
 #include "text/chat_template.h"
+#include "text/prompt.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -69,24 +70,7 @@ int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int c
         free(rendered);
         return rc;
     }
-    int32_t *body = NULL;
-    size_t nb = 0;
-    if (hy_tokenizer_encode(tok, text, strlen(text), 1, &body, &nb))
-        return -1;
-    int32_t bos = hy_tokenizer_add_bos(tok);
-    size_t extra = bos >= 0 ? 1 : 0;
-    *ids = malloc((nb + extra + 1) * sizeof(int32_t));
-    if (!*ids) {
-        free(body);
-        return hy_err_set("out of memory");
-    }
-    if (extra)
-        (*ids)[0] = bos;
-    if (nb)
-        memcpy(*ids + extra, body, nb * sizeof(int32_t));
-    *n = nb + extra;
-    free(body);
-    return 0;
+    return hy_prompt_encode(tok, text, strlen(text), 1, ids, n);
 }
 
 const char *hy_cli_fmt_bytes(double bytes, char *buf, size_t len)

@@ -10,6 +10,7 @@
 #include "text/reasoning.h"
 #include "text/stop.h"
 #include "text/chat_template.h"
+#include "text/prompt.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -64,32 +65,6 @@ struct gen {
 };
 
 /* ---------------- helpers ---------------- */
-
-int hy_server_encode(const struct hy_server *s, const char *text, size_t len, int add_bos, int32_t **ids, size_t *n)
-{
-    int32_t *raw = NULL;
-    size_t nr = 0;
-    if (hy_tokenizer_encode(s->tok, text, len, 1, &raw, &nr))
-        return -1;
-    int32_t bos = add_bos ? hy_tokenizer_add_bos(s->tok) : -1;
-    if (bos < 0) {
-        *ids = raw;
-        *n = nr;
-        return 0;
-    }
-    int32_t *out = malloc((nr + 1) * sizeof(int32_t));
-    if (!out) {
-        free(raw);
-        return hy_err_set("out of memory");
-    }
-    out[0] = bos;
-    if (nr)
-        memcpy(out + 1, raw, nr * sizeof(int32_t));
-    free(raw);
-    *ids = out;
-    *n = nr + 1;
-    return 0;
-}
 
 static int client_gone(int fd)
 {
@@ -494,7 +469,7 @@ static int build_prompt(struct gen *g, struct hy_oai_error *e)
         if (!prompt)
             return hy_oai_error_set(e, 400, "messages", "%s", hy_err_msg());
         g->start_in_reasoning = hy_reasoning_prompt_open(prompt, strlen(prompt));
-        int rc = hy_server_encode(s, prompt, strlen(prompt), 0, &g->prompt_ids, &g->n_prompt);
+        int rc = hy_prompt_encode(s->tok, prompt, strlen(prompt), 0, &g->prompt_ids, &g->n_prompt);
         free(prompt);
         if (rc)
             return hy_oai_error_set(e, 500, NULL, "%s", hy_err_msg());
@@ -505,7 +480,7 @@ static int build_prompt(struct gen *g, struct hy_oai_error *e)
         memcpy(g->prompt_ids, r->prompt_ids, r->n_prompt_ids * sizeof(int32_t));
         g->n_prompt = r->n_prompt_ids;
     } else {
-        if (hy_server_encode(s, r->prompt_text, r->prompt_text_len, 1, &g->prompt_ids, &g->n_prompt))
+        if (hy_prompt_encode(s->tok, r->prompt_text, r->prompt_text_len, 1, &g->prompt_ids, &g->n_prompt))
             return hy_oai_error_set(e, 500, NULL, "%s", hy_err_msg());
     }
     return 0;

@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "base/timing.h"
 #include "text/chat_template.h"
+#include "text/prompt.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -134,7 +135,7 @@ static enum MHD_Result handle_tokenize(struct hy_server *s, struct MHD_Connectio
         goto err;
     }
     if (json_is_string(p)) {
-        if (hy_server_encode(s, json_string_value(p), json_string_length(p), !ast || json_is_true(ast), &ids, &n)) {
+        if (hy_prompt_encode(s->tok, json_string_value(p), json_string_length(p), !ast || json_is_true(ast), &ids, &n)) {
             hy_oai_error_set(&e, 500, NULL, "%s", hy_err_msg());
             goto err;
         }
@@ -151,7 +152,7 @@ static enum MHD_Result handle_tokenize(struct hy_server *s, struct MHD_Connectio
             hy_oai_error_set(&e, 400, "messages", "%s", hy_err_msg());
             goto err;
         }
-        if (hy_server_encode(s, prompt, strlen(prompt), 0, &ids, &n)) {
+        if (hy_prompt_encode(s->tok, prompt, strlen(prompt), 0, &ids, &n)) {
             hy_oai_error_set(&e, 500, NULL, "%s", hy_err_msg());
             goto err;
         }

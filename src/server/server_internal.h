@@ -39,9 +39,5 @@ enum MHD_Result hy_server_respond_json(struct MHD_Connection *conn, unsigned sta
 enum MHD_Result hy_server_respond_error(struct hy_server *s, struct MHD_Connection *conn,
                                         const struct hy_oai_error *e);
 
-/* Encodes text (special token strings matched) into malloc'd ids, with the tokenizer's BOS
- * prepended when add_bos. Returns 0 or -1 with hy_err_msg(). */
-int hy_server_encode(const struct hy_server *s, const char *text, size_t len, int add_bos, int32_t **ids,
-                     size_t *n);
 
 #endif
