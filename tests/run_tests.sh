@@ -67,6 +67,12 @@ if [ "${HYINFER_SKIP_EMU:-0}" != 1 ]; then
   run_one "emu/avx512_in_bochs" bash tests/emu/run_avx512_tests.sh
 fi
 
+# `make run` the first time on a fresh Debian bookworm root (debootstrap minbase + chroot; ~3-5
+# minutes; needs the Debian mirror, and root: skipped with exit 77 without it).
+if [ "${HYINFER_SKIP_FRESH:-0}" != 1 ]; then
+  run_one "fresh/test_fresh_machine" bash tests/fresh/test_fresh_machine.sh
+fi
+
 if [ "${HYINFER_SKIP_FUZZ:-0}" != 1 ] && ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
   if make -s -j"$JOBS" fuzz >build/test-logs/fuzz-build.log 2>&1; then
     for f in build-fuzz/fuzz_*; do
