@@ -7,7 +7,7 @@ cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
 MODEL=models/hy3-tiny
 [ -f "$MODEL/model.safetensors" ] || MODEL="tests/data/hy3-golden-llamacpp/hy3-golden-b"
-[ -f "$MODEL/config.json" ] || { echo "skip: no model"; exit 77; }
+[ -f "$MODEL/config.json" ] || { echo "FAIL: no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)"; exit 1; }
 W=build/e2e-bench-serve
 rm -rf "$W"; mkdir -p "$W"
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

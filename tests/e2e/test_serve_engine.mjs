@@ -7,10 +7,13 @@
 //   (streaming or waiting for a non-streamed answer) has its request aborted and its KV blocks
 //   freed; --max-waiting-requests gives 503; SIGTERM lets a running request finish, then exits 0.
 import { spawnSync } from "node:child_process";
-import { bin, check, eq, finish, loadOpenAI, metrics, pickModel, skip, sleep, startServer } from "./serve_lib.mjs";
+import { bin, check, eq, finish, loadOpenAI, metrics, pickModel, sleep, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
-if (!model) skip("no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
+if (!model) {
+  console.log("FAIL: no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
+  process.exit(1);
+}
 const OpenAI = await loadOpenAI();
 console.log(`model: ${model.dir}`);
 

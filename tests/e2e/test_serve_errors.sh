@@ -10,7 +10,7 @@ cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
 MODEL=models/hy3-tiny
 [ -f "$MODEL/model.safetensors" ] || MODEL="tests/data/hy3-golden-llamacpp/hy3-golden-b"
-[ -f "$MODEL/config.json" ] || { echo "skip: no model"; exit 77; }
+[ -f "$MODEL/config.json" ] || { echo "FAIL: no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)"; exit 1; }
 command -v curl >/dev/null || { echo "skip: curl missing"; exit 77; }
 W=build/e2e-serve-errors
 rm -rf "$W"; mkdir -p "$W"

@@ -4,10 +4,13 @@
 // succeeds with the token count it asked for (or stopped early), the server is idle afterwards
 // (no running/waiting requests, no KV blocks referenced) and its RSS grew by less than 64 MiB
 // between the end of a warm-up round and the end of the run (the KV pool is capped at 32 MiB).
-import { check, collectStream, finish, loadOpenAI, metrics, pickModel, rssBytes, skip, startServer } from "./serve_lib.mjs";
+import { check, collectStream, finish, loadOpenAI, metrics, pickModel, rssBytes, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
-if (!model) skip("no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
+if (!model) {
+  console.log("FAIL: no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
+  process.exit(1);
+}
 const OpenAI = await loadOpenAI();
 console.log(`model: ${model.dir}`);
 const TOTAL = 208, CONC = 16, WARM = 16;

@@ -6,10 +6,13 @@
 // with no marker text anywhere; CJK/emoji prompts stream exactly like the non-streamed text, and
 // whenever the generated tokens' bytes (from logprobs) are valid UTF-8 the streamed text is exactly
 // their decoding, without U+FFFD (a held-back partial character never leaks); SIGTERM exits 0.
-import { check, collectStream, eq, finish, loadOpenAI, metrics, pickModel, skip, startServer } from "./serve_lib.mjs";
+import { check, collectStream, eq, finish, loadOpenAI, metrics, pickModel, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
-if (!model) skip("no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
+if (!model) {
+  console.log("FAIL: no model (models/hy3-tiny or tests/data/hy3-golden-llamacpp/hy3-golden-b)");
+  process.exit(1);
+}
 const OpenAI = await loadOpenAI();
 console.log(`model: ${model.dir}`);
 
