@@ -137,7 +137,8 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
         hy_scheduler_init(&e->sched, &sc, &e->pool,
                           cdiv((int64_t)c->max_model_len + 1, c->block_size)) ||
         hy_runner_init(&e->runner, c->max_num_batched_tokens, c->max_num_seqs, c->block_size,
-                       m->cfg.vocab_size))
+                       m->cfg.vocab_size) ||
+        hy_model_reserve(m, c->max_num_batched_tokens, c->max_model_len))
         goto fail;
     e->live_cap = c->max_waiting_requests + c->max_num_seqs;
     e->live = calloc((size_t)e->live_cap, sizeof(*e->live));

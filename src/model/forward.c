@@ -13,12 +13,19 @@
 #include "kernels/task_rows.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Activations of one forward call, sized for T tokens. */
-struct scratch {
+/* The forward pass's activations, owned by the model (m->fwd), sized by hy_model_reserve for up to T
+ * tokens per call, contexts of up to max_ctx positions and n_thr threads, reused by every call. */
+struct hy_forward_scratch {
     int64_t T;
+    int32_t max_ctx;
+    int32_t n_thr;
+    float *x;      /* [T, H] residual stream */
+    float *head;   /* [T, H] the rows lm_head reads */
+    float *scores; /* [n_thr, max_ctx] attention scores, one row per thread */
     float *a;      /* [T, H] normed input */
     float *q;      /* [T, nh*D] */
     float *k;      /* [T, nkv*D] */
@@ -49,8 +56,13 @@ struct scratch {
  * grouped pass off (A/B measurements); the results are bitwise the same either way. */
 #define FUSED_MAX_T 32
 
-static void scratch_free(struct scratch *s)
+static void scratch_free(struct hy_forward_scratch *s)
 {
+    if (!s)
+        return;
+    free(s->x);
+    free(s->head);
+    free(s->scores);
     free(s->a);
     free(s->q);
     free(s->k);
@@ -71,6 +83,7 @@ static void scratch_free(struct scratch *s)
     free(s->g_b);
     free(s->g_out);
     free(s->g_pos);
+    free(s);
 }
 
 static int grouped_on(const struct hy_model *m, int64_t T)
@@ -83,11 +96,16 @@ static int grouped_on(const struct hy_model *m, int64_t T)
     return env && !m->moe_per_expert && !m->observe && T <= FUSED_MAX_T;
 }
 
-static int scratch_init(struct scratch *s, const struct hy_model *m, int64_t T)
+/* A scratch for T tokens, contexts of max_ctx positions and n_thr threads; NULL on out of memory. */
+static struct hy_forward_scratch *scratch_new(const struct hy_model *m, int64_t T, int32_t max_ctx, int32_t n_thr)
 {
     const struct hy_model_config *c = &m->cfg;
-    memset(s, 0, sizeof(*s));
+    struct hy_forward_scratch *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
     s->T = T;
+    s->max_ctx = max_ctx;
+    s->n_thr = n_thr;
     const int64_t H = c->hidden_size, qd = (int64_t)c->num_attention_heads * c->head_dim,
                   kvd = (int64_t)c->num_key_value_heads * c->head_dim;
     int64_t F = c->intermediate_size;
@@ -96,6 +114,9 @@ static int scratch_init(struct scratch *s, const struct hy_model *m, int64_t T)
         F = sw;
     const int64_t E = c->num_experts > 0 ? c->num_experts : 1, K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
     const size_t f = sizeof(float);
+    s->x = malloc((size_t)(T * H) * f);
+    s->head = malloc((size_t)(T * H) * f);
+    s->scores = malloc((size_t)n_thr * (size_t)max_ctx * f);
     s->a = malloc((size_t)(T * H) * f);
     s->q = malloc((size_t)(T * qd) * f);
     s->k = malloc((size_t)(T * kvd) * f);
@@ -112,8 +133,8 @@ static int scratch_init(struct scratch *s, const struct hy_model *m, int64_t T)
     s->rows = malloc((size_t)T * sizeof(int32_t));
     s->roww = malloc((size_t)T * f);
     int g_fail = 0;
-    if (c->num_experts > 0 && c->num_experts_per_tok <= 64 && grouped_on(m, T)) {
-        const int64_t R = T * K, I = c->moe_intermediate_size;
+    if (c->num_experts > 0 && c->num_experts_per_tok <= 64) { /* the grouped pass (grouped_on) */
+        const int64_t R = (T < FUSED_MAX_T ? T : FUSED_MAX_T) * K, I = c->moe_intermediate_size;
         s->g_x = malloc((size_t)(R * H) * f);
         s->g_a = malloc((size_t)(R * I) * f);
         s->g_b = malloc((size_t)(R * I) * f);
@@ -121,12 +142,51 @@ static int scratch_init(struct scratch *s, const struct hy_model *m, int64_t T)
         s->g_pos = malloc((size_t)R * sizeof(int32_t));
         g_fail = !s->g_x || !s->g_a || !s->g_b || !s->g_out || !s->g_pos;
     }
-    if (!s->a || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->ff_a || !s->ff_b || !s->ff_x || !s->y ||
-        !s->rlog || !s->sel || !s->selw || !s->rows || !s->roww || g_fail) {
+    if (!s->x || !s->head || !s->scores || !s->a || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->ff_a ||
+        !s->ff_b || !s->ff_x || !s->y || !s->rlog || !s->sel || !s->selw || !s->rows || !s->roww || g_fail) {
         scratch_free(s);
-        return hy_err_set("forward: out of memory for %lld tokens", (long long)T);
+        return NULL;
     }
+    return s;
+}
+
+int hy_model_reserve(struct hy_model *m, int64_t max_tokens, int32_t max_ctx)
+{
+    if (max_tokens < 1 || max_ctx < 1)
+        return hy_err_set("forward: cannot reserve for %lld tokens and %d positions", (long long)max_tokens, max_ctx);
+    struct hy_forward_scratch *old = m->fwd;
+    const int32_t thr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    if (old && old->T >= max_tokens && old->max_ctx >= max_ctx && old->n_thr >= thr)
+        return 0;
+    if (old) { /* grow to cover both */
+        max_tokens = old->T > max_tokens ? old->T : max_tokens;
+        max_ctx = old->max_ctx > max_ctx ? old->max_ctx : max_ctx;
+    }
+    const int32_t n_thr = old && old->n_thr > thr ? old->n_thr : thr;
+    struct hy_forward_scratch *s = scratch_new(m, max_tokens, max_ctx, n_thr);
+    if (!s)
+        return hy_err_set("forward: out of memory for the activations of %lld tokens (context %d, %d threads)",
+                          (long long)max_tokens, max_ctx, n_thr);
+    scratch_free(old);
+    m->fwd = s;
     return 0;
+}
+
+void hy_model_release_scratch(struct hy_model *m)
+{
+    scratch_free(m->fwd);
+    m->fwd = NULL;
+}
+
+/* The model's scratch, grown first if batch b needs more (only when the caller did not reserve
+ * enough with hy_model_reserve); NULL with hy_err_msg() on out of memory. */
+static struct hy_forward_scratch *scratch_for(struct hy_model *m, const struct hy_batch *b)
+{
+    int32_t max_ctx = 1;
+    for (int32_t t = 0; t < b->n_tokens; t++)
+        if (b->positions[t] + 1 > max_ctx)
+            max_ctx = b->positions[t] + 1;
+    return hy_model_reserve(m, b->n_tokens, max_ctx) ? NULL : m->fwd;
 }
 
 /* Stage timers (struct hy_model_prof). The forward helpers take the model as const; the profile is
@@ -399,7 +459,7 @@ static void route_token(const struct hy_model_config *c, const struct hy_layer *
  * tasks, then per token y += w_e * out_e over its experts in ascending id: the same additions in the
  * same order as the per-expert loop of moe_forward, so s->y is bitwise the same. */
 static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
-                           struct scratch *s)
+                           struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok,
@@ -456,7 +516,7 @@ static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, 
  * Tokens are grouped by expert; each expert runs once over its group. Per token the routed
  * contributions are added in ascending expert id, then the shared expert (fixed order). */
 static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
-                        struct scratch *s)
+                        struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok;
@@ -475,7 +535,7 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
         t0 = prof_start(prof);
     }
     memset(s->y, 0, (size_t)(T * H) * sizeof(float));
-    if (s->g_x) {
+    if (s->g_x && grouped_on(m, T)) { /* g_x: the model has routed experts with k <= 64 */
         routed_grouped(m, ly, x, T, s);
         goto routed_done;
     }
@@ -519,12 +579,12 @@ routed_done:
 /* Attention of the batch's T > 1 tokens inside the caller's parallel region (all threads call it):
  * runs of up to ATT_RUN tokens of one sequence at consecutive positions (prefill) go to one
  * hy_attend_multi call (each KV tile read once per run; results identical). */
-static void attend_runs(const struct hy_kv_view *kv, const struct hy_batch *b, struct scratch *s, int32_t nh,
-                        int64_t D, int32_t max_ctx)
+static void attend_runs(const struct hy_kv_view *kv, const struct hy_batch *b, struct hy_forward_scratch *s,
+                        int32_t nh, int64_t D)
 {
     enum { ATT_RUN = 8 };
     const int64_t T = b->n_tokens, run = T >= 32 ? ATT_RUN : 1, n_runs = (T + run - 1) / run;
-    float *scores = malloc((size_t)max_ctx * sizeof(float));
+    float *scores = s->scores + (size_t)omp_get_thread_num() * (size_t)s->max_ctx; /* this thread's row */
 #pragma omp for schedule(dynamic, 1)
     for (int64_t r = 0; r < n_runs; r++) {
         const int64_t t0 = r * run, t1 = t0 + run < T ? t0 + run : T;
@@ -542,12 +602,11 @@ static void attend_runs(const struct hy_kv_view *kv, const struct hy_batch *b, s
             t = e;
         }
     }
-    free(scores);
 }
 
 /* Attention sub-block: x[T,H] += o_proj(attn(norm(x))). */
 static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b,
-                              float *x, struct scratch *s)
+                              float *x, struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const struct hy_layer *ly = &m->layers[L];
@@ -597,12 +656,10 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
             max_ctx = b->positions[t] + 1;
     if (T == 1) { /* decode: the attention kernel splits the heads over the threads itself (a parallel
                      region opened inside an inactive one would start a new thread team every call) */
-        float *scores = malloc((size_t)max_ctx * sizeof(float));
-        hy_attend(&view, s->q, (int32_t)nh, b->block_tables[b->seq_ids[0]], b->positions[0] + 1, scores, s->att);
-        free(scores);
+        hy_attend(&view, s->q, (int32_t)nh, b->block_tables[b->seq_ids[0]], b->positions[0] + 1, s->scores, s->att);
     } else {
 #pragma omp parallel
-        attend_runs(&view, b, s, (int32_t)nh, D, max_ctx);
+        attend_runs(&view, b, s, (int32_t)nh, D);
     }
     maybe_round(m, s->att, T * nh * D);
     linear(m, s->tmp, s->att, T, &ly->wo);
@@ -614,7 +671,7 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
 
 /* One decoder block (pre-norm attention + pre-norm dense MLP or MoE), x[T,H] updated in place. */
 static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b,
-                          float *x, struct scratch *s)
+                          float *x, struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const struct hy_layer *ly = &m->layers[L];
@@ -659,7 +716,7 @@ static int check_batch(const struct hy_model *m, const struct hy_kv_cache *kv, c
 
 /* Final norm (given weight) -> optional hidden copy -> lm_head logits for the requested rows. */
 static int head_forward(const struct hy_model *m, const float *x, const float *norm_w, const struct hy_batch *b,
-                        float *logits, float *hidden_out, struct scratch *s)
+                        float *logits, float *hidden_out, struct hy_forward_scratch *s)
 {
     const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
     hy_rmsnorm(s->a, x, norm_w, T, H, m->cfg.rms_norm_eps);
@@ -668,16 +725,13 @@ static int head_forward(const struct hy_model *m, const float *x, const float *n
         memcpy(hidden_out, s->a, (size_t)(T * H) * sizeof(float));
     if (!logits || b->n_logits == 0)
         return 0;
-    float *rows = malloc((size_t)b->n_logits * (size_t)H * sizeof(float));
-    if (!rows)
-        return hy_err_set("forward: out of memory");
+    float *rows = s->head;
     for (int32_t i = 0; i < b->n_logits; i++)
         memcpy(rows + (int64_t)i * H, s->a + (int64_t)b->logits_rows[i] * H, (size_t)H * sizeof(float));
     struct hy_model_prof *prof = prof_of(m);
     double t0 = prof_start(prof);
     linear(m, logits, rows, b->n_logits, &m->lm_head); /* fp32 logits (enable_lm_head_fp32) */
     prof_stop(prof, HY_STAGE_LM_HEAD, t0);
-    free(rows);
     return 0;
 }
 
@@ -690,21 +744,15 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
     double before[HY_STAGE_COUNT], t0 = prof_start(prof);
     if (prof)
         memcpy(before, prof->sec, sizeof(before));
-    const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
-    struct scratch s;
-    if (scratch_init(&s, m, T))
+    const int64_t T = b->n_tokens;
+    struct hy_forward_scratch *s = scratch_for(m, b);
+    if (!s)
         return -1;
-    float *x = malloc((size_t)(T * H) * sizeof(float));
-    if (!x) {
-        scratch_free(&s);
-        return hy_err_set("forward: out of memory");
-    }
+    float *x = s->x;
     embed_rows(m, b->token_ids, T, x);
     for (int L = 0; L < m->cfg.num_hidden_layers; L++)
-        layer_forward(m, kv, L, b, x, &s);
-    int rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, &s);
-    free(x);
-    scratch_free(&s);
+        layer_forward(m, kv, L, b, x, s);
+    int rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, s);
     prof_finish(prof, t0, before, T);
     return rc;
 }
@@ -717,17 +765,16 @@ int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const st
         return hy_err_set("forward: layers [%d, %d) outside [0, %d]", from, to, n_layers);
     if (check_batch(m, kv, b))
         return -1;
-    struct scratch s;
-    if (scratch_init(&s, m, b->n_tokens))
+    struct hy_forward_scratch *s = scratch_for(m, b);
+    if (!s)
         return -1;
     if (from == 0)
         embed_rows(m, b->token_ids, b->n_tokens, x);
     for (int L = from; L < to; L++)
-        layer_forward(m, kv, L, b, x, &s);
+        layer_forward(m, kv, L, b, x, s);
     int rc = 0;
     if (to == n_layers && hidden_out)
-        rc = head_forward(m, x, m->final_norm, b, NULL, hidden_out, &s);
-    scratch_free(&s);
+        rc = head_forward(m, x, m->final_norm, b, NULL, hidden_out, s);
     return rc;
 }
 
@@ -746,27 +793,21 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     const int L = c->num_hidden_layers;
     const struct hy_layer *ly = &m->layers[L];
     const int64_t T = b->n_tokens, H = c->hidden_size;
-    struct scratch s;
-    if (scratch_init(&s, m, T))
+    struct hy_forward_scratch *s = scratch_for(m, b);
+    if (!s)
         return -1;
-    float *x = malloc((size_t)(T * H) * sizeof(float));
-    if (!x) {
-        scratch_free(&s);
-        return hy_err_set("forward: out of memory");
-    }
+    float *x = s->x;
     /* u = eh_proj · [enorm(embed(tok)); hnorm(h)]  (embedding first, spec §4.1) */
     embed_rows(m, b->token_ids, T, x);
     for (int64_t t = 0; t < T; t++) {
-        hy_rmsnorm(s.tmp + t * 2 * H, x + t * H, ly->enorm, 1, H, c->rms_norm_eps);
-        hy_rmsnorm(s.tmp + t * 2 * H + H, hidden_in + t * H, ly->hnorm, 1, H, c->rms_norm_eps);
+        hy_rmsnorm(s->tmp + t * 2 * H, x + t * H, ly->enorm, 1, H, c->rms_norm_eps);
+        hy_rmsnorm(s->tmp + t * 2 * H + H, hidden_in + t * H, ly->hnorm, 1, H, c->rms_norm_eps);
     }
-    maybe_round(m, s.tmp, T * 2 * H);
-    linear(m, x, s.tmp, T, &ly->eh_proj);
+    maybe_round(m, s->tmp, T * 2 * H);
+    linear(m, x, s->tmp, T, &ly->eh_proj);
     maybe_round(m, x, T * H);
-    layer_forward(m, kv, L, b, x, &s);
-    int rc = head_forward(m, x, ly->final_norm, b, logits, hidden_out, &s);
-    free(x);
-    scratch_free(&s);
+    layer_forward(m, kv, L, b, x, s);
+    int rc = head_forward(m, x, ly->final_norm, b, logits, hidden_out, s);
     prof_finish(prof, t0, before, T);
     return rc;
 }

@@ -331,6 +331,7 @@ void hy_model_free(struct hy_model *m)
     free(m->layers);
     hy_model_free_kv_scales(m);
     free(m->prof.expert_hits);
+    hy_model_release_scratch(m);
     free(m->final_norm);
     free(m->inv_freq);
     hy_checkpoint_close(&m->ck);

@@ -76,6 +76,8 @@ enum hy_compute_dtype {
     HY_COMPUTE_BF16 = 1,  /* activations rounded to bf16 at op boundaries, KV cache bf16 */
 };
 
+struct hy_forward_scratch;
+
 struct hy_model {
     struct hy_model_config cfg;
     struct hy_checkpoint   ck;
@@ -109,6 +111,7 @@ struct hy_model {
      * router_scaling_factor) of the n tokens a routed expert is about to see, before its linears are
      * observed, and with (NULL, 0) after them; NULL when not needed. */
     void (*observe_route)(void *ctx, const float *w, int64_t n);
+    struct hy_forward_scratch *fwd; /* the forward pass's activations (hy_model_reserve), owned */
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every
@@ -167,6 +170,18 @@ struct hy_batch {
     int32_t         n_logits;
     const int32_t  *logits_rows;    /* [n_logits] token indices */
 };
+
+/* Sizes the forward pass's activations, once, for up to max_tokens tokens per call, contexts of up to
+ * max_ctx positions and omp_get_max_threads() threads (the engine calls it with max_num_batched_tokens
+ * and max_model_len). A forward call then allocates nothing; one that needs more (a caller that
+ * reserved less, or none) grows them first. Only covers what is larger than the current
+ * reservation. Returns 0, or -1 with hy_err_msg() (out of memory, naming the sizes; the old
+ * reservation stays). The model owns the buffers (hy_model_free releases them); forward calls on one
+ * model must not run concurrently. */
+int hy_model_reserve(struct hy_model *m, int64_t max_tokens, int32_t max_ctx);
+
+/* Frees the activations of hy_model_reserve (hy_model_free calls it). */
+void hy_model_release_scratch(struct hy_model *m);
 
 /* Main model. logits[n_logits, vocab] (fp32) when non-NULL; hidden_out[n_tokens, H] receives the
  * final-normed hidden states (the MTP input) when non-NULL. Returns 0, or -1 (bad ids/positions,
