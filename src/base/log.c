@@ -1,5 +1,7 @@
 #include "base/log.h"
 
+#include "base/env.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,16 +11,9 @@ static int log_level = -1; /* -1: not yet read from the environment */
 
 static enum hy_log_level level_from_env(void)
 {
-    const char *e = getenv("HYINFER_LOG");
-    if (!e)
-        return HY_LOG_INFO;
-    if (!strcmp(e, "error"))
-        return HY_LOG_ERROR;
-    if (!strcmp(e, "warn"))
-        return HY_LOG_WARN;
-    if (!strcmp(e, "debug"))
-        return HY_LOG_DEBUG;
-    return HY_LOG_INFO;
+    struct hy_env_params p; /* read now, not the snapshot: logging must not fix the others' timing */
+    hy_env_params_read(&p);
+    return (enum hy_log_level)p.log_level;
 }
 
 void hy_log_set_level(enum hy_log_level lvl) { log_level = (int)lvl; }

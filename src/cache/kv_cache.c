@@ -1,5 +1,6 @@
 #include "cache/kv_cache.h"
 
+#include "base/env.h"
 #include "base/err.h"
 
 #include <math.h>
@@ -55,29 +56,16 @@ const char *hy_kv_dtype_name(enum hy_dtype dt)
     }
 }
 
-int hy_kv_fp8_scale_fit_env(void)
-{
-    const char *rule = getenv("HYINFER_KV_FP8_SCALE");
-    if (!rule || !strcmp(rule, "mse"))
-        return 1;
-    if (!strcmp(rule, "amax"))
-        return 0;
-    for (const char *p = rule; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return hy_err_set("HYINFER_KV_FP8_SCALE: a value with control characters is not a KV scale rule "
-                              "(expected mse, the default, or amax)");
-    return hy_err_set("HYINFER_KV_FP8_SCALE=\"%.64s\"%s: not a KV scale rule (expected mse, the default, or amax)",
-                      rule, strlen(rule) > 64 ? "..." : "");
-}
 
 int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
                      int32_t block_size, int32_t n_blocks, enum hy_dtype dtype)
 {
-    return hy_kv_cache_init_ex(kv, n_layers, n_kv_heads, head_dim, block_size, n_blocks, dtype, NULL);
+    return hy_kv_cache_init_ex(kv, n_layers, n_kv_heads, head_dim, block_size, n_blocks, dtype, NULL, -1);
 }
 
 int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
-                        int32_t block_size, int32_t n_blocks, enum hy_dtype dtype, const float *const *v_static)
+                        int32_t block_size, int32_t n_blocks, enum hy_dtype dtype, const float *const *v_static,
+                        int scale_fit)
 {
     memset(kv, 0, sizeof(*kv));
     if (n_layers <= 0 || n_kv_heads <= 0 || head_dim <= 0 || block_size <= 0 || n_blocks <= 0 ||
@@ -86,10 +74,7 @@ int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_h
                           "blocks %d, dtype %s)", n_layers, n_kv_heads, head_dim, block_size, n_blocks,
                           hy_dtype_name(dtype));
     const int fp8 = dtype == HY_DTYPE_F8_E4M3;
-    const int fit = fp8 ? hy_kv_fp8_scale_fit_env() : 0;
-    if (fit < 0)
-        return -1;
-    kv->scale_fit = fit;
+    kv->scale_fit = fp8 ? (scale_fit < 0 ? hy_env_params()->kv_fp8_scale_fit : scale_fit != 0) : 0;
     int32_t n_static = 0;
     for (int32_t l = 0; fp8 && v_static && l < n_layers; l++) {
         if (!v_static[l])

@@ -57,14 +57,12 @@ int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_head
 
 /* The same; for F8_E4M3, v_static (may be NULL) is [n_layers] -> NULL (dynamic V in that layer)
  * or [n_kv_heads] static V scales, copied; each must be finite and > 0, else -1 naming the layer
- * and head. Ignored for F32 / BF16. */
+ * and head; scale_fit is the dynamic scale rule: 1 = least-squares fit, 0 = amax / 448, < 0 = the
+ * process default (HYINFER_KV_FP8_SCALE, base/env.h). Both ignored for F32 / BF16. */
 int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
-                        int32_t block_size, int32_t n_blocks, enum hy_dtype dtype, const float *const *v_static);
+                        int32_t block_size, int32_t n_blocks, enum hy_dtype dtype, const float *const *v_static,
+                        int scale_fit);
 void hy_kv_cache_free(struct hy_kv_cache *kv);
-
-/* The dynamic FP8 scale rule that HYINFER_KV_FP8_SCALE selects: 1 = the least-squares fit (unset or
- * "mse"), 0 = amax / 448 ("amax"), -1 with hy_err_msg() naming the variable for any other value. */
-int hy_kv_fp8_scale_fit_env(void);
 
 /* Bytes one token slot takes over all n_layers: K + V elements, plus for F8_E4M3 the f32 K scales
  * and the f32 dynamic V scales of the (n_layers - n_static_v_layers) layers without a static one. */

@@ -369,7 +369,7 @@ int hy_cmd_bench(int argc, char **argv)
         return 2;
     }
     if (help) {
-        hy_args_usage(usage, args, na);
+        hy_args_help(usage, args, na);
         return 0;
     }
     int32_t plens[MAX_LIST], batches[MAX_LIST];
@@ -392,13 +392,10 @@ int hy_cmd_bench(int argc, char **argv)
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
         return 2;
     }
-    if (load_fmt) {
-        enum hy_load_format lf;
-        if (hy_load_format_parse(load_fmt, &lf)) {
-            fprintf(stderr, "hyinfer bench: --load-format: %s\n", hy_err_msg());
-            return 2;
-        }
-        hy_load_format_set_default(lf);
+    enum hy_load_format lf = hy_load_format_default();
+    if (load_fmt && hy_load_format_parse(load_fmt, &lf)) {
+        fprintf(stderr, "hyinfer bench: --load-format: %s\n", hy_err_msg());
+        return 2;
     }
     FILE *jf = NULL; /* opened now so a bad path fails before a long run, not after */
     if (json_out && !(jf = fopen(json_out, "w"))) {
@@ -417,9 +414,15 @@ int hy_cmd_bench(int argc, char **argv)
     enum hy_compute_dtype cd = HY_COMPUTE_BF16;
     if (skip_model)
         n_plens = n_batches = 0;
-    else if (hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m) ||
-             hy_model_prof_enable(m, 1))
-        goto fail;
+    else {
+        struct hy_load_params lp;
+        if (hy_cli_parse_dtype(dtype, model_dir, &cd))
+            goto fail;
+        hy_load_params_default(&lp, cd);
+        lp.format = lf;
+        if (hy_model_load_ex(model_dir, &lp, &m) || hy_model_prof_enable(m, 1))
+            goto fail;
+    }
 
     /* ---- machine probes ---- */
     struct hy_cpu_units cu;

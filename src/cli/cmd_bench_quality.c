@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 
+#include "base/env.h"
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/timing.h"
@@ -77,8 +78,8 @@ static char *canonical(char *p)
 static char *find_default_text(void)
 {
     char tried[2 * PATH_MAX + 64] = "";
-    const char *env = getenv("HYINFER_ROOT");
-    if (env && *env) {
+    const char *env = hy_env_params()->root; /* HYINFER_ROOT */
+    if (env) {
         char *p = hy_path_join(env, DEFAULT_CORPUS);
         if (p && hy_file_exists(p))
             return canonical(p);
@@ -162,7 +163,7 @@ int hy_cmd_bench_quality(int argc, char **argv)
         return 2;
     }
     if (help) {
-        hy_args_usage(usage, args, na);
+        hy_args_help(usage, args, na);
         return 0;
     }
     if (!so[0].dir || !so[1].dir) {
@@ -304,8 +305,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
             const enum hy_dtype kd = hy_model_kv_dtype(sd[k].m, sd[k].kv_dtype);
             json_t *side = json_pack("{s:s, s:s, s:s, s:i}", "dir", so[k].dir, "dtype", dtype_name(sd[k].cd),
                                      "kv_cache_dtype", hy_kv_dtype_name(kd), "vocab_size", sd[k].m->cfg.vocab_size);
-            if (kd == HY_DTYPE_F8_E4M3) /* the run succeeded, so the variable holds a valid rule */
-                json_object_set_new(side, "kv_fp8_scale", json_string(hy_kv_fp8_scale_fit_env() ? "mse" : "amax"));
+            if (kd == HY_DTYPE_F8_E4M3) /* the rule the caches used (HYINFER_KV_FP8_SCALE) */
+                json_object_set_new(side, "kv_fp8_scale", json_string(hy_env_params()->kv_fp8_scale_fit ? "mse" : "amax"));
             json_object_set_new(o, k ? "ref" : "model", side);
         }
         json_object_set_new(o, "text",

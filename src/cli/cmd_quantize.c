@@ -69,8 +69,10 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
         hy_err_prefix("--calib-data %s", co->data);
         goto out;
     }
-    hy_load_format_set_default(HY_LOAD_MMAP);
-    if (hy_model_load(in, HY_COMPUTE_F32, m)) {
+    struct hy_load_params lp; /* the calibration model is read once: no copy into the arena */
+    hy_load_params_default(&lp, HY_COMPUTE_F32);
+    lp.format = HY_LOAD_MMAP;
+    if (hy_model_load_ex(in, &lp, m)) {
         hy_err_prefix("calibration: %s", in);
         goto out;
     }
@@ -206,6 +208,10 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
+    if (hy_args_help_requested(argc, argv, 2, args, na)) { /* before take_targets, which can fail */
+        hy_args_help(usage_text, args, na);
+        return 0;
+    }
     if (take_targets(&argc, argv, &targets, &tseen)) {
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 2;
@@ -216,7 +222,7 @@ int hy_cmd_quantize(int argc, char **argv)
         return 2;
     }
     if (help) {
-        hy_args_usage(usage_text, args, na);
+        hy_args_help(usage_text, args, na);
         return 0;
     }
     struct hy_quantize_opts o = {.targets = tseen ? targets : HY_QT_ALL};

@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include "base/env.h"
 #include "base/err.h"
 #include "text/chat_template.h"
 #include "text/prompt.h"
@@ -36,14 +37,10 @@ int hy_cli_set_threads(int *threads)
         return hy_err_set("--threads %d: must be in [1, %d] (0 or absent = OpenMP's default)", *threads,
                           HY_CLI_MAX_THREADS);
     if (*threads == 0) {
-        const char *e = getenv("HYINFER_NUM_THREADS");
-        if (e && *e) {
-            char *end;
-            long v = strtol(e, &end, 10);
-            if (*end || v < 1 || v > HY_CLI_MAX_THREADS)
-                return hy_err_set("HYINFER_NUM_THREADS=\"%s\": must be an integer in [1, %d]", e, HY_CLI_MAX_THREADS);
-            *threads = (int)v;
-        }
+        struct hy_env_params ep;
+        if (hy_env_params_read(&ep))
+            return -1; /* names the variable */
+        *threads = ep.num_threads; /* HYINFER_NUM_THREADS, 0 = unset */
     }
     if (*threads > 0)
         omp_set_num_threads(*threads);

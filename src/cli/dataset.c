@@ -1,6 +1,7 @@
 /* dataset.c - prompts for offline runs: the default prompt list, LongBench / InfiniteBench jsonl. */
 #include "cli/dataset.h"
 
+#include "base/env.h"
 #include "base/err.h"
 #include "base/fileio.h"
 #include "config/run_config.h"
@@ -229,9 +230,10 @@ static char *find_default_prompts(const struct hy_run_config *cfg, const char *r
         bases[nb] = owned[nb];
         nb++;
     }
-    const char *env = getenv("HYINFER_ROOT");
-    if (env && *env)
-        bases[nb++] = env;
+    struct hy_env_params ep; /* read now: HYINFER_ROOT may change between calls (tests) */
+    hy_env_params_read(&ep);
+    if (ep.root)
+        bases[nb++] = ep.root;
     if (cfg->config_dir) {
         owned[nb] = hy_path_join(cfg->config_dir, "..");
         bases[nb] = owned[nb];

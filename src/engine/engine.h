@@ -73,7 +73,10 @@ struct hy_engine_stats {
     uint64_t prefix_evictions;                    /* cached blocks reused for other content */
 };
 
-enum { HY_ENGINE_OK = 0, HY_ENGINE_ERROR = -1, HY_ENGINE_QUEUE_FULL = -2 };
+/* Results of adding work: OK; ERROR (invalid input, out of memory: the message says which);
+ * QUEUE_FULL (max_waiting_requests waiting); SHUTTING_DOWN (the engine thread is stopping and takes
+ * no new work, engine_loop.h). Callers branch on these codes, never on message text. */
+enum { HY_ENGINE_OK = 0, HY_ENGINE_ERROR = -1, HY_ENGINE_QUEUE_FULL = -2, HY_ENGINE_SHUTTING_DOWN = -3 };
 
 /* Creates an engine over a loaded model (not owned). Sizes the KV cache from
  * kv_cache_memory_bytes and the bytes per token of kv_cache_dtype (logged at info level: dtype,

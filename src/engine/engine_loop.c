@@ -296,7 +296,7 @@ void hy_srv_engine_stop(struct hy_srv_engine *se)
         j->in_cmds = 0;
         if (j->add_pending) {
             j->add_pending = 0;
-            j->add_rc = HY_ENGINE_ERROR;
+            j->add_rc = HY_ENGINE_SHUTTING_DOWN;
             snprintf(j->add_err, sizeof(j->add_err), "the server is shutting down");
             j->engine_ref = 0;
             pthread_cond_broadcast(&j->cond);
@@ -350,7 +350,7 @@ int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs
         pthread_mutex_unlock(&se->mu);
         job_free(j);
         snprintf(err, errlen, "the server is shutting down");
-        return HY_ENGINE_ERROR;
+        return HY_ENGINE_SHUTTING_DOWN;
     }
     enqueue_cmd(se, j);
     while (j->add_pending)

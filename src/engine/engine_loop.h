@@ -38,8 +38,8 @@ void hy_srv_engine_stop(struct hy_srv_engine *se);
 void hy_srv_engine_free(struct hy_srv_engine *se);
 
 /* Submits n requests as one job and waits until the engine thread has queued them. Returns
- * HY_ENGINE_OK and *job, HY_ENGINE_QUEUE_FULL, or HY_ENGINE_ERROR with the engine's message
- * copied into err[errlen] (nothing is left queued on failure). */
+ * HY_ENGINE_OK and *job, or HY_ENGINE_QUEUE_FULL, HY_ENGINE_SHUTTING_DOWN (stopped or stopping) or
+ * HY_ENGINE_ERROR with the message copied into err[errlen] (nothing is left queued on failure). */
 int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
                   char *err, size_t errlen);
 

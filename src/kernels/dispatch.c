@@ -1,6 +1,8 @@
 /* dispatch.c - builds the kernel table once and routes the public kernels.h API through it. */
 #include "kernels/kernel_table.h"
 
+#include "base/env.h"
+
 #include "kernels/amx.h"
 #include "kernels/avx512_bf16.h"
 
@@ -123,17 +125,14 @@ static pthread_once_t active_once = PTHREAD_ONCE_INIT;
 static void choose(void)
 {
     enum hy_isa best = hy_kernels_best_isa(), isa = best;
-    const char *env = getenv("HYINFER_ISA");
-    if (env && *env) {
-        int want = hy_isa_parse(env);
-        if (want < 0)
-            hy_log_error("HYINFER_ISA=%s: unknown level (ref|avx2|avx512|amx); using %s", env,
-                         hy_isa_name(best));
-        else if (!hy_cpu_supports((enum hy_isa)want)) /* (no hy_err_set: keep the caller's message) */
-            hy_log_error("HYINFER_ISA=%s: not supported by this CPU/OS (usable: %s); using %s", env,
+    const int want = hy_env_params()->isa; /* HYINFER_ISA, -1 = best */
+    if (want >= 0) {
+        const char *name = hy_isa_name((enum hy_isa)want);
+        if (!hy_cpu_supports((enum hy_isa)want)) /* (no hy_err_set: keep the caller's message) */
+            hy_log_error("HYINFER_ISA=%s: not supported by this CPU/OS (usable: %s); using %s", name,
                          hy_cpu_caps_string(), hy_isa_name(best));
         else if (!table_of((enum hy_isa)want))
-            hy_log_error("HYINFER_ISA=%s: no %s kernels in this build; using %s", env, env, hy_isa_name(best));
+            hy_log_error("HYINFER_ISA=%s: no %s kernels in this build; using %s", name, name, hy_isa_name(best));
         else
             isa = (enum hy_isa)want;
     }

@@ -2,6 +2,8 @@
  * quantizer and the scalar reference matmul (rules in w4a8.h). */
 #include "kernels/w4a8.h"
 
+#include "base/env.h"
+
 #include "base/log.h"
 #include "kernels/kernel_table.h"
 
@@ -15,13 +17,7 @@ static pthread_once_t act_once = PTHREAD_ONCE_INIT;
 
 static void act_read(void)
 {
-    const char *e = getenv("HYINFER_MXFP4_ACT");
-    if (!e || !*e || !strcmp(e, "f32"))
-        act_mode = HY_MXFP4_ACT_F32;
-    else if (!strcmp(e, "mxint8"))
-        act_mode = HY_MXFP4_ACT_MXINT8;
-    else
-        hy_log_error("HYINFER_MXFP4_ACT=%s: unknown (f32|mxint8); using f32", e);
+    act_mode = hy_env_params()->mxfp4_act_mxint8 ? HY_MXFP4_ACT_MXINT8 : HY_MXFP4_ACT_F32; /* HYINFER_MXFP4_ACT */
     if (act_mode == HY_MXFP4_ACT_MXINT8)
         hy_log_debug("kernels: MXFP4 matmuls use W4A8 (MXINT8 activations)");
 }

@@ -86,14 +86,11 @@ static void scratch_free(struct hy_forward_scratch *s)
     free(s);
 }
 
+/* The grouped MoE pass: off with moe_per_expert (hy_load_params.moe_grouped = 0, HYINFER_MOE_GROUPED=0)
+ * and under a calibration observer. */
 static int grouped_on(const struct hy_model *m, int64_t T)
 {
-    static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("HYINFER_MOE_GROUPED");
-        env = e && e[0] == '0' ? 0 : 1;
-    }
-    return env && !m->moe_per_expert && !m->observe && T <= FUSED_MAX_T;
+    return !m->moe_per_expert && !m->observe && T <= FUSED_MAX_T;
 }
 
 /* A scratch for T tokens, contexts of max_ctx positions and n_thr threads; NULL on out of memory. */

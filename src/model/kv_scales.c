@@ -132,5 +132,5 @@ int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *k
 {
     const struct hy_model_config *c = &m->cfg;
     return hy_kv_cache_init_ex(kv, cache_layers(m), c->num_key_value_heads, c->head_dim, block_size, n_blocks,
-                               hy_model_kv_dtype(m, kv_dtype), (const float *const *)m->v_cache_scale);
+                               hy_model_kv_dtype(m, kv_dtype), (const float *const *)m->v_cache_scale, -1);
 }

@@ -3,6 +3,7 @@
 
 #include "model/load_quant.h"
 
+#include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/timing.h"
@@ -278,14 +279,29 @@ static int bind_all(struct hy_model *m)
     return 0;
 }
 
+void hy_load_params_default(struct hy_load_params *p, enum hy_compute_dtype compute)
+{
+    p->compute = compute;
+    p->format = hy_load_format_default();
+    p->moe_grouped = hy_env_params()->moe_grouped;
+}
+
 int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct hy_model **out)
+{
+    struct hy_load_params p;
+    hy_load_params_default(&p, compute);
+    return hy_model_load_ex(model_dir, &p, out);
+}
+
+int hy_model_load_ex(const char *model_dir, const struct hy_load_params *lp, struct hy_model **out)
 {
     double t0 = hy_time_now();
     *out = NULL;
     struct hy_model *m = calloc(1, sizeof(*m));
     if (!m)
         return hy_err_set("out of memory");
-    m->compute = compute;
+    m->compute = lp->compute;
+    m->moe_per_expert = !lp->moe_grouped;
     if (hy_model_config_load(model_dir, &m->cfg) || hy_quant_config_load(model_dir, &m->quant) ||
         hy_checkpoint_open(model_dir, &m->ck))
         goto fail;
@@ -295,7 +311,7 @@ int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct h
     }
     if (hy_model_load_kv_scales(m, model_dir))
         goto fail;
-    if (hy_model_place(m, hy_load_format_default()))
+    if (hy_model_place(m, lp->format))
         goto fail;
     m->load_seconds = hy_time_now() - t0;
     *out = m;

@@ -93,9 +93,9 @@ struct hy_model {
     void                  *arena;      /* HY_LOAD_COPY: the weight arena (mmap'd, owned), else NULL */
     size_t                 arena_size; /* bytes mapped at arena */
     struct hy_placement    place;      /* what hy_model_place did (place.h) */
-    int                    moe_per_expert; /* 1: always the per-expert MoE/MLP path (A/B, tests); 0 (default):
-                                              the grouped pass for T <= 32 unless HYINFER_MOE_GROUPED=0.
-                                              Both give bitwise the same results. */
+    int                    moe_per_expert; /* 1: always the per-expert MoE/MLP path (hy_load_params.moe_grouped
+                                              = 0, HYINFER_MOE_GROUPED=0; A/B, tests); 0 (default): the grouped
+                                              pass for T <= 32. Both give bitwise the same results. */
     struct hy_model_prof   prof;       /* stage timers, off unless hy_model_prof_enable(m, 1) */
     float                **v_cache_scale;    /* [main + MTP layers] -> NULL or [n_kv_heads]: static FP8 V
                                                 cache scales from the checkpoint (kv_scales.c) */
@@ -122,6 +122,19 @@ struct hy_model {
  * (missing tensor, wrong shape, "unsupported dtype X for tensor Y"). Free with hy_model_free. */
 int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct hy_model **out);
 void hy_model_free(struct hy_model *m);
+
+/* How hy_model_load_ex loads: hy_load_params_default fills every field from the process defaults
+ * (base/env.h: HYINFER_LOAD_FORMAT, HYINFER_MOE_GROUPED); callers override what their flags set. */
+struct hy_load_params {
+    enum hy_compute_dtype compute;
+    enum hy_load_format   format;      /* weights copied into the huge-page arena, or mmapped (place.h) */
+    int                   moe_grouped; /* 1: the grouped MoE pass for T <= 32 tokens; 0: per-expert always
+                                          (m->moe_per_expert = 1); the results are bitwise the same */
+};
+void hy_load_params_default(struct hy_load_params *p, enum hy_compute_dtype compute);
+
+/* hy_model_load with explicit parameters (hy_model_load = this with hy_load_params_default). */
+int hy_model_load_ex(const char *model_dir, const struct hy_load_params *p, struct hy_model **out);
 
 /* Turns the stage timers and expert-selection counts on (on = 1: allocates prof.expert_hits for all
  * layers incl. MTP, zeroes everything) or off (on = 0: frees prof.expert_hits). Call with on = 0

@@ -1,6 +1,7 @@
 /* place.c - weight placement after loading: keep the mmap, or copy into a huge-page arena (place.h). */
 #include "model/place.h"
 
+#include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/timing.h"
@@ -26,9 +27,6 @@
  * one flag away, and copy falls back to mmap when MemAvailable cannot hold the weights. */
 #define DEFAULT_FORMAT HY_LOAD_COPY
 
-static int g_default_set;
-static enum hy_load_format g_default;
-
 int hy_load_format_parse(const char *s, enum hy_load_format *out)
 {
     if (s && !strcmp(s, "mmap")) {
@@ -47,24 +45,10 @@ const char *hy_load_format_name(enum hy_load_format f)
     return f == HY_LOAD_COPY ? "copy" : "mmap";
 }
 
-void hy_load_format_set_default(enum hy_load_format f)
-{
-    g_default = f;
-    g_default_set = 1;
-}
-
 enum hy_load_format hy_load_format_default(void)
 {
-    if (g_default_set)
-        return g_default;
-    const char *e = getenv("HYINFER_LOAD_FORMAT");
-    enum hy_load_format f;
-    if (e && *e) {
-        if (hy_load_format_parse(e, &f) == 0)
-            return f;
-        hy_log_warn("HYINFER_LOAD_FORMAT=%s ignored (expected mmap or copy)", e);
-    }
-    return DEFAULT_FORMAT;
+    const int f = hy_env_params()->load_format; /* HYINFER_LOAD_FORMAT: 0 unset, 1 mmap, 2 copy */
+    return f == 1 ? HY_LOAD_MMAP : f == 2 ? HY_LOAD_COPY : DEFAULT_FORMAT;
 }
 
 static int64_t proc_field_kb(const char *path, const char *key)

@@ -37,11 +37,9 @@ struct hy_placement {
 int hy_load_format_parse(const char *s, enum hy_load_format *out);
 const char *hy_load_format_name(enum hy_load_format f);
 
-/* The format hy_model_load applies: the one set by hy_load_format_set_default (CLI flags), else
- * HYINFER_LOAD_FORMAT=mmap|copy (an unknown value logs a warning and is ignored), else the built-in
- * default (see place.c). */
+/* The format hy_model_load applies when none is given (hy_load_params): HYINFER_LOAD_FORMAT=mmap|copy
+ * (base/env.h), else the built-in default (see place.c). */
 enum hy_load_format hy_load_format_default(void);
-void hy_load_format_set_default(enum hy_load_format f);
 
 /* Applies format f to a model bound by hy_model_load (called by it with hy_load_format_default()).
  * HY_LOAD_COPY: copies the weight matrices (only ranges inside the checkpoint mappings) into the

@@ -561,7 +561,7 @@ enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connec
         goto fail;
     }
     if (rc != HY_ENGINE_OK) {
-        hy_oai_error_set(&e, strstr(err, "shutting down") ? 503 : 400, NULL, "%s", err);
+        hy_oai_error_set(&e, rc == HY_ENGINE_SHUTTING_DOWN ? 503 : 400, NULL, "%s", err);
         goto fail;
     }
     inflight_add(s, 1);

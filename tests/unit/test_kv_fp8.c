@@ -4,7 +4,7 @@
  *    HYINFER_KV_FP8_SCALE=amax s = amax/448, byte = e4m3(x / s); static V: byte =
  *    e4m3(x / v_scale[head]), saturating); under amax the dequantized value is within E4M3's
  *    rounding of the input, under the fit the row's squared error is at most amax's; another
- *    HYINFER_KV_FP8_SCALE value is an init error;
+ *    HYINFER_KV_FP8_SCALE value is an error of hy_env_params_read (base/env.h);
  *  - zero rows and rows whose amax/448 underflows: scale 0, zero bytes, finite attention;
  *  - static V scales: copied, used by write and by attention, invalid ones rejected;
  *  - attention: ref against a double-precision oracle over the dequantized values, every other
@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "base/env.h"
 #include "base/err.h"
 #include "engine/engine.h"
 #include "kernels/fp8_scale.h"
@@ -120,19 +121,15 @@ static double row_err(const uint8_t *b, float s, const float *x, int n)
     return e;
 }
 
-/* One rule (fit: the default, else HYINFER_KV_FP8_SCALE=amax) over every slot of a 2-layer cache. */
+/* One rule (fit: the default, else amax, as HYINFER_KV_FP8_SCALE=amax selects) over every slot of a
+ * 2-layer cache. */
 static void write_matches_reference(int fit)
 {
     enum { NKV = 3, D = 40, BS = 4, NB = 5, L = 2 };
     const float vstat[NKV] = {0.01f, 0.5f, 3.0f};
     const float *vs_layers[L] = {NULL, vstat};
     struct hy_kv_cache kv;
-    if (fit)
-        unsetenv("HYINFER_KV_FP8_SCALE");
-    else
-        setenv("HYINFER_KV_FP8_SCALE", "amax", 1);
-    assert_int_equal(hy_kv_cache_init_ex(&kv, L, NKV, D, BS, NB, HY_DTYPE_F8_E4M3, vs_layers), 0);
-    unsetenv("HYINFER_KV_FP8_SCALE");
+    assert_int_equal(hy_kv_cache_init_ex(&kv, L, NKV, D, BS, NB, HY_DTYPE_F8_E4M3, vs_layers, fit), 0);
     assert_int_equal(kv.scale_fit, fit);
     uint8_t qa[D];
     assert_null(kv.v_static[0]);
@@ -188,15 +185,23 @@ static void test_write_matches_reference(void **state)
     (void)state;
     write_matches_reference(1);
     write_matches_reference(0);
-    /* a bad rule is an init error naming the variable; it does not matter for bf16 / fp32 caches */
-    struct hy_kv_cache kv;
+    /* the environment's rule: read by base/env.c, a bad one an error naming the variable (the CLI
+     * refuses it at start); the default rule is the fit; bf16 / fp32 caches have none */
+    struct hy_env_params ep;
     setenv("HYINFER_KV_FP8_SCALE", "absmax", 1);
-    assert_int_equal(hy_kv_cache_init(&kv, 1, 1, 8, 4, 2, HY_DTYPE_F8_E4M3), -1);
+    assert_int_equal(hy_env_params_read(&ep), -1);
     assert_non_null(strstr(hy_err_msg(), "HYINFER_KV_FP8_SCALE=\"absmax\""));
+    assert_int_equal(ep.kv_fp8_scale_fit, 1);
+    setenv("HYINFER_KV_FP8_SCALE", "amax", 1);
+    assert_int_equal(hy_env_params_read(&ep), 0);
+    assert_int_equal(ep.kv_fp8_scale_fit, 0);
+    unsetenv("HYINFER_KV_FP8_SCALE");
+    assert_int_equal(hy_env_params_read(&ep), 0);
+    assert_int_equal(ep.kv_fp8_scale_fit, 1);
+    struct hy_kv_cache kv;
     assert_int_equal(hy_kv_cache_init(&kv, 1, 1, 8, 4, 2, HY_DTYPE_BF16), 0);
     assert_int_equal(kv.scale_fit, 0);
     hy_kv_cache_free(&kv);
-    unsetenv("HYINFER_KV_FP8_SCALE");
 }
 
 static void test_zero_rows(void **state)
@@ -249,7 +254,7 @@ static void test_decode_every_byte(void **state)
     memset(q, 0, sizeof(q));
     for (int half = 0; half < 2; half++) {
         struct hy_kv_cache kv;
-        assert_int_equal(hy_kv_cache_init_ex(&kv, 1, 1, D, 1, 1, HY_DTYPE_F8_E4M3, per), 0);
+        assert_int_equal(hy_kv_cache_init_ex(&kv, 1, 1, D, 1, 1, HY_DTYPE_F8_E4M3, per, -1), 0);
         uint8_t *vb = kv.v[0];
         for (int i = 0; i < D; i++) {
             int b = half * 128 + i;
@@ -278,13 +283,13 @@ static void test_init_errors_and_names(void **state)
     const float bad[3][2] = {{1.0f, 0.0f}, {NAN, 1.0f}, {-2.0f, 1.0f}};
     for (int i = 0; i < 3; i++) {
         const float *per[2] = {NULL, bad[i]};
-        assert_int_equal(hy_kv_cache_init_ex(&kv, 2, 2, 8, 4, 2, HY_DTYPE_F8_E4M3, per), -1);
+        assert_int_equal(hy_kv_cache_init_ex(&kv, 2, 2, 8, 4, 2, HY_DTYPE_F8_E4M3, per, -1), -1);
         assert_non_null(strstr(hy_err_msg(), "static V scale"));
         assert_null(kv.k);
     }
     const float ok[2] = {1.0f, 2.0f};
     const float *per[2] = {NULL, ok};
-    assert_int_equal(hy_kv_cache_init_ex(&kv, 2, 2, 8, 4, 2, HY_DTYPE_BF16, per), 0); /* ignored */
+    assert_int_equal(hy_kv_cache_init_ex(&kv, 2, 2, 8, 4, 2, HY_DTYPE_BF16, per, -1), 0); /* ignored */
     assert_null(kv.v_static);
     hy_kv_cache_free(&kv);
     assert_int_equal(hy_kv_cache_init(&kv, 1, 2, 8, 4, 2, HY_DTYPE_F16), -1);
@@ -327,7 +332,7 @@ static void make_cache(struct hy_kv_cache *kv, enum hy_dtype dt, const float *vs
 {
     const int32_t bs = 4, nblk = (n_ctx + bs - 1) / bs + 2;
     const float *per[2] = {NULL, vstat};
-    assert_int_equal(hy_kv_cache_init_ex(kv, 2, nkv, D, bs, nblk, dt, per), 0);
+    assert_int_equal(hy_kv_cache_init_ex(kv, 2, nkv, D, bs, nblk, dt, per, -1), 0);
     for (int32_t i = 0; i < nblk; i++)
         table[i] = nblk - 1 - i;
     float *k = malloc((size_t)nkv * D * 4), *v = malloc((size_t)nkv * D * 4);

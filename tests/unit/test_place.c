@@ -192,11 +192,12 @@ static void test_copy_equals_mmap(void **state)
 {
     (void)state;
     struct hy_model *mm = NULL, *mc = NULL;
-    hy_load_format_set_default(HY_LOAD_MMAP);
-    assert_int_equal(hy_model_load(golden_dir(), HY_COMPUTE_F32, &mm), 0);
-    hy_load_format_set_default(HY_LOAD_COPY);
-    assert_int_equal(hy_model_load(golden_dir(), HY_COMPUTE_F32, &mc), 0);
-    hy_load_format_set_default(HY_LOAD_MMAP);
+    struct hy_load_params lp;
+    hy_load_params_default(&lp, HY_COMPUTE_F32);
+    lp.format = HY_LOAD_MMAP;
+    assert_int_equal(hy_model_load_ex(golden_dir(), &lp, &mm), 0);
+    lp.format = HY_LOAD_COPY;
+    assert_int_equal(hy_model_load_ex(golden_dir(), &lp, &mc), 0);
     assert_null(mm->arena);
     assert_int_equal(mm->place.format, HY_LOAD_MMAP);
     assert_non_null(mc->arena);

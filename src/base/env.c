@@ -1,0 +1,136 @@
+/* env.c - the HYINFER_* variables (env.h): the only place that reads them. */
+#include "base/env.h"
+
+#include "base/cpu.h"
+#include "base/err.h"
+#include "base/log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Records the first problem of a read (later ones keep it). */
+static int bad(int *rc, const char *var, const char *val, const char *allowed)
+{
+    if (*rc == 0) {
+        int ctrl = 0;
+        for (const char *c = val; *c; c++)
+            ctrl |= (unsigned char)*c < 0x20 || *c == 0x7f;
+        if (ctrl)
+            hy_err_set("%s: a value with control characters (expected %s)", var, allowed);
+        else
+            hy_err_set("%s=\"%.64s\"%s: expected %s", var, val, strlen(val) > 64 ? "..." : "", allowed);
+    }
+    *rc = -1;
+    return 0;
+}
+
+/* Index of val in the NULL-terminated names, or -1. */
+static int pick(const char *val, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(val, names[i]))
+            return i;
+    return -1;
+}
+
+static const char *get(const char *var)
+{
+    const char *v = getenv(var);
+    return v && *v ? v : NULL;
+}
+
+int hy_env_params_read(struct hy_env_params *p)
+{
+    int rc = 0;
+    const char *v;
+    memset(p, 0, sizeof(*p));
+    p->isa = -1;
+    p->kv_fp8_scale_fit = 1;
+    p->moe_grouped = 1;
+    p->log_level = HY_LOG_INFO;
+
+    if ((v = get("HYINFER_ISA"))) {
+        const int i = hy_isa_parse(v);
+        if (i < 0)
+            bad(&rc, "HYINFER_ISA", v, "ref, avx2, avx512 or amx");
+        else
+            p->isa = i;
+    }
+    if ((v = get("HYINFER_MXFP4_ACT"))) {
+        static const char *const n[] = {"f32", "mxint8", NULL};
+        const int i = pick(v, n);
+        if (i < 0)
+            bad(&rc, "HYINFER_MXFP4_ACT", v, "f32 (the default) or mxint8");
+        else
+            p->mxfp4_act_mxint8 = i;
+    }
+    if ((v = get("HYINFER_KV_FP8_SCALE"))) {
+        static const char *const n[] = {"amax", "mse", NULL};
+        const int i = pick(v, n);
+        if (i < 0)
+            bad(&rc, "HYINFER_KV_FP8_SCALE", v, "a KV scale rule: mse (the default) or amax");
+        else
+            p->kv_fp8_scale_fit = i;
+    }
+    if ((v = get("HYINFER_LOAD_FORMAT"))) {
+        static const char *const n[] = {"mmap", "copy", NULL};
+        const int i = pick(v, n);
+        if (i < 0)
+            bad(&rc, "HYINFER_LOAD_FORMAT", v, "copy (the default) or mmap");
+        else
+            p->load_format = i + 1;
+    }
+    if ((v = get("HYINFER_MOE_GROUPED"))) {
+        static const char *const n[] = {"0", "1", NULL};
+        const int i = pick(v, n);
+        if (i < 0)
+            bad(&rc, "HYINFER_MOE_GROUPED", v, "1 (the default) or 0");
+        else
+            p->moe_grouped = i;
+    }
+    if ((v = get("HYINFER_NUM_THREADS"))) {
+        char *end;
+        const long n = strtol(v, &end, 10);
+        if (*end || n < 1 || n > HY_ENV_MAX_THREADS) {
+            char allowed[64];
+            snprintf(allowed, sizeof(allowed), "an integer in [1, %d]", HY_ENV_MAX_THREADS);
+            bad(&rc, "HYINFER_NUM_THREADS", v, allowed);
+        } else {
+            p->num_threads = (int)n;
+        }
+    }
+    p->root = get("HYINFER_ROOT");
+    if ((v = get("HYINFER_LOG"))) {
+        static const char *const n[] = {"error", "warn", "info", "debug", NULL};
+        static const int lv[] = {HY_LOG_ERROR, HY_LOG_WARN, HY_LOG_INFO, HY_LOG_DEBUG};
+        const int i = pick(v, n);
+        if (i < 0)
+            bad(&rc, "HYINFER_LOG", v, "error, warn, info (the default) or debug");
+        else
+            p->log_level = lv[i];
+    }
+    return rc;
+}
+
+static struct hy_env_params snapshot;
+static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
+static int snapshot_rc;
+
+static void take_snapshot(void)
+{
+    snapshot_rc = hy_env_params_read(&snapshot);
+}
+
+const struct hy_env_params *hy_env_params(void)
+{
+    pthread_once(&snapshot_once, take_snapshot);
+    return &snapshot;
+}
+
+int hy_env_params_status(void)
+{
+    hy_env_params();
+    return snapshot_rc;
+}
