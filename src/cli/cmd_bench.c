@@ -354,16 +354,7 @@ int hy_cmd_bench(int argc, char **argv)
     const int na = (int)(sizeof(args) / sizeof(args[0]));
     const char *usage = "hyinfer bench latency -m DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] "
                         "[--decode-steps 16] [--bw-bytes 2G] [--threads N] [--dtype bfloat16] [--json] [--json-out FILE]";
-    if (argc < 3 || strcmp(argv[2], "latency") != 0) {
-        if (argc >= 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
-            hy_args_usage(usage, args, na);
-            return 0;
-        }
-        fprintf(stderr, "hyinfer bench: expected the mode \"latency\" (or \"serve\", \"quality\"; throughput is not built yet)\n");
-        hy_args_usage(usage, args, na);
-        return 2;
-    }
-    int np;
+    int np; /* argv[2] is "latency": main.c dispatches the modes and answers a missing or unknown one */
     if (hy_args_parse(argc, argv, 3, args, na, NULL, 0, &np)) {
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
         return 2;

@@ -232,7 +232,7 @@ int hy_cmd_bench_serve(int argc, char **argv)
         return 2;
     }
     if (help) {
-        hy_args_usage(usage, args, na);
+        hy_args_help(usage, args, na);
         return 0;
     }
     if (num < 1 || conc < 1 || in_len < 1 || out_len < 1 || ratio < 0 || ratio >= 1) {

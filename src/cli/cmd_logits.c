@@ -102,7 +102,7 @@ int hy_cmd_logits(int argc, char **argv)
         return 2;
     }
     if (help) {
-        hy_args_usage(usage, args, na);
+        hy_args_help(usage, args, na);
         return 0;
     }
     if (!model_dir || (!prompt == !prompt_ids)) {

@@ -156,9 +156,15 @@ int hy_cmd_run(int argc, char **argv)
         fprintf(stderr, "hyinfer run: %s\n", hy_err_msg());
         return 2;
     }
-    if (help || !yaml) {
-        hy_args_usage("hyinfer run --yaml CONFIG.yaml", args, na);
-        return help ? 0 : 2;
+    const char *usage = "hyinfer run --yaml CONFIG.yaml [--kv-cache-dtype auto|bf16|fp8|fp32] [--threads N]";
+    if (help) {
+        hy_args_help(usage, args, na);
+        return 0;
+    }
+    if (!yaml) {
+        fprintf(stderr, "hyinfer run: need --yaml CONFIG.yaml\n");
+        hy_args_usage(usage, args, na);
+        return 2;
     }
     if (hy_cli_set_threads(&threads)) {
         fprintf(stderr, "hyinfer run: %s\n", hy_err_msg());

@@ -63,7 +63,7 @@ int hy_cmd_serve(int argc, char **argv)
         return 2;
     }
     if (help) {
-        hy_args_usage(usage, args, na);
+        hy_args_help(usage, args, na);
         return 0;
     }
     c.model_dir = np ? pos[0] : model_flag;
