@@ -18,7 +18,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(BUILD)/src/cli/main.d $(BUILD)/tests/avx512_emu.d
 
-.PHONY: all deps test-deps run test test-only unit asan fuzz bench clean
+.PHONY: all deps test-deps run check test test-emu test-only unit asan fuzz bench clean
 all: $(BUILD)/hyinfer
 
 # deps: what building and running need (compiler, pkg-config, the four libraries).
@@ -106,11 +106,20 @@ $(BUILD)/tools/%: tools/bench/%.c $(BUILD)/libhyinfer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libhyinfer.a $(LDLIBS)
 
+# Test tiers (tests/run_tests.sh): check = build + layout/format checks + unit tests (a few minutes);
+# test = what CI runs: check + ASan/UBSan + golden + e2e + fuzz + the fresh-machine install test;
+# test-emu = the avx512 kernels' machine code in the Bochs emulator (opt-in, 3-4 minutes).
+check: test-deps
+	@bash tests/run_tests.sh check
+
 test: test-deps
-	@bash tests/run_tests.sh
+	@bash tests/run_tests.sh test
+
+test-emu: test-deps
+	@bash tests/run_tests.sh emu
 
 test-only:
-	@bash tests/run_tests.sh
+	@bash tests/run_tests.sh test
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -10,7 +10,7 @@ case "$mode" in run|test) ;; *) echo "usage: $0 run|test" >&2; exit 2 ;; esac
 
 RUN_PKGS="make gcc libc6-dev pkg-config libpcre2-dev libjansson-dev libyaml-dev libmicrohttpd-dev"
 TEST_PKGS="libcmocka-dev clang libclang-rt-14-dev python3 python3-numpy python3-jinja2 python3-regex
-  curl libsimde-dev debootstrap"
+  curl libsimde-dev clang-format debootstrap"
 want="$RUN_PKGS"; [ "$mode" = test ] && want="$RUN_PKGS $TEST_PKGS"
 
 missing=()

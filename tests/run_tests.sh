@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Runs every test: C unit tests (cmocka), the same under ASan+UBSan, golden/e2e scripts, the avx512
-# kernels in an emulator, fuzzers.
+# Runs the tests of one tier (default: test):
+#   check  build, the layout and format checks, the C unit tests (cmocka)            `make check`
+#   test   check + the unit tests under ASan+UBSan (on AVX-512 hosts once more with the emulated
+#          avx512 level, the code AVX2-only machines run) + golden/e2e scripts + the model goldens on
+#          the scalar kernels + the fresh-machine install test + fuzzers                 `make test`
+#   emu    the avx512 level's machine code inside the Bochs emulator (3-4 minutes; opt-in,
+#          skipped where the CPU has AVX-512)                                        `make test-emu`
 # Each test is a program; exit 0 = pass, 77 = skipped, anything else = fail. A cmocka binary that
 # exits 0 after skip() in some of its tests ("[  SKIPPED ]" in its log) counts as skipped too.
 # Ends with the line "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
+TIER="${1:-test}"
+case "$TIER" in check|test|emu) ;; *) echo "usage: $0 [check|test|emu]" >&2; exit 2 ;; esac
 export HYINFER_ROOT="$PWD"
 export PYTHON=/usr/bin/python3
 # OpenMP workers sleep instead of spinning between parallel regions: test machines are shared
@@ -29,16 +36,39 @@ run_one() {  # name, command...
   else fail=$((fail+1)); failed+=("$name"); echo "FAIL $name (rc=$rc), last lines of $log:"; tail -25 "$log" | sed 's/^/    /'; fi
 }
 
-make -s -j"$JOBS" all unit || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
-mkdir -p build/test-logs
+finish() {
+  [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
+  echo "$pass passed, $fail failed, $skip skipped"
+  [ $fail -eq 0 ]
+  exit
+}
 
+mkdir -p build/test-logs
+if [ "$TIER" = emu ]; then
+  run_one "emu/avx512_in_bochs" bash tests/emu/run_avx512_tests.sh
+  finish
+fi
+
+make -s -j"$JOBS" all unit || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+run_one "check/layout" bash scripts/check_layout.sh
+run_one "check/format" bash scripts/check_format.sh
 for t in build/tests/test_*; do [ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"; done
+[ "$TIER" = check ] && finish
 
 if [ "${HYINFER_SKIP_ASAN:-0}" != 1 ]; then
   if make -s -j"$JOBS" asan >build/test-logs/asan-build.log 2>&1; then
     for t in build-asan/tests/test_*; do
       [ -x "$t" ] && run_one "asan/$(basename "$t")" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$t"
     done
+    # AVX-512 hosts: the kernel tests once more with the avx512 level on SIMDe's emulated
+    # intrinsics as well (what an AVX2-only machine tests), in the same sanitizer configuration
+    if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+      for t in test_kernels test_kernels_bf16x test_kernels_quant test_fp8_scale; do
+        run_one "asan-emu512/$t" env HY_TEST_AVX512_EMU=1 ASAN_OPTIONS=detect_leaks=1 \
+          UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "build-asan/tests/$t"
+      done
+    fi
   else
     fail=$((fail+1)); failed+=("asan-build"); echo "FAIL asan build:"; tail -20 build/test-logs/asan-build.log
   fi
@@ -61,12 +91,6 @@ if [ "$(build/hyinfer info 2>/dev/null | sed -n "s/^isa: //p")" != ref ]; then
   run_one "isa-ref/test_hy3_reference.py" env HYINFER_ISA=ref "$PYTHON" tests/golden/test_hy3_reference.py
 fi
 
-# The avx512 level's machine code inside the Bochs emulator, on hosts without AVX-512 (installs the
-# emulator's Debian packages on first use; skipped with exit 77 where the CPU has AVX-512).
-if [ "${HYINFER_SKIP_EMU:-0}" != 1 ]; then
-  run_one "emu/avx512_in_bochs" bash tests/emu/run_avx512_tests.sh
-fi
-
 # `make run` the first time on a fresh Debian bookworm root (debootstrap minbase + chroot; ~3-5
 # minutes; needs the Debian mirror, and root: skipped with exit 77 without it).
 if [ "${HYINFER_SKIP_FRESH:-0}" != 1 ]; then
@@ -87,6 +111,4 @@ if [ "${HYINFER_SKIP_FUZZ:-0}" != 1 ] && ls tests/fuzz/fuzz_*.c >/dev/null 2>&1;
   fi
 fi
 
-[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed, $skip skipped"
-[ $fail -eq 0 ]
+finish

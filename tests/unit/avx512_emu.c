@@ -26,7 +26,79 @@
 #include "kernels/kernel_table.h"
 #include "quant/dtype.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+int hy_test_avx512_emu_wanted(void)
+{
+    const char *e = getenv("HY_TEST_AVX512_EMU");
+    return !hy_cpu_supports(HY_ISA_AVX512) || (e && !strcmp(e, "1"));
+}
+
+/* SIMDe 0.7.4's portable _mm512_test_epi16_mask builds the mask with `!!(a & b) << i` in int, which
+ * is undefined for lane 31 (UBSan: "left shift of 1 by 31 places cannot be represented in type
+ * 'int'"); this one shifts in the mask's own unsigned type. */
+static inline __mmask32 emu_test_epi16_mask(__m512i a, __m512i b)
+{
+    uint16_t x[32], y[32];
+    memcpy(x, &a, 64);
+    memcpy(y, &b, 64);
+    __mmask32 r = 0;
+    for (int i = 0; i < 32; i++)
+        r |= (__mmask32)((x[i] & y[i]) != 0) << i;
+    return r;
+}
+
+/* SIMDe also computes integer lanes in signed vector arithmetic (`a_.i8 - b_.i8`, `a_.i16 << imm`),
+ * where wrap-around and shifts of negative values are undefined in C and UBSan stops the test; the
+ * hardware wraps. These do the lane arithmetic in unsigned types (the same bits). */
+#define EMU_LANES(name, T, n, expr)                                                                                    \
+    static inline __m512i name(__m512i a, __m512i b)                                                                  \
+    {                                                                                                                  \
+        T x[n], y[n];                                                                                                  \
+        memcpy(x, &a, 64);                                                                                             \
+        memcpy(y, &b, 64);                                                                                             \
+        for (int i = 0; i < n; i++)                                                                                    \
+            x[i] = (T)(expr);                                                                                          \
+        memcpy(&a, x, 64);                                                                                             \
+        return a;                                                                                                      \
+    }
+EMU_LANES(emu_sub_epi8, uint8_t, 64, x[i] - y[i])
+EMU_LANES(emu_add_epi16, uint16_t, 32, x[i] + y[i])
+EMU_LANES(emu_add_epi32, uint32_t, 16, x[i] + y[i])
+
+static inline __m512i emu_mask_add_epi16(__m512i src, __mmask32 k, __m512i a, __m512i b)
+{
+    uint16_t s[32], x[32], y[32];
+    memcpy(s, &src, 64);
+    memcpy(x, &a, 64);
+    memcpy(y, &b, 64);
+    for (int i = 0; i < 32; i++)
+        if ((k >> i) & 1u)
+            s[i] = (uint16_t)(x[i] + y[i]);
+    memcpy(&src, s, 64);
+    return src;
+}
+
+static inline __m512i emu_slli_epi16(__m512i a, unsigned imm)
+{
+    uint16_t x[32];
+    memcpy(x, &a, 64);
+    for (int i = 0; i < 32; i++)
+        x[i] = imm > 15 ? 0 : (uint16_t)(x[i] << imm);
+    memcpy(&a, x, 64);
+    return a;
+}
+
+static inline __m512i emu_slli_epi32(__m512i a, unsigned imm)
+{
+    uint32_t x[16];
+    memcpy(x, &a, 64);
+    for (int i = 0; i < 16; i++)
+        x[i] = imm > 31 ? 0 : x[i] << imm;
+    memcpy(&a, x, 64);
+    return a;
+}
 
 static inline __m512i emu_cvtepi8_epi32(__m128i a)
 {
@@ -151,6 +223,20 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
     return m;
 }
 
+#undef _mm512_sub_epi8 /* SIMDe's aliases of the functions replaced above */
+#undef _mm512_add_epi16
+#undef _mm512_add_epi32
+#undef _mm512_mask_add_epi16
+#undef _mm512_slli_epi16
+#undef _mm512_slli_epi32
+#define _mm512_sub_epi8 emu_sub_epi8
+#define _mm512_add_epi16 emu_add_epi16
+#define _mm512_add_epi32 emu_add_epi32
+#define _mm512_mask_add_epi16 emu_mask_add_epi16
+#define _mm512_slli_epi16 emu_slli_epi16
+#define _mm512_slli_epi32 emu_slli_epi32
+#undef _mm512_test_epi16_mask /* SIMDe's alias */
+#define _mm512_test_epi16_mask emu_test_epi16_mask
 #define _mm512_cvtepi8_epi32 emu_cvtepi8_epi32
 #define _mm512_cvtepu8_epi32 emu_cvtepu8_epi32
 #define _mm512_cvtepu8_epi16 emu_cvtepu8_epi16

@@ -7,6 +7,11 @@
 
 #include <stdint.h>
 
+/* 1 when the kernel tests add the emulated avx512 level: on CPUs without AVX-512, and on any CPU
+ * when HY_TEST_AVX512_EMU=1 (tests/run_tests.sh sets it for the sanitizer runs on AVX-512 hosts, so
+ * the code an AVX2-only machine runs is checked there too). */
+int hy_test_avx512_emu_wanted(void);
+
 /* Fills *t with the emulated avx512 table (isa HY_ISA_AVX512, name "avx512-emu"; rope / silu /
  * rounding / attention are the real avx2 kernels, as in the real avx512 table). Returns 0, or -1
  * when the CPU lacks AVX2 (the emulation is compiled for AVX2 + FMA + F16C). */
