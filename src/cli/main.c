@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 
 #include "base/cpu.h"
+#include "base/env.h"
 #include "base/err.h"
 #include "kernels/kernel_table.h"
 
@@ -162,6 +163,11 @@ int main(int argc, char **argv)
         }
         char *hargv[5] = {argv[0], argv[2], argc > 3 ? argv[3] : help_flag, help_flag, NULL};
         return dispatch(argc > 3 ? 4 : 3, hargv);
+    }
+    struct hy_env_params ep; /* a bad HYINFER_* value is refused here, before any work (base/env.h) */
+    if (hy_env_params_read(&ep)) {
+        fprintf(stderr, "hyinfer: %s\n", hy_err_msg());
+        return 2;
     }
     return dispatch(argc, argv);
 }
