@@ -55,46 +55,46 @@ static uint16_t to_bf16(float f) /* round to nearest even; no NaNs here */
 }
 
 /* MX: 0 per-tensor, 1 vpbroadcastw of a computed short, 2 vpbroadcastd from off32. */
-#define DOT(NAME, MX)                                                                                   \
-    TGT static void NAME(float *y)                                                                      \
-    {                                                                                                   \
-        __m512i tab[4], il[2];                                                                          \
-        for (int i = 0; i < 4; i++)                                                                     \
-            tab[i] = _mm512_load_si512(vb_tab[i]);                                                      \
-        il[0] = _mm512_load_si512(vb_il[0]);                                                            \
-        il[1] = _mm512_load_si512(vb_il[1]);                                                            \
-        for (int n = 0; n < ROWS; n += NR) {                                                            \
-            __m512 acc[NR];                                                                             \
-            for (int j = 0; j < NR; j++)                                                                \
-                acc[j] = _mm512_setzero_ps();                                                           \
-            for (int c = 0; c < K / 32; c += 2) {                                                       \
-                const __m512bh x0 = (__m512bh)_mm512_load_si512(xb + 32 * c);                           \
-                const __m512bh x1 = (__m512bh)_mm512_load_si512(xb + 32 * c + 32);                      \
-                _Pragma("GCC unroll 4") for (int j = 0; j < NR; j++)                                    \
-                {                                                                                       \
-                    const __m512i b = _mm512_load_si512(codes[n + j] + 32 * c);                         \
-                    const __m512i lo = _mm512_permutex2var_epi8(tab[0], b, tab[1]);                     \
-                    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(tab[2], b, tab[3]), \
-                                                                 b, _mm512_set1_epi8((char)0x80), 0xF8); \
-                    __m512i w0 = _mm512_permutex2var_epi8(lo, il[0], hi);                               \
-                    __m512i w1 = _mm512_permutex2var_epi8(lo, il[1], hi);                               \
-                    if (MX) {                                                                           \
-                        const __mmask64 nz = _mm512_test_epi8_mask(b, _mm512_set1_epi8(0x7F));          \
-                        const uint8_t s0 = scales[n + j][c], s1 = scales[n + j][c + 1];                 \
-                        const __m512i o0 = MX == 1 ? _mm512_set1_epi16((short)((s0 - 127) * 128))      \
-                                                   : _mm512_set1_epi32((int)off32[s0]);                 \
-                        const __m512i o1 = MX == 1 ? _mm512_set1_epi16((short)((s1 - 127) * 128))      \
-                                                   : _mm512_set1_epi32((int)off32[s1]);                 \
-                        w0 = _mm512_mask_add_epi16(w0, (__mmask32)nz, w0, o0);                          \
-                        w1 = _mm512_mask_add_epi16(w1, (__mmask32)(nz >> 32), w1, o1);                  \
-                    }                                                                                   \
-                    acc[j] = _mm512_dpbf16_ps(acc[j], x0, (__m512bh)w0);                                \
-                    acc[j] = _mm512_dpbf16_ps(acc[j], x1, (__m512bh)w1);                                \
-                }                                                                                       \
-            }                                                                                           \
-            for (int j = 0; j < NR; j++)                                                                \
-                y[n + j] = _mm512_reduce_add_ps(acc[j]);                                                \
-        }                                                                                               \
+#define DOT(NAME, MX)                                                                                                  \
+    TGT static void NAME(float *y)                                                                                     \
+    {                                                                                                                  \
+        __m512i tab[4], il[2];                                                                                         \
+        for (int i = 0; i < 4; i++)                                                                                    \
+            tab[i] = _mm512_load_si512(vb_tab[i]);                                                                     \
+        il[0] = _mm512_load_si512(vb_il[0]);                                                                           \
+        il[1] = _mm512_load_si512(vb_il[1]);                                                                           \
+        for (int n = 0; n < ROWS; n += NR) {                                                                           \
+            __m512 acc[NR];                                                                                            \
+            for (int j = 0; j < NR; j++)                                                                               \
+                acc[j] = _mm512_setzero_ps();                                                                          \
+            for (int c = 0; c < K / 32; c += 2) {                                                                      \
+                const __m512bh x0 = (__m512bh)_mm512_load_si512(xb + 32 * c);                                          \
+                const __m512bh x1 = (__m512bh)_mm512_load_si512(xb + 32 * c + 32);                                     \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NR; j++)                                                   \
+                {                                                                                                      \
+                    const __m512i b = _mm512_load_si512(codes[n + j] + 32 * c);                                        \
+                    const __m512i lo = _mm512_permutex2var_epi8(tab[0], b, tab[1]);                                    \
+                    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(tab[2], b, tab[3]), b,       \
+                                                                 _mm512_set1_epi8((char)0x80), 0xF8);                  \
+                    __m512i w0 = _mm512_permutex2var_epi8(lo, il[0], hi);                                              \
+                    __m512i w1 = _mm512_permutex2var_epi8(lo, il[1], hi);                                              \
+                    if (MX) {                                                                                          \
+                        const __mmask64 nz = _mm512_test_epi8_mask(b, _mm512_set1_epi8(0x7F));                         \
+                        const uint8_t s0 = scales[n + j][c], s1 = scales[n + j][c + 1];                                \
+                        const __m512i o0 = MX == 1 ? _mm512_set1_epi16((short)((s0 - 127) * 128))                      \
+                                                   : _mm512_set1_epi32((int)off32[s0]);                                \
+                        const __m512i o1 = MX == 1 ? _mm512_set1_epi16((short)((s1 - 127) * 128))                      \
+                                                   : _mm512_set1_epi32((int)off32[s1]);                                \
+                        w0 = _mm512_mask_add_epi16(w0, (__mmask32)nz, w0, o0);                                         \
+                        w1 = _mm512_mask_add_epi16(w1, (__mmask32)(nz >> 32), w1, o1);                                 \
+                    }                                                                                                  \
+                    acc[j] = _mm512_dpbf16_ps(acc[j], x0, (__m512bh)w0);                                               \
+                    acc[j] = _mm512_dpbf16_ps(acc[j], x1, (__m512bh)w1);                                               \
+                }                                                                                                      \
+            }                                                                                                          \
+            for (int j = 0; j < NR; j++)                                                                               \
+                y[n + j] = _mm512_reduce_add_ps(acc[j]);                                                               \
+        }                                                                                                              \
     }
 
 DOT(dot_pt, 0)

@@ -10,20 +10,20 @@
 
 /* Immutable after the first hy_cpu_caps() call. Each field is 0 or 1. */
 struct hy_cpu_caps {
-    int avx2, fma, f16c;                              /* CPUID bits */
+    int avx2, fma, f16c; /* CPUID bits */
     int avx512f, avx512bw, avx512vl, avx512bf16, avx512vbmi;
     int amx_tile, amx_bf16;
-    int os_ymm;                                       /* XCR0: SSE + AVX state enabled */
-    int os_zmm;                                       /* XCR0: opmask + ZMM state enabled */
-    int os_amx;                                       /* XCR0 tile bits + arch_prctl permission granted */
+    int os_ymm; /* XCR0: SSE + AVX state enabled */
+    int os_zmm; /* XCR0: opmask + ZMM state enabled */
+    int os_amx; /* XCR0 tile bits + arch_prctl permission granted */
 };
 
 /* Kernel ISA levels, ordered: a higher level needs everything a lower one does. */
 enum hy_isa {
-    HY_ISA_REF = 0,  /* portable scalar C (src/kernels/ref.c), the oracle */
-    HY_ISA_AVX2,     /* AVX2 + FMA + F16C */
-    HY_ISA_AVX512,   /* AVX-512 F/BW/VL (+BF16) */
-    HY_ISA_AMX,      /* AMX-TILE + AMX-BF16 on top of AVX-512 with AVX512_BF16 */
+    HY_ISA_REF = 0, /* portable scalar C (src/kernels/ref.c), the oracle */
+    HY_ISA_AVX2,    /* AVX2 + FMA + F16C */
+    HY_ISA_AVX512,  /* AVX-512 F/BW/VL (+BF16) */
+    HY_ISA_AMX,     /* AMX-TILE + AMX-BF16 on top of AVX-512 with AVX512_BF16 */
     HY_ISA_COUNT
 };
 

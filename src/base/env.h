@@ -18,14 +18,14 @@
 #define HY_ENV_MAX_THREADS 1024
 
 struct hy_env_params {
-    int         isa;              /* HYINFER_ISA: -1 = the best level, else an enum hy_isa (base/cpu.h) */
-    int         mxfp4_act_mxint8; /* HYINFER_MXFP4_ACT=mxint8: 1, else 0 */
-    int         kv_fp8_scale_fit; /* HYINFER_KV_FP8_SCALE: 1 = least-squares fit (mse), 0 = amax / 448 */
-    int         load_format;      /* HYINFER_LOAD_FORMAT: 0 = unset, 1 = mmap, 2 = copy */
-    int         moe_grouped;      /* HYINFER_MOE_GROUPED: 1 = grouped MoE pass allowed, 0 = per-expert only */
-    int         num_threads;      /* HYINFER_NUM_THREADS: 0 = unset (OpenMP's default) */
-    const char *root;             /* HYINFER_ROOT: NULL = unset (points into the environment) */
-    int         log_level;        /* HYINFER_LOG: enum hy_log_level (base/log.h) */
+    int isa;              /* HYINFER_ISA: -1 = the best level, else an enum hy_isa (base/cpu.h) */
+    int mxfp4_act_mxint8; /* HYINFER_MXFP4_ACT=mxint8: 1, else 0 */
+    int kv_fp8_scale_fit; /* HYINFER_KV_FP8_SCALE: 1 = least-squares fit (mse), 0 = amax / 448 */
+    int load_format;      /* HYINFER_LOAD_FORMAT: 0 = unset, 1 = mmap, 2 = copy */
+    int moe_grouped;      /* HYINFER_MOE_GROUPED: 1 = grouped MoE pass allowed, 0 = per-expert only */
+    int num_threads;      /* HYINFER_NUM_THREADS: 0 = unset (OpenMP's default) */
+    const char *root;     /* HYINFER_ROOT: NULL = unset (points into the environment) */
+    int log_level;        /* HYINFER_LOG: enum hy_log_level (base/log.h) */
 };
 
 /* Reads the environment now into *p. Every variable is checked; an unset or empty one takes its

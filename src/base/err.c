@@ -40,6 +40,12 @@ int hy_err_prefix(const char *fmt, ...)
     return -1;
 }
 
-const char *hy_err_msg(void) { return err_buf; }
+const char *hy_err_msg(void)
+{
+    return err_buf;
+}
 
-void hy_err_clear(void) { err_buf[0] = '\0'; }
+void hy_err_clear(void)
+{
+    err_buf[0] = '\0';
+}

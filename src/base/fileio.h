@@ -10,8 +10,8 @@ int hy_file_read_all(const char *path, char **data, size_t *len);
 
 /* A read-only, private mmap of a whole file. */
 struct hy_mapped_file {
-    void  *data;   /* NULL for an empty file */
-    size_t size;   /* bytes */
+    void *data;  /* NULL for an empty file */
+    size_t size; /* bytes */
 };
 
 /* Maps `path` read-only. Returns 0, or -1 with hy_err_msg() set. Release with hy_file_unmap. */

@@ -16,7 +16,10 @@ static enum hy_log_level level_from_env(void)
     return (enum hy_log_level)p.log_level;
 }
 
-void hy_log_set_level(enum hy_log_level lvl) { log_level = (int)lvl; }
+void hy_log_set_level(enum hy_log_level lvl)
+{
+    log_level = (int)lvl;
+}
 
 enum hy_log_level hy_log_get_level(void)
 {

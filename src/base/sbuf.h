@@ -5,9 +5,9 @@
 #include <stddef.h>
 
 struct hy_sbuf {
-    char  *p;    /* malloc'd; NULL until the first append */
-    size_t len;  /* bytes used (p[len] == 0 once allocated) */
-    size_t cap;  /* bytes allocated */
+    char *p;    /* malloc'd; NULL until the first append */
+    size_t len; /* bytes used (p[len] == 0 once allocated) */
+    size_t cap; /* bytes allocated */
 };
 
 /* Appends n bytes. Returns 0, or -1 on OOM (buffer unchanged). */

@@ -24,8 +24,7 @@ static double mlp_params(const struct hy_expert *e)
 }
 
 void hy_bench_account(const struct hy_model *m, const int64_t *expert_hits, int32_t n_tokens, const int32_t *ctx,
-                      int32_t n_logits, int kv_elem_bytes, struct hy_bench_bytes *bytes,
-                      struct hy_bench_flops *flops)
+                      int32_t n_logits, int kv_elem_bytes, struct hy_bench_bytes *bytes, struct hy_bench_flops *flops)
 {
     const struct hy_model_config *c = &m->cfg;
     const double H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads, nkv = c->num_key_value_heads;

@@ -13,29 +13,29 @@
 
 /* Bytes a decode step must read. */
 struct hy_bench_bytes {
-    double  embed;        /* embedding rows of the batch tokens */
-    double  attn;         /* q/k/v/o projections of every layer */
-    double  dense_mlp;    /* dense MLP layers */
-    double  router;       /* router gate [E, H] f32 + expert_bias of every MoE layer */
-    double  routed;       /* the distinct routed experts selected, gate + up + down */
-    double  shared;       /* shared experts */
-    double  norms;        /* RMSNorm / QK-norm vectors, final norm */
-    double  lm_head;      /* the whole lm_head when any logits row is computed */
-    double  weights;      /* sum of the above */
-    double  kv_read;      /* K and V cache bytes the attention reads (listed separately, not in weights) */
-    int64_t distinct_experts;   /* distinct (layer, expert) pairs selected, summed over MoE layers */
-    int64_t expert_selections;  /* (token, expert) selections, summed over MoE layers */
+    double embed;              /* embedding rows of the batch tokens */
+    double attn;               /* q/k/v/o projections of every layer */
+    double dense_mlp;          /* dense MLP layers */
+    double router;             /* router gate [E, H] f32 + expert_bias of every MoE layer */
+    double routed;             /* the distinct routed experts selected, gate + up + down */
+    double shared;             /* shared experts */
+    double norms;              /* RMSNorm / QK-norm vectors, final norm */
+    double lm_head;            /* the whole lm_head when any logits row is computed */
+    double weights;            /* sum of the above */
+    double kv_read;            /* K and V cache bytes the attention reads (listed separately, not in weights) */
+    int64_t distinct_experts;  /* distinct (layer, expert) pairs selected, summed over MoE layers */
+    int64_t expert_selections; /* (token, expert) selections, summed over MoE layers */
 };
 
 /* FLOPs of a forward call (multiply-add = 2 FLOPs). */
 struct hy_bench_flops {
-    double attn_proj;    /* 2 * tokens * (q,k,v,o params) per layer */
-    double attn_core;    /* QK^T and PV: 4 * heads * head_dim * context per token per layer */
-    double dense_mlp;    /* 2 * tokens * 3 * H * intermediate */
-    double router;       /* 2 * tokens * E * H */
-    double routed;       /* 2 * (token, expert) selections * 3 * H * I */
-    double shared;       /* 2 * tokens * 3 * H * shared width */
-    double lm_head;      /* 2 * logits rows * vocab * H */
+    double attn_proj; /* 2 * tokens * (q,k,v,o params) per layer */
+    double attn_core; /* QK^T and PV: 4 * heads * head_dim * context per token per layer */
+    double dense_mlp; /* 2 * tokens * 3 * H * intermediate */
+    double router;    /* 2 * tokens * E * H */
+    double routed;    /* 2 * (token, expert) selections * 3 * H * I */
+    double shared;    /* 2 * tokens * 3 * H * shared width */
+    double lm_head;   /* 2 * logits rows * vocab * H */
     double total;
 };
 
@@ -44,7 +44,6 @@ struct hy_bench_flops {
  * [prof.n_layers, prof.n_experts] selection count of exactly that call (NULL: no MoE routed part);
  * kv_elem_bytes the KV cache element size. Either output may be NULL. */
 void hy_bench_account(const struct hy_model *m, const int64_t *expert_hits, int32_t n_tokens, const int32_t *ctx,
-                      int32_t n_logits, int kv_elem_bytes, struct hy_bench_bytes *bytes,
-                      struct hy_bench_flops *flops);
+                      int32_t n_logits, int kv_elem_bytes, struct hy_bench_bytes *bytes, struct hy_bench_flops *flops);
 
 #endif

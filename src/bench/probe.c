@@ -170,20 +170,20 @@ __attribute__((target("avx2,fma"))) static double run_fma(int64_t iters, float *
 }
 
 /* 12 independent accumulator chains, written out so they stay in registers. */
-#define CHAINS12(OP)                                                                                            \
-    do {                                                                                                        \
-        c0 = OP(c0);                                                                                            \
-        c1 = OP(c1);                                                                                            \
-        c2 = OP(c2);                                                                                            \
-        c3 = OP(c3);                                                                                            \
-        c4 = OP(c4);                                                                                            \
-        c5 = OP(c5);                                                                                            \
-        c6 = OP(c6);                                                                                            \
-        c7 = OP(c7);                                                                                            \
-        c8 = OP(c8);                                                                                            \
-        c9 = OP(c9);                                                                                            \
-        c10 = OP(c10);                                                                                          \
-        c11 = OP(c11);                                                                                          \
+#define CHAINS12(OP)                                                                                                   \
+    do {                                                                                                               \
+        c0 = OP(c0);                                                                                                   \
+        c1 = OP(c1);                                                                                                   \
+        c2 = OP(c2);                                                                                                   \
+        c3 = OP(c3);                                                                                                   \
+        c4 = OP(c4);                                                                                                   \
+        c5 = OP(c5);                                                                                                   \
+        c6 = OP(c6);                                                                                                   \
+        c7 = OP(c7);                                                                                                   \
+        c8 = OP(c8);                                                                                                   \
+        c9 = OP(c9);                                                                                                   \
+        c10 = OP(c10);                                                                                                 \
+        c11 = OP(c11);                                                                                                 \
     } while (0)
 
 __attribute__((target("avx512f"))) static double run_avx512(int64_t iters, float *sink)
@@ -223,11 +223,11 @@ __attribute__((target("avx512f,avx512bf16"))) static double run_avx512bf16(int64
 }
 
 struct tile_cfg {
-    uint8_t  palette;
-    uint8_t  start_row;
-    uint8_t  reserved[14];
+    uint8_t palette;
+    uint8_t start_row;
+    uint8_t reserved[14];
     uint16_t colsb[16];
-    uint8_t  rows[16];
+    uint8_t rows[16];
 };
 
 /* AMX-BF16: tiles 0..3 are 16x16 fp32 accumulators, 4..5 A tiles (16 rows x 32 bf16), 6..7 B tiles
@@ -283,8 +283,7 @@ static double run_threads(probe_fn fn, int64_t iters, double *secs)
     return flops;
 }
 
-double hy_bench_peak_gflops(const struct hy_cpu_units *u, const char *unit, double min_s, double *flops,
-                            double *secs)
+double hy_bench_peak_gflops(const struct hy_cpu_units *u, const char *unit, double min_s, double *flops, double *secs)
 {
     probe_fn fn = NULL;
     int64_t iters = 1 << 16;

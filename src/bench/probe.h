@@ -10,12 +10,12 @@
 #include <stddef.h>
 
 struct hy_cpu_units {
-    int avx2_fma;     /* AVX2 + FMA3, OS saves YMM state */
-    int avx512f;      /* AVX-512F, OS saves ZMM/opmask state */
-    int avx512_bf16;  /* AVX-512-BF16 (vdpbf16ps) */
-    int amx_bf16;     /* AMX-TILE + AMX-BF16 in CPUID, XCR0 tile state on, and tile permission granted */
-    int amx_cpuid;    /* AMX-BF16 in CPUID (even if the OS refused tile permission) */
-    char brand[64];   /* CPUID brand string ("" when unavailable) */
+    int avx2_fma;    /* AVX2 + FMA3, OS saves YMM state */
+    int avx512f;     /* AVX-512F, OS saves ZMM/opmask state */
+    int avx512_bf16; /* AVX-512-BF16 (vdpbf16ps) */
+    int amx_bf16;    /* AMX-TILE + AMX-BF16 in CPUID, XCR0 tile state on, and tile permission granted */
+    int amx_cpuid;   /* AMX-BF16 in CPUID (even if the OS refused tile permission) */
+    char brand[64];  /* CPUID brand string ("" when unavailable) */
 };
 
 /* Fills *u from CPUID/XGETBV and requests AMX tile permission (ARCH_REQ_XCOMP_PERM) when the CPU
@@ -33,7 +33,6 @@ int hy_bench_mem_bw(size_t bytes, int reps, double *gbs, double *best_s);
  * "avx512" (AVX-512F FMA fp32, 32 flop/instr), "avx512bf16" (vdpbf16ps, 64 flop/instr), "amx"
  * (AMX-BF16 tdpbf16ps 16x16x32, 16384 flop/instr). Returns GFLOP/s, or 0 when the unit is absent
  * (see struct hy_cpu_units) or unknown. *flops / *secs receive the best run's raw figures. */
-double hy_bench_peak_gflops(const struct hy_cpu_units *u, const char *unit, double min_s, double *flops,
-                            double *secs);
+double hy_bench_peak_gflops(const struct hy_cpu_units *u, const char *unit, double min_s, double *flops, double *secs);
 
 #endif

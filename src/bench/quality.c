@@ -67,8 +67,8 @@ static inline __attribute__((always_inline)) double exp_neg(double x)
 
 /* sums[0] = sum exp(a - ma), sums[1] = sum exp(b - mb), sums[2] = sum exp(b - mb) (b - a), for
  * rows whose logits lie within 700 of their max. One body, compiled twice (AVX2+FMA, baseline). */
-static inline __attribute__((always_inline)) void exp_sums_body(const float *la, const float *lb, int32_t V,
-                                                                double ma, double mb, double *sums)
+static inline __attribute__((always_inline)) void exp_sums_body(const float *la, const float *lb, int32_t V, double ma,
+                                                                double mb, double *sums)
 {
     double sa = 0.0, sb = 0.0, d = 0.0;
 #pragma omp simd reduction(+ : sa, sb, d)
@@ -225,9 +225,9 @@ int64_t hy_quality_tokens_needed(int32_t positions, int32_t bos)
 /* One model's state for a run: its KV cache (context positions, one sequence) and logits rows. */
 struct side {
     const struct hy_quality_model *q;
-    struct hy_model   *m;
+    struct hy_model *m;
     struct hy_kv_cache kv;
-    float             *logits;
+    float *logits;
 };
 
 /* The KV cache of one side: the place where per-side cache options (dtype) apply. */
@@ -258,8 +258,8 @@ int hy_quality_run(const struct hy_quality_model *qa, const struct hy_quality_mo
         return hy_err_set("quality: BOS id %d outside the vocabulary [0, %d)", bos, V);
     const int64_t need = hy_quality_tokens_needed(positions, bos);
     if (n_text < need)
-        return hy_err_set("quality: %d positions need %lld text tokens, the text has %lld", positions,
-                          (long long)need, (long long)n_text);
+        return hy_err_set("quality: %d positions need %lld text tokens, the text has %lld", positions, (long long)need,
+                          (long long)n_text);
     for (int64_t i = 0; i < need; i++)
         if (text[i] < 0 || text[i] >= V)
             return hy_err_set("quality: text token %lld has id %d, outside the vocabulary [0, %d)", (long long)i,
@@ -300,8 +300,8 @@ int hy_quality_run(const struct hy_quality_model *qa, const struct hy_quality_mo
         rows[i] = i;
     const int32_t *tables[1] = {table};
 
-    int64_t o = 0;          /* next text token to predict (bos) or to feed (no bos) */
-    int32_t done = 0;       /* predictions made */
+    int64_t o = 0;    /* next text token to predict (bos) or to feed (no bos) */
+    int32_t done = 0; /* predictions made */
     while (done < positions) {
         /* window: win[0..len) inputs, tgt[0..len) the token each input position should predict */
         int32_t len = 0;

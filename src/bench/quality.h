@@ -27,12 +27,12 @@
 
 /* The measures of one position. */
 struct hy_quality_row {
-    double  kl;           /* KL(P_B || P_A), nats */
-    double  nll_a;        /* -ln P_A(target), nats (0 when no target was given) */
-    double  nll_b;        /* -ln P_B(target) */
-    int32_t top1_a;       /* argmax of A's logits (lowest id among ties) */
+    double kl;      /* KL(P_B || P_A), nats */
+    double nll_a;   /* -ln P_A(target), nats (0 when no target was given) */
+    double nll_b;   /* -ln P_B(target) */
+    int32_t top1_a; /* argmax of A's logits (lowest id among ties) */
     int32_t top1_b;
-    int     a_in_b_top5;  /* 1 when top1_a is among B's 5 most likely ids */
+    int a_in_b_top5; /* 1 when top1_a is among B's 5 most likely ids */
 };
 
 /* exp(x): the vectorizable exp the measures use on [-700, 0] (relative error about 2e-16), glibc's
@@ -41,28 +41,28 @@ double hy_quality_exp_neg(double x);
 
 /* Sums over positions; the means are formed by hy_quality_summary. */
 struct hy_quality_stats {
-    int64_t positions;         /* rows accumulated */
-    int64_t top1_agree;        /* rows with top1_a == top1_b */
-    int64_t a_in_b_top5;       /* rows with a_in_b_top5 */
-    double  sum_kl;            /* nats */
-    double  max_kl;            /* nats */
-    int64_t max_kl_position;   /* index (0-based, in accumulation order) of the row with max_kl; -1 if none */
-    double  sum_nll_a;         /* nats */
-    double  sum_nll_b;
-    int64_t windows;           /* windows (KV resets) run by hy_quality_run */
+    int64_t positions;       /* rows accumulated */
+    int64_t top1_agree;      /* rows with top1_a == top1_b */
+    int64_t a_in_b_top5;     /* rows with a_in_b_top5 */
+    double sum_kl;           /* nats */
+    double max_kl;           /* nats */
+    int64_t max_kl_position; /* index (0-based, in accumulation order) of the row with max_kl; -1 if none */
+    double sum_nll_a;        /* nats */
+    double sum_nll_b;
+    int64_t windows; /* windows (KV resets) run by hy_quality_run */
 };
 
 /* Derived figures of a stats struct (all 0 when positions == 0). */
 struct hy_quality_summary {
-    double top1_agreement;     /* 0..1 */
-    double top1_stderr;        /* binomial standard error sqrt(p (1 - p) / positions): a scale for how far
+    double top1_agreement; /* 0..1 */
+    double top1_stderr;    /* binomial standard error sqrt(p (1 - p) / positions): a scale for how far
                                   two agreements must differ to mean something (positions of one text are
                                   not independent, so it is an underestimate) */
-    double top5_agreement;     /* fraction of rows with A's top-1 in B's top-5 */
-    double mean_kl;            /* nats */
-    double max_kl;             /* nats */
-    double nll_a, nll_b;       /* mean NLL, nats/token */
-    double ppl_a, ppl_b;       /* exp(mean NLL) */
+    double top5_agreement; /* fraction of rows with A's top-1 in B's top-5 */
+    double mean_kl;        /* nats */
+    double max_kl;         /* nats */
+    double nll_a, nll_b;   /* mean NLL, nats/token */
+    double ppl_a, ppl_b;   /* exp(mean NLL) */
 };
 
 void hy_quality_stats_init(struct hy_quality_stats *s);
@@ -86,7 +86,7 @@ int64_t hy_quality_tokens_needed(int32_t positions, int32_t bos);
  * (e.g. its KV cache dtype) is a field here, used where hy_quality_run sets up that model. */
 struct hy_quality_model {
     struct hy_model *m;
-    enum hy_dtype    kv_dtype; /* its KV cache (hy_model_kv_dtype; HY_DTYPE_UNKNOWN = auto) */
+    enum hy_dtype kv_dtype; /* its KV cache (hy_model_kv_dtype; HY_DTYPE_UNKNOWN = auto) */
 };
 
 /* Runs A and B over the first hy_quality_tokens_needed(positions, bos) ids of text[n_text] in

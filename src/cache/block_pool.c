@@ -15,8 +15,7 @@ static uint64_t mum(uint64_t a, uint64_t b)
 
 uint64_t hy_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t n)
 {
-    const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL,
-                   k2 = 0x8ebc6af09c88c6e3ULL;
+    const uint64_t k0 = 0xa0761d6478bd642fULL, k1 = 0xe7037ed1a0b428dbULL, k2 = 0x8ebc6af09c88c6e3ULL;
     uint64_t h = mum(parent_hash ^ k0, k1 ^ (uint64_t)n);
     int32_t i = 0;
     for (; i + 1 < n; i += 2) {
@@ -150,14 +149,12 @@ static int parent_ok(const struct hy_block_pool *p, const struct hy_block *b, in
 {
     if (b->parent_id != parent_id)
         return 0;
-    return parent_id < 0 ||
-           (p->blocks[parent_id].has_hash && p->blocks[parent_id].gen == b->parent_gen);
+    return parent_id < 0 || (p->blocks[parent_id].has_hash && p->blocks[parent_id].gen == b->parent_gen);
 }
 
 static int same_tokens(const struct hy_block_pool *p, int32_t id, const int32_t *tokens)
 {
-    return !memcmp(p->tokens + (size_t)id * p->block_size, tokens,
-                   (size_t)p->block_size * sizeof(int32_t));
+    return !memcmp(p->tokens + (size_t)id * p->block_size, tokens, (size_t)p->block_size * sizeof(int32_t));
 }
 
 /* The block registered under hash, or -1. */
@@ -169,8 +166,7 @@ static int32_t find_hash(const struct hy_block_pool *p, uint64_t hash)
     return -1;
 }
 
-int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, int32_t parent_id,
-                             const int32_t *tokens)
+int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, int32_t parent_id, const int32_t *tokens)
 {
     int32_t id = find_hash(p, hash);
     if (id < 0 || !parent_ok(p, &p->blocks[id], parent_id) || !same_tokens(p, id, tokens))
@@ -178,8 +174,8 @@ int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, int32
     return id;
 }
 
-int32_t hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
-                            uint32_t parent_gen, const int32_t *tokens)
+int32_t hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id, uint32_t parent_gen,
+                            const int32_t *tokens)
 {
     const struct hy_block *pb = parent_id >= 0 ? &p->blocks[parent_id] : NULL;
     if (pb && (!pb->has_hash || pb->gen != parent_gen))
@@ -202,4 +198,7 @@ int32_t hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, 
     return id;
 }
 
-int32_t hy_block_pool_num_used(const struct hy_block_pool *p) { return p->n_blocks - p->n_free; }
+int32_t hy_block_pool_num_used(const struct hy_block_pool *p)
+{
+    return p->n_blocks - p->n_free;
+}

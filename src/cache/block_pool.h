@@ -19,27 +19,27 @@
 #include <stdint.h>
 
 struct hy_block {
-    int32_t  ref_cnt;     /* sequences using the block; 0 = in the free queue */
-    int32_t  prev, next;  /* free queue links (-1 = none) */
-    int32_t  hnext;       /* next block in the same hash bucket (-1 = none) */
-    int      has_hash;    /* registered in the hash map */
-    uint64_t hash;        /* chained hash of the prefix ending with this block */
-    uint32_t gen;         /* bumped each time the block's hash is dropped */
-    int32_t  parent_id;   /* cached block before this one in its prefix (-1 for the first) */
-    uint32_t parent_gen;  /* parent's gen when this block was registered */
+    int32_t ref_cnt;     /* sequences using the block; 0 = in the free queue */
+    int32_t prev, next;  /* free queue links (-1 = none) */
+    int32_t hnext;       /* next block in the same hash bucket (-1 = none) */
+    int has_hash;        /* registered in the hash map */
+    uint64_t hash;       /* chained hash of the prefix ending with this block */
+    uint32_t gen;        /* bumped each time the block's hash is dropped */
+    int32_t parent_id;   /* cached block before this one in its prefix (-1 for the first) */
+    uint32_t parent_gen; /* parent's gen when this block was registered */
 };
 
 struct hy_block_pool {
-    int32_t          n_blocks;
-    int32_t          block_size;  /* tokens per block */
-    struct hy_block *blocks;      /* [n_blocks] */
-    int32_t         *tokens;      /* [n_blocks * block_size] ids of cached blocks (verify hits) */
-    int32_t          free_head, free_tail;
-    int32_t          n_free;      /* blocks in the free queue (ref_cnt 0, cached or not) */
-    int32_t         *buckets;     /* [n_buckets] first block of each hash bucket (-1 = empty) */
-    uint32_t         n_buckets;   /* power of two */
-    int32_t          n_cached;    /* blocks with a hash */
-    uint64_t         n_evictions; /* cached blocks whose hash was dropped on reuse */
+    int32_t n_blocks;
+    int32_t block_size;      /* tokens per block */
+    struct hy_block *blocks; /* [n_blocks] */
+    int32_t *tokens;         /* [n_blocks * block_size] ids of cached blocks (verify hits) */
+    int32_t free_head, free_tail;
+    int32_t n_free;       /* blocks in the free queue (ref_cnt 0, cached or not) */
+    int32_t *buckets;     /* [n_buckets] first block of each hash bucket (-1 = empty) */
+    uint32_t n_buckets;   /* power of two */
+    int32_t n_cached;     /* blocks with a hash */
+    uint64_t n_evictions; /* cached blocks whose hash was dropped on reuse */
 };
 
 /* Chained block hash: a 64-bit mix of parent_hash (0 for the first block) and the n token ids
@@ -65,16 +65,15 @@ void hy_block_pool_touch(struct hy_block_pool *p, int32_t id);
 /* Finds the cached block with this hash whose parent is the cached block parent_id (-1: a first
  * block) in its current generation and whose token ids equal tokens[block_size]. Returns its id,
  * or -1 (also on a hash collision). */
-int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, int32_t parent_id,
-                             const int32_t *tokens);
+int32_t hy_block_pool_lookup(const struct hy_block_pool *p, uint64_t hash, int32_t parent_id, const int32_t *tokens);
 
 /* Registers full block id (referenced) under hash as the child of cached block parent_id (-1 for
  * a first block) seen in generation parent_gen; tokens[block_size] are copied. Returns the
  * canonical cached block for this (parent, tokens): id itself, or the block already registered
  * for the same content (id is then left uncached, a duplicate). Returns -1 (nothing registered)
  * when the parent is no longer cached in that generation or another content holds the hash. */
-int32_t hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
-                            uint32_t parent_gen, const int32_t *tokens);
+int32_t hy_block_pool_cache(struct hy_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id, uint32_t parent_gen,
+                            const int32_t *tokens);
 
 /* Blocks in use (ref_cnt > 0). */
 int32_t hy_block_pool_num_used(const struct hy_block_pool *p);

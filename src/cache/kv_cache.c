@@ -19,11 +19,10 @@ size_t hy_kv_cache_token_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t hea
     return b;
 }
 
-size_t hy_kv_cache_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
-                         int32_t n_blocks, enum hy_dtype dtype)
+size_t hy_kv_cache_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t n_blocks,
+                         enum hy_dtype dtype)
 {
-    return hy_kv_cache_token_bytes(n_layers, n_kv_heads, head_dim, dtype, 0) * (size_t)n_blocks *
-           (size_t)block_size;
+    return hy_kv_cache_token_bytes(n_layers, n_kv_heads, head_dim, dtype, 0) * (size_t)n_blocks * (size_t)block_size;
 }
 
 int hy_kv_dtype_parse(const char *s, enum hy_dtype *out)
@@ -38,7 +37,8 @@ int hy_kv_dtype_parse(const char *s, enum hy_dtype *out)
         *out = HY_DTYPE_F32;
     else
         return hy_err_set("\"%s\": not a supported KV cache dtype (expected auto, bf16, bfloat16, fp8, fp8_e4m3, "
-                          "fp32 or float32)", s);
+                          "fp32 or float32)",
+                          s);
     return 0;
 }
 
@@ -56,9 +56,8 @@ const char *hy_kv_dtype_name(enum hy_dtype dt)
     }
 }
 
-
-int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
-                     int32_t block_size, int32_t n_blocks, enum hy_dtype dtype)
+int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
+                     int32_t n_blocks, enum hy_dtype dtype)
 {
     return hy_kv_cache_init_ex(kv, n_layers, n_kv_heads, head_dim, block_size, n_blocks, dtype, NULL, -1);
 }
@@ -71,8 +70,8 @@ int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_h
     if (n_layers <= 0 || n_kv_heads <= 0 || head_dim <= 0 || block_size <= 0 || n_blocks <= 0 ||
         (dtype != HY_DTYPE_F32 && dtype != HY_DTYPE_BF16 && dtype != HY_DTYPE_F8_E4M3))
         return hy_err_set("kv cache: invalid geometry (layers %d, kv heads %d, head_dim %d, block_size %d, "
-                          "blocks %d, dtype %s)", n_layers, n_kv_heads, head_dim, block_size, n_blocks,
-                          hy_dtype_name(dtype));
+                          "blocks %d, dtype %s)",
+                          n_layers, n_kv_heads, head_dim, block_size, n_blocks, hy_dtype_name(dtype));
     const int fp8 = dtype == HY_DTYPE_F8_E4M3;
     kv->scale_fit = fp8 ? (scale_fit < 0 ? hy_env_params()->kv_fp8_scale_fit : scale_fit != 0) : 0;
     int32_t n_static = 0;

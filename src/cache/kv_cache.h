@@ -33,27 +33,27 @@
 #include <stdint.h>
 
 struct hy_kv_cache {
-    int32_t       n_layers;     /* main layers + MTP layers */
-    int32_t       n_kv_heads;
-    int32_t       head_dim;
-    int32_t       block_size;   /* tokens per block */
-    int32_t       n_blocks;
-    enum hy_dtype dtype;        /* HY_DTYPE_F32, HY_DTYPE_BF16 or HY_DTYPE_F8_E4M3 */
-    void        **k;            /* [n_layers] -> [n_blocks*block_size, n_kv_heads, head_dim] */
-    void        **v;
+    int32_t n_layers; /* main layers + MTP layers */
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    int32_t block_size; /* tokens per block */
+    int32_t n_blocks;
+    enum hy_dtype dtype; /* HY_DTYPE_F32, HY_DTYPE_BF16 or HY_DTYPE_F8_E4M3 */
+    void **k;            /* [n_layers] -> [n_blocks*block_size, n_kv_heads, head_dim] */
+    void **v;
     /* FP8 only (all NULL otherwise); every pointer owned by the cache. */
-    float       **k_scale;      /* [n_layers] -> [n_blocks*block_size, n_kv_heads] f32 multipliers */
-    float       **v_scale;      /* [n_layers] -> same, dynamic V; NULL entry where v_static is set */
-    float       **v_static;     /* [n_layers] -> NULL or [n_kv_heads] static V multipliers (> 0) */
-    int           scale_fit;    /* FP8: 1 = dynamic scales by the least-squares fit (kernels/fp8_scale.h,
+    float **k_scale;  /* [n_layers] -> [n_blocks*block_size, n_kv_heads] f32 multipliers */
+    float **v_scale;  /* [n_layers] -> same, dynamic V; NULL entry where v_static is set */
+    float **v_static; /* [n_layers] -> NULL or [n_kv_heads] static V multipliers (> 0) */
+    int scale_fit;    /* FP8: 1 = dynamic scales by the least-squares fit (kernels/fp8_scale.h,
                                    the default), 0 = amax / 448 (HYINFER_KV_FP8_SCALE=amax) */
 };
 
 /* Allocates a zeroed cache of dtype F32, BF16 or F8_E4M3 (FP8 with dynamic V scales in every
  * layer). Returns 0, or -1 with hy_err_msg() (bad sizes or dtype, out of memory with the byte
  * count). Free with hy_kv_cache_free. */
-int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim,
-                     int32_t block_size, int32_t n_blocks, enum hy_dtype dtype);
+int hy_kv_cache_init(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
+                     int32_t n_blocks, enum hy_dtype dtype);
 
 /* The same; for F8_E4M3, v_static (may be NULL) is [n_layers] -> NULL (dynamic V in that layer)
  * or [n_kv_heads] static V scales, copied; each must be finite and > 0, else -1 naming the layer
@@ -71,8 +71,8 @@ size_t hy_kv_cache_token_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t hea
 
 /* Bytes the cache needs for these sizes (for budgeting): n_blocks * block_size token slots
  * (hy_kv_cache_token_bytes with every V scale dynamic for FP8). */
-size_t hy_kv_cache_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size,
-                         int32_t n_blocks, enum hy_dtype dtype);
+size_t hy_kv_cache_bytes(int32_t n_layers, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t n_blocks,
+                         enum hy_dtype dtype);
 
 /* --kv-cache-dtype / model_config.kv_cache_dtype values (vLLM's names): NULL or "auto" ->
  * HY_DTYPE_UNKNOWN (the compute dtype: f32 in float32 mode, bf16 in bfloat16 mode); "bf16" |

@@ -7,12 +7,12 @@
 enum hy_arg_type { HY_ARG_FLAG, HY_ARG_INT, HY_ARG_FLOAT, HY_ARG_STR, HY_ARG_U64 };
 
 struct hy_arg {
-    const char      *name;   /* "--max-tokens" */
-    const char      *alias;  /* "-n" or NULL */
+    const char *name;  /* "--max-tokens" */
+    const char *alias; /* "-n" or NULL */
     enum hy_arg_type type;
-    void            *dst;    /* int* (FLAG/INT), float*, const char**, uint64_t* */
-    int             *seen;   /* optional: set to 1 when given */
-    const char      *help;
+    void *dst; /* int* (FLAG/INT), float*, const char**, uint64_t* */
+    int *seen; /* optional: set to 1 when given */
+    const char *help;
 };
 
 /* Parses argv[first..argc) against args[n]. Accepts "--name value" and "--name=value".

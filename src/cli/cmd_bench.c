@@ -26,28 +26,28 @@
 
 #define MAX_LIST 16
 
-static const char *const STAGE_NAMES[HY_STAGE_COUNT] = {"attention", "router", "routed_experts", "shared_expert",
+static const char *const STAGE_NAMES[HY_STAGE_COUNT] = {"attention", "router",  "routed_experts", "shared_expert",
                                                         "dense_mlp", "lm_head", "other"};
 
 struct prefill_result {
-    int32_t               len;
-    double                secs;
-    double                stage[HY_STAGE_COUNT];
+    int32_t len;
+    double secs;
+    double stage[HY_STAGE_COUNT];
     struct hy_bench_flops flops;
-    int64_t               distinct_experts;
+    int64_t distinct_experts;
 };
 
 struct decode_result {
-    int32_t               batch;
-    int32_t               steps;
-    double                step_s;                 /* mean timed step */
-    double                stage[HY_STAGE_COUNT];  /* mean seconds per step */
-    struct hy_bench_bytes bytes;                  /* mean per step */
-    double                tokens_per_s;
+    int32_t batch;
+    int32_t steps;
+    double step_s;                /* mean timed step */
+    double stage[HY_STAGE_COUNT]; /* mean seconds per step */
+    struct hy_bench_bytes bytes;  /* mean per step */
+    double tokens_per_s;
     /* read bandwidth probed just before and just after this run (GB/s), and the one its roofline uses: the
      * larger (the probe at the start of the bench can be tens of seconds and a load away, and this VM's
      * bandwidth swings by 2x within minutes: fractions above 1 were seen against it) */
-    double                bw_before_gbs, bw_after_gbs, bw_gbs;
+    double bw_before_gbs, bw_after_gbs, bw_gbs;
 };
 
 static int parse_list(const char *flag, const char *s, int32_t *out, int *n)
@@ -121,8 +121,7 @@ static int kv_elem_bytes(const struct hy_kv_cache *kv)
 }
 
 /* One sequence of `len` random tokens through a fresh KV cache, logits of the last row only. */
-static int run_prefill(struct hy_model *m, enum hy_dtype kv_dtype, int32_t len, uint64_t seed,
-                       struct prefill_result *r)
+static int run_prefill(struct hy_model *m, enum hy_dtype kv_dtype, int32_t len, uint64_t seed, struct prefill_result *r)
 {
     const int32_t bs = 16, nb = (len + bs - 1) / bs, V = m->cfg.vocab_size;
     struct hy_kv_cache kv;
@@ -202,7 +201,8 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
     int rc = -1;
     int32_t *ids = malloc((size_t)cap * sizeof(int32_t)), *pos = malloc((size_t)cap * sizeof(int32_t));
     int32_t *seq = malloc((size_t)cap * sizeof(int32_t)), *rows = malloc((size_t)batch * sizeof(int32_t));
-    int32_t *tab = malloc((size_t)batch * (size_t)bps * sizeof(int32_t)), *ctx = malloc((size_t)batch * sizeof(int32_t));
+    int32_t *tab = malloc((size_t)batch * (size_t)bps * sizeof(int32_t)),
+            *ctx = malloc((size_t)batch * sizeof(int32_t));
     int64_t *slots = malloc((size_t)cap * sizeof(int64_t));
     const int32_t **tables = malloc((size_t)batch * sizeof(*tables));
     float *logits = malloc((size_t)batch * (size_t)V * sizeof(float));
@@ -272,7 +272,7 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
     const double inv = steps > 0 ? 1.0 / steps : 0.0;
     for (int i = 0; i < HY_STAGE_COUNT; i++)
         r->stage[i] *= inv;
-    double *bf[] = {&r->bytes.embed,  &r->bytes.attn,  &r->bytes.dense_mlp, &r->bytes.router, &r->bytes.routed,
+    double *bf[] = {&r->bytes.embed,  &r->bytes.attn,  &r->bytes.dense_mlp, &r->bytes.router,  &r->bytes.routed,
                     &r->bytes.shared, &r->bytes.norms, &r->bytes.lm_head,   &r->bytes.weights, &r->bytes.kv_read};
     for (size_t i = 0; i < sizeof(bf) / sizeof(bf[0]); i++)
         *bf[i] *= inv;
@@ -324,10 +324,10 @@ static double ratio(double a, double b)
 
 int hy_cmd_bench(int argc, char **argv)
 {
-    const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16",
-               *bw_s = "2G", *json_out = NULL, *kvd = NULL, *load_fmt = NULL;
-    int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80,
-        proj_dense = 1, skip_model = 0;
+    const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16", *bw_s = "2G",
+               *json_out = NULL, *kvd = NULL, *load_fmt = NULL;
+    int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80, proj_dense = 1,
+        skip_model = 0;
     float flop_s = 0.25f;
     const struct hy_arg args[] = {
         {"--model", "-m", HY_ARG_STR, &model_dir, NULL, "model directory (Hugging Face layout)"},
@@ -342,7 +342,8 @@ int hy_cmd_bench(int argc, char **argv)
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "bfloat16 (default) | float32 compute mode"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 | fp32"},
         {"--load-format", NULL, HY_ARG_STR, &load_fmt, NULL,
-         "mmap | copy: weights in the file mapping or copied to a huge-page arena (default: HYINFER_LOAD_FORMAT, else copy)"},
+         "mmap | copy: weights in the file mapping or copied to a huge-page arena (default: HYINFER_LOAD_FORMAT, else "
+         "copy)"},
         {"--seed", NULL, HY_ARG_INT, &seed, NULL, "random token ids seed (default 1)"},
         {"--project-layers", NULL, HY_ARG_INT, &proj_layers, NULL, "layers of the full model projected (80)"},
         {"--project-dense", NULL, HY_ARG_INT, &proj_dense, NULL, "dense layers of the full model (1)"},
@@ -352,8 +353,9 @@ int hy_cmd_bench(int argc, char **argv)
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
-    const char *usage = "hyinfer bench latency -m DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] "
-                        "[--decode-steps 16] [--bw-bytes 2G] [--threads N] [--dtype bfloat16] [--json] [--json-out FILE]";
+    const char *usage =
+        "hyinfer bench latency -m DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] "
+        "[--decode-steps 16] [--bw-bytes 2G] [--threads N] [--dtype bfloat16] [--json] [--json-out FILE]";
     int np; /* argv[2] is "latency": main.c dispatches the modes and answers a missing or unknown one */
     if (hy_args_parse(argc, argv, 3, args, na, NULL, 0, &np)) {
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
@@ -517,8 +519,9 @@ int hy_cmd_bench(int argc, char **argv)
             if (have[i])
                 json_array_append_new(ul, json_string(units[i]));
             if (unit_gf[i] > 0.0)
-                json_object_set_new(pg, units[i], json_pack("{s:f, s:f, s:f}", "gflops", unit_gf[i], "flops",
-                                                            unit_flops[i], "seconds", unit_secs[i]));
+                json_object_set_new(pg, units[i],
+                                    json_pack("{s:f, s:f, s:f}", "gflops", unit_gf[i], "flops", unit_flops[i],
+                                              "seconds", unit_secs[i]));
         }
         json_object_set_new(cpu, "units", ul);
         json_object_set_new(cpu, "amx_in_cpuid", json_boolean(cu.amx_cpuid));
@@ -526,24 +529,25 @@ int hy_cmd_bench(int argc, char **argv)
         json_object_set_new(o, "threads", json_integer(nthreads));
         json_object_set_new(o, "kernel_isa", json_string(kernel_isa));
         json_object_set_new(o, "mem_bw_gbs", json_real(bw_gbs));
-        json_object_set_new(o, "mem_bw_probe", json_pack("{s:I, s:i, s:f}", "bytes", (json_int_t)bw_bytes, "reps",
-                                                         bw_reps, "best_seconds", bw_s_best));
+        json_object_set_new(
+            o, "mem_bw_probe",
+            json_pack("{s:I, s:i, s:f}", "bytes", (json_int_t)bw_bytes, "reps", bw_reps, "best_seconds", bw_s_best));
         json_object_set_new(o, "peak_gflops", json_real(peak));
         json_object_set_new(o, "peak_unit", json_string(peak_unit));
         json_object_set_new(o, "peak_by_unit", pg);
         if (m) {
-            json_object_set_new(o, "model", json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:s}", "dir", model_dir, "dtype",
-                                                      cd == HY_COMPUTE_BF16 ? "bfloat16" : "float32", "weight_bytes",
-                                                      (double)m->ck.total_bytes, "layers", m->cfg.num_hidden_layers,
-                                                      "moe_layers", n_moe, "experts", m->cfg.num_experts,
-                                                      "kv_cache_dtype",
-                                                      hy_kv_dtype_name(hy_model_kv_dtype(m, kv_dtype))));
-            json_object_set_new(o, "load", json_pack("{s:s, s:I, s:f, s:f, s:I, s:I}", "format",
-                                                     hy_load_format_name(m->place.format), "copied_bytes",
-                                                     (json_int_t)m->place.bytes, "copy_seconds", m->place.seconds,
-                                                     "load_seconds", m->load_seconds, "vm_rss_bytes",
-                                                     (json_int_t)rss_loaded, "anon_huge_bytes",
-                                                     (json_int_t)hy_proc_anon_huge_bytes()));
+            json_object_set_new(o, "model",
+                                json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:s}", "dir", model_dir, "dtype",
+                                          cd == HY_COMPUTE_BF16 ? "bfloat16" : "float32", "weight_bytes",
+                                          (double)m->ck.total_bytes, "layers", m->cfg.num_hidden_layers, "moe_layers",
+                                          n_moe, "experts", m->cfg.num_experts, "kv_cache_dtype",
+                                          hy_kv_dtype_name(hy_model_kv_dtype(m, kv_dtype))));
+            json_object_set_new(o, "load",
+                                json_pack("{s:s, s:I, s:f, s:f, s:I, s:I}", "format",
+                                          hy_load_format_name(m->place.format), "copied_bytes",
+                                          (json_int_t)m->place.bytes, "copy_seconds", m->place.seconds, "load_seconds",
+                                          m->load_seconds, "vm_rss_bytes", (json_int_t)rss_loaded, "anon_huge_bytes",
+                                          (json_int_t)hy_proc_anon_huge_bytes()));
             json_object_set_new(json_object_get(o, "load"), "file_pmd_mapped_bytes",
                                 json_integer((json_int_t)hy_proc_file_pmd_bytes()));
         }
@@ -553,12 +557,12 @@ int hy_cmd_bench(int argc, char **argv)
             snprintf(k, sizeof(k), "%d", pre[i].len);
             const struct hy_bench_flops *f = &pre[i].flops;
             json_object_set_new(ptps, k, json_real(pre[i].len / pre[i].secs));
-            json_t *d = json_pack("{s:f, s:f, s:f, s:f}", "seconds", pre[i].secs, "tokens_per_s",
-                                  pre[i].len / pre[i].secs, "flops", f->total, "gflops_per_s",
-                                  f->total / pre[i].secs / 1e9);
+            json_t *d =
+                json_pack("{s:f, s:f, s:f, s:f}", "seconds", pre[i].secs, "tokens_per_s", pre[i].len / pre[i].secs,
+                          "flops", f->total, "gflops_per_s", f->total / pre[i].secs / 1e9);
             json_object_set_new(d, "flops_by_part",
-                                json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "attn_proj", f->attn_proj,
-                                          "attn_core", f->attn_core, "dense_mlp", f->dense_mlp, "router", f->router,
+                                json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "attn_proj", f->attn_proj, "attn_core",
+                                          f->attn_core, "dense_mlp", f->dense_mlp, "router", f->router,
                                           "routed_experts", f->routed, "shared_expert", f->shared, "lm_head",
                                           f->lm_head));
             json_object_set_new(d, "distinct_experts", json_integer(pre[i].distinct_experts));
@@ -573,10 +577,11 @@ int hy_cmd_bench(int argc, char **argv)
             snprintf(k, sizeof(k), "%d", dec[i].batch);
             const struct hy_bench_bytes *b = &dec[i].bytes;
             json_object_set_new(dtps, k, json_real(dec[i].tokens_per_s));
-            json_t *d = json_pack("{s:f, s:f, s:i, s:f, s:f, s:f, s:f}", "step_s", dec[i].step_s, "tokens_per_s",
-                                  dec[i].tokens_per_s, "steps", dec[i].steps, "weight_bytes_per_step", b->weights,
-                                  "kv_bytes_per_step", b->kv_read, "roofline_step_s", b->weights / (dec[i].bw_gbs * 1e9),
-                                  "achieved_weight_gbs", b->weights / dec[i].step_s / 1e9);
+            json_t *d =
+                json_pack("{s:f, s:f, s:i, s:f, s:f, s:f, s:f}", "step_s", dec[i].step_s, "tokens_per_s",
+                          dec[i].tokens_per_s, "steps", dec[i].steps, "weight_bytes_per_step", b->weights,
+                          "kv_bytes_per_step", b->kv_read, "roofline_step_s", b->weights / (dec[i].bw_gbs * 1e9),
+                          "achieved_weight_gbs", b->weights / dec[i].step_s / 1e9);
             json_object_set_new(d, "mem_bw_gbs", json_real(dec[i].bw_gbs));
             json_object_set_new(d, "mem_bw_gbs_before", json_real(dec[i].bw_before_gbs));
             json_object_set_new(d, "mem_bw_gbs_after", json_real(dec[i].bw_after_gbs));
@@ -687,8 +692,7 @@ int hy_cmd_bench(int argc, char **argv)
                 printf("  batch %d step / roofline     %.3f  = %.4f s / (%.4g B / %.4g B/s = %.4f s); "
                        "tokens/s vs batch 1: %.2fx; distinct experts/step %.1f\n",
                        dmax->batch, ratio(dmax->step_s, big_roof_s), dmax->step_s, dmax->bytes.weights,
-                       dmax->bw_gbs * 1e9, big_roof_s,
-                       d1 ? ratio(dmax->tokens_per_s, d1->tokens_per_s) : 0.0,
+                       dmax->bw_gbs * 1e9, big_roof_s, d1 ? ratio(dmax->tokens_per_s, d1->tokens_per_s) : 0.0,
                        (double)dmax->bytes.distinct_experts / dmax->steps);
             if (d1)
                 printf("  projected_full_model_ms/tok  %.1f ms  (%d layers; moe_layer %.4f s, dense_layer %.4f s)\n"

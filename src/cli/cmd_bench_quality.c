@@ -40,10 +40,10 @@ struct side_opts {
 };
 
 struct side {
-    struct hy_model      *m;
-    struct hy_tokenizer  *tok;
+    struct hy_model *m;
+    struct hy_tokenizer *tok;
     enum hy_compute_dtype cd;
-    enum hy_dtype         kv_dtype; /* HY_DTYPE_UNKNOWN = auto */
+    enum hy_dtype kv_dtype; /* HY_DTYPE_UNKNOWN = auto */
 };
 
 /* Loads the model and the tokenizer of tok_dir (NULL: none). */
@@ -172,8 +172,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
         return 2;
     }
     if (positions_s && parse_positions(positions_s, &positions)) {
-        fprintf(stderr, "hyinfer bench quality: --positions \"%s\": expected a count in [1, %d] or all\n",
-                positions_s, INT32_MAX);
+        fprintf(stderr, "hyinfer bench quality: --positions \"%s\": expected a count in [1, %d] or all\n", positions_s,
+                INT32_MAX);
         return 2;
     }
     if (context < 0 || rows_per_step < 1) {
@@ -254,7 +254,8 @@ int hy_cmd_bench_quality(int argc, char **argv)
         const int64_t all = bos >= 0 ? (int64_t)n_ids[0] : (int64_t)n_ids[0] - 1;
         if (all < 1) {
             hy_err_set("--positions all: the text (%s from character %lld) gives no position to predict (%zu "
-                       "token%s)", text_path, (long long)start_char, n_ids[0], n_ids[0] == 1 ? "" : "s");
+                       "token%s)",
+                       text_path, (long long)start_char, n_ids[0], n_ids[0] == 1 ? "" : "s");
             goto fail;
         }
         positions = all < INT32_MAX ? (int)all : INT32_MAX;
@@ -266,7 +267,7 @@ int hy_cmd_bench_quality(int argc, char **argv)
         goto fail;
     }
     const int32_t max_ctx = ca->max_position_embeddings < cb->max_position_embeddings ? ca->max_position_embeddings
-                                                                                       : cb->max_position_embeddings;
+                                                                                      : cb->max_position_embeddings;
     if (context == 0)
         context = max_ctx < 1024 ? max_ctx : 1024;
     if (context < 2 || context > max_ctx) {
@@ -306,14 +307,14 @@ int hy_cmd_bench_quality(int argc, char **argv)
             json_t *side = json_pack("{s:s, s:s, s:s, s:i}", "dir", so[k].dir, "dtype", dtype_name(sd[k].cd),
                                      "kv_cache_dtype", hy_kv_dtype_name(kd), "vocab_size", sd[k].m->cfg.vocab_size);
             if (kd == HY_DTYPE_F8_E4M3) /* the rule the caches used (HYINFER_KV_FP8_SCALE) */
-                json_object_set_new(side, "kv_fp8_scale", json_string(hy_env_params()->kv_fp8_scale_fit ? "mse" : "amax"));
+                json_object_set_new(side, "kv_fp8_scale",
+                                    json_string(hy_env_params()->kv_fp8_scale_fit ? "mse" : "amax"));
             json_object_set_new(o, k ? "ref" : "model", side);
         }
         json_object_set_new(o, "text",
                             json_pack("{s:s, s:f, s:I, s:I, s:I, s:I}", "source", text_path, "start_fraction", frac,
-                                      "start_char", (json_int_t)start_char, "chars",
-                                      (json_int_t)(n_chars - start_char), "tokens", (json_int_t)n_ids[0],
-                                      "tokens_used", (json_int_t)need));
+                                      "start_char", (json_int_t)start_char, "chars", (json_int_t)(n_chars - start_char),
+                                      "tokens", (json_int_t)n_ids[0], "tokens_used", (json_int_t)need));
         json_object_set_new(o, "bos", json_integer(bos));
         json_object_set_new(o, "tokenizer", json_string(tokenizer_dir ? tokenizer_dir : so[0].dir));
         json_object_set_new(o, "context", json_integer(context));
@@ -337,10 +338,10 @@ int hy_cmd_bench_quality(int argc, char **argv)
         for (int k = 0; k < 2; k++)
             printf("  %-11s %s  (%s, KV cache %s)\n", k ? "reference" : "model", so[k].dir, dtype_name(sd[k].cd),
                    hy_kv_dtype_name(hy_model_kv_dtype(sd[k].m, sd[k].kv_dtype)));
-        printf("  text        %s from character %lld (%lld characters, %zu tokens)\n", text_path,
-               (long long)start_char, (long long)(n_chars - start_char), n_ids[0]);
-        printf("  positions   %lld in %lld window(s) of <= %d tokens, fresh KV cache each%s\n",
-               (long long)st.positions, (long long)st.windows, context, bos >= 0 ? ", BOS first" : "");
+        printf("  text        %s from character %lld (%lld characters, %zu tokens)\n", text_path, (long long)start_char,
+               (long long)(n_chars - start_char), n_ids[0]);
+        printf("  positions   %lld in %lld window(s) of <= %d tokens, fresh KV cache each%s\n", (long long)st.positions,
+               (long long)st.windows, context, bos >= 0 ? ", BOS first" : "");
         printf("\n");
         printf("  top-1 agreement            %.4f  (%lld / %lld; binomial standard error %.4f)\n", su.top1_agreement,
                (long long)st.top1_agree, (long long)st.positions, su.top1_stderr);

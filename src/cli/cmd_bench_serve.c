@@ -26,20 +26,20 @@
 
 struct bench_req {
     int32_t n_in, n_out;
-    double  t_start, t_first, t_end;
+    double t_start, t_first, t_end;
     int64_t out_tokens;
-    int     ok;
-    char    err[160];
+    int ok;
+    char err[160];
 };
 
 struct bench {
-    const char      *host, *model, *api_key;
-    int              port;
+    const char *host, *model, *api_key;
+    int port;
     struct bench_req *reqs;
-    int              n;
-    int              next;
-    uint64_t         seed;
-    pthread_mutex_t  mu;
+    int n;
+    int next;
+    uint64_t seed;
+    pthread_mutex_t mu;
 };
 
 static uint64_t splitmix(uint64_t *s)
@@ -79,9 +79,9 @@ static void run_one(struct bench *b, struct bench_req *r, uint64_t rng)
     json_t *ids = json_array();
     for (int32_t i = 0; i < r->n_in; i++)
         json_array_append_new(ids, json_integer((json_int_t)(splitmix(&rng) % 256)));
-    json_t *body = json_pack("{s:s?, s:o, s:i, s:f, s:b, s:b, s:{s:b}}", "model", b->model, "prompt", ids,
-                             "max_tokens", (int)r->n_out, "temperature", 0.0, "ignore_eos", 1, "stream", 1,
-                             "stream_options", "include_usage", 1);
+    json_t *body = json_pack("{s:s?, s:o, s:i, s:f, s:b, s:b, s:{s:b}}", "model", b->model, "prompt", ids, "max_tokens",
+                             (int)r->n_out, "temperature", 0.0, "ignore_eos", 1, "stream", 1, "stream_options",
+                             "include_usage", 1);
     char *bs = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     char head[512];
@@ -299,15 +299,15 @@ int hy_cmd_bench_serve(int argc, char **argv)
     double tpot50 = pct(tpot, n_tpot, 50), tpot99 = pct(tpot, n_tpot, 99);
     double e2e50 = pct(e2e, ok, 50);
     if (json_out) {
-        json_t *j = json_pack("{s:i, s:i, s:i, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, "
-                              "s:i, s:f}",
-                              "num_prompts", num, "completed", ok, "failed", num - ok, "duration_s", dur,
-                              "total_input_tokens", (json_int_t)in_tok, "total_output_tokens", (json_int_t)out_tok,
-                              "request_throughput", ok / dur, "output_throughput", out_tok / dur,
-                              "total_token_throughput", (in_tok + out_tok) / dur, "mean_ttft_ms", mean_ttft * 1e3,
-                              "p50_ttft_ms", ttft50 * 1e3, "p99_ttft_ms", ttft99 * 1e3, "p50_tpot_ms", tpot50 * 1e3,
-                              "p99_tpot_ms", tpot99 * 1e3, "p50_e2e_ms", e2e50 * 1e3, "max_concurrency", conc,
-                              "random_input_len", in_len, "random_range_ratio", (double)ratio);
+        json_t *j =
+            json_pack("{s:i, s:i, s:i, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, "
+                      "s:i, s:f}",
+                      "num_prompts", num, "completed", ok, "failed", num - ok, "duration_s", dur, "total_input_tokens",
+                      (json_int_t)in_tok, "total_output_tokens", (json_int_t)out_tok, "request_throughput", ok / dur,
+                      "output_throughput", out_tok / dur, "total_token_throughput", (in_tok + out_tok) / dur,
+                      "mean_ttft_ms", mean_ttft * 1e3, "p50_ttft_ms", ttft50 * 1e3, "p99_ttft_ms", ttft99 * 1e3,
+                      "p50_tpot_ms", tpot50 * 1e3, "p99_tpot_ms", tpot99 * 1e3, "p50_e2e_ms", e2e50 * 1e3,
+                      "max_concurrency", conc, "random_input_len", in_len, "random_range_ratio", (double)ratio);
         json_object_set_new(j, "random_output_len", json_integer(out_len));
         if (first_err)
             json_object_set_new(j, "first_error", json_string(first_err));

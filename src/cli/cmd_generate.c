@@ -13,9 +13,9 @@
 
 struct gen_ctx {
     struct hy_detok detok;
-    int             print_text;
-    char           *buf;
-    size_t          len, cap;
+    int print_text;
+    char *buf;
+    size_t len, cap;
 };
 
 static void emit(struct gen_ctx *g)
@@ -47,7 +47,8 @@ int hy_cmd_generate(int argc, char **argv)
         {"--prompt", "-p", HY_ARG_STR, &prompt, NULL, "prompt text"},
         {"--prompt-ids", NULL, HY_ARG_STR, &prompt_ids, NULL, "prompt as comma-separated token ids"},
         {"--max-tokens", "-n", HY_ARG_INT, &max_tokens, NULL, "new tokens to generate (default 128)"},
-        {"--temperature", NULL, HY_ARG_FLOAT, &cli.temperature, &seen_t, "0 = greedy (default: generation_config.json)"},
+        {"--temperature", NULL, HY_ARG_FLOAT, &cli.temperature, &seen_t,
+         "0 = greedy (default: generation_config.json)"},
         {"--top-p", NULL, HY_ARG_FLOAT, &cli.top_p, &seen_p, "nucleus sampling mass"},
         {"--top-k", NULL, HY_ARG_INT, &cli.top_k, &seen_k, "keep the k most likely tokens (<= 0 off)"},
         {"--min-p", NULL, HY_ARG_FLOAT, &cli.min_p, &seen_minp, "drop tokens below min_p * p(max)"},
@@ -100,13 +101,20 @@ int hy_cmd_generate(int argc, char **argv)
         goto fail;
     if (hy_sampling_params_from_generation_config(model_dir, &sp))
         goto fail;
-    if (seen_t) sp.temperature = cli.temperature;
-    if (seen_p) sp.top_p = cli.top_p;
-    if (seen_k) sp.top_k = cli.top_k;
-    if (seen_minp) sp.min_p = cli.min_p;
-    if (seen_rep) sp.repetition_penalty = cli.repetition_penalty;
-    if (seen_pres) sp.presence_penalty = cli.presence_penalty;
-    if (seen_freq) sp.frequency_penalty = cli.frequency_penalty;
+    if (seen_t)
+        sp.temperature = cli.temperature;
+    if (seen_p)
+        sp.top_p = cli.top_p;
+    if (seen_k)
+        sp.top_k = cli.top_k;
+    if (seen_minp)
+        sp.min_p = cli.min_p;
+    if (seen_rep)
+        sp.repetition_penalty = cli.repetition_penalty;
+    if (seen_pres)
+        sp.presence_penalty = cli.presence_penalty;
+    if (seen_freq)
+        sp.frequency_penalty = cli.frequency_penalty;
     if (seen_seed) {
         sp.seed = cli.seed;
         sp.has_seed = 1;

@@ -142,8 +142,7 @@ int hy_cmd_logits(int argc, char **argv)
         }
     }
     if (n > m->cfg.max_position_embeddings) {
-        hy_err_set("Input length %d exceeds the model's maximum context length %d", n,
-                   m->cfg.max_position_embeddings);
+        hy_err_set("Input length %d exceeds the model's maximum context length %d", n, m->cfg.max_position_embeddings);
         goto fail;
     }
     if (compute(m, ids, n, all, mtp, kv_dtype, &logits, &mtp_logits))

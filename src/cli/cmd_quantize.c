@@ -28,21 +28,22 @@ static const char *usage_text =
     "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
     "                 [--mx-scale ocp|mse]\n"
     "                 [--calib-data TEXT_FILE [--tokenizer DIR] [--num-calibration-samples N] [--max-seq-length L]\n"
-    "                  [--dampening-frac F] [--no-actorder] [--no-qk-norm-weighting] [--no-routing-weighting] [--no-attention-hessian]\n"
+    "                  [--dampening-frac F] [--no-actorder] [--no-qk-norm-weighting] [--no-routing-weighting] "
+    "[--no-attention-hessian]\n"
     "                  [--calib-memory-gib G]]";
 
 /* GPTQ calibration options (flag names follow llm-compressor's oneshot / GPTQModifier). */
 struct calib_opts {
-    const char *data;     /* --calib-data: text file, NULL = round-to-nearest */
+    const char *data;      /* --calib-data: text file, NULL = round-to-nearest */
     const char *tokenizer; /* --tokenizer: directory of the tokenizer (default: IN) */
-    int         samples;  /* --num-calibration-samples */
-    int         seq_len;  /* --max-seq-length (-1: min(512, max_position_embeddings)) */
-    float       damp;     /* --dampening-frac */
-    int         no_actorder;
-    int         no_qk_weight; /* --no-qk-norm-weighting */
-    int         no_route_weight; /* --no-routing-weighting */
-    int         no_attn_hessian; /* --no-attention-hessian */
-    float       mem_gib;  /* --calib-memory-gib (< 0: half of physical memory) */
+    int samples;           /* --num-calibration-samples */
+    int seq_len;           /* --max-seq-length (-1: min(512, max_position_embeddings)) */
+    float damp;            /* --dampening-frac */
+    int no_actorder;
+    int no_qk_weight;    /* --no-qk-norm-weighting */
+    int no_route_weight; /* --no-routing-weighting */
+    int no_attn_hessian; /* --no-attention-hessian */
+    float mem_gib;       /* --calib-memory-gib (< 0: half of physical memory) */
 };
 
 /* Loads IN in fp32 mode (weights left in the file mapping, *m: the caller frees it after quantizing),
@@ -59,8 +60,8 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
     struct stat sb;
     *m = NULL;
     if (stat(co->data, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return hy_err_set("--calib-data %s: %s", co->data, stat(co->data, &sb) != 0 ? strerror(errno)
-                                                                                   : "not a regular file");
+        return hy_err_set("--calib-data %s: %s", co->data,
+                          stat(co->data, &sb) != 0 ? strerror(errno) : "not a regular file");
     if (hy_file_read_all(co->data, &text, &len)) {
         hy_err_prefix("--calib-data");
         return -1;
@@ -77,8 +78,7 @@ static int calibrate(const char *in, const struct calib_opts *co, struct hy_cali
         goto out;
     }
     if ((*m)->quant.method != HY_QM_NONE) {
-        hy_err_set("%s already has a quantization_config: quantize reads an unquantized (BF16/F16/F32) checkpoint",
-                   in);
+        hy_err_set("%s already has a quantization_config: quantize reads an unquantized (BF16/F16/F32) checkpoint", in);
         goto out;
     }
     if (hy_tokenizer_load_dir(co->tokenizer ? co->tokenizer : in, &tok)) {
@@ -246,18 +246,17 @@ int hy_cmd_quantize(int argc, char **argv)
         return 2;
     }
     o.mx_scale = mx_scale && !strcmp(mx_scale, "mse") ? HY_MX_SCALE_MSE : HY_MX_SCALE_OCP;
-    const int given = co.samples != -1 || co.seq_len != -1 || !isnan(co.damp) || !isnan(co.mem_gib) ||
-                      co.no_actorder || co.no_qk_weight || co.no_route_weight || co.no_attn_hessian ||
-                      co.tokenizer;
+    const int given = co.samples != -1 || co.seq_len != -1 || !isnan(co.damp) || !isnan(co.mem_gib) || co.no_actorder ||
+                      co.no_qk_weight || co.no_route_weight || co.no_attn_hessian || co.tokenizer;
     if (!co.data && given) {
         fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");
         return 2;
     }
-    const char *bad = co.samples != -1 && co.samples < 1                ? "--num-calibration-samples must be >= 1"
-                      : co.seq_len != -1 && co.seq_len < 2                  ? "--max-seq-length must be >= 2"
-                      : !isnan(co.damp) && !(co.damp >= 0.0f)                ? "--dampening-frac must be >= 0"
-                      : !isnan(co.mem_gib) && !(co.mem_gib > 0.0f)           ? "--calib-memory-gib must be > 0"
-                                                                             : NULL;
+    const char *bad = co.samples != -1 && co.samples < 1           ? "--num-calibration-samples must be >= 1"
+                      : co.seq_len != -1 && co.seq_len < 2         ? "--max-seq-length must be >= 2"
+                      : !isnan(co.damp) && !(co.damp >= 0.0f)      ? "--dampening-frac must be >= 0"
+                      : !isnan(co.mem_gib) && !(co.mem_gib > 0.0f) ? "--calib-memory-gib must be > 0"
+                                                                   : NULL;
     if (bad) {
         fprintf(stderr, "hyinfer quantize: %s\n", bad);
         return 2;
@@ -315,10 +314,12 @@ int hy_cmd_quantize(int argc, char **argv)
            st.bytes_in ? (double)st.bytes_out / (double)st.bytes_in : 0.0);
     if (co.data)
         printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T); %lld H "
-               "factorizations; %lld with each head's rows rounded jointly); round-to-nearest: %lld (no calibration tokens "
+               "factorizations; %lld with each head's rows rounded jointly); round-to-nearest: %lld (no calibration "
+               "tokens "
                "reached them), %lld (Hessian indefinite)\n",
                (long long)st.n_gptq, st.n_gptq ? st.gptq_ratio_sum / (double)st.n_gptq : 1.0,
-               (long long)st.n_gptq_factors, (long long)st.n_gptq_coupled, (long long)st.n_gptq_rtn, (long long)st.n_gptq_indefinite);
+               (long long)st.n_gptq_factors, (long long)st.n_gptq_coupled, (long long)st.n_gptq_rtn,
+               (long long)st.n_gptq_indefinite);
     if (st.n_gptq_few_tokens)
         hy_log_warn("quantize: %lld of the GPTQ matrices saw fewer calibration tokens than their input width K, so "
                     "their H is rank-deficient: GPTQ then fits the calibration text (the ratio above looks better) "
@@ -346,9 +347,9 @@ int hy_cmd_info_model(const char *model_dir)
                q->activation_scheme[0] ? q->activation_scheme : "?");
     printf("\n");
     for (int g = 0; g < q->n_groups; g++)
-        printf("  group %s: %s, %lld weight tensors%s%s\n", q->groups[g].name,
-               hy_qformat_name(q->groups[g].format), (long long)q->groups[g].n_tensors,
-               q->groups[g].act[0] ? "; input_activations (not applied): " : "", q->groups[g].act);
+        printf("  group %s: %s, %lld weight tensors%s%s\n", q->groups[g].name, hy_qformat_name(q->groups[g].format),
+               (long long)q->groups[g].n_tensors, q->groups[g].act[0] ? "; input_activations (not applied): " : "",
+               q->groups[g].act);
     printf("  unquantized linear weights: %lld\n", (long long)q->n_plain);
     printf("checkpoint bytes: %llu\n", (unsigned long long)m->ck.total_bytes);
     hy_model_free(m);

@@ -22,7 +22,7 @@
 
 struct run_ctx {
     size_t n_reqs, n_done;
-    int    tty;
+    int tty;
 };
 
 static void progress(const struct run_ctx *c, const char *label)
@@ -189,8 +189,10 @@ int hy_cmd_run(int argc, char **argv)
                     hy_err_prefix("%s: model_config.kv_cache_dtype", cfg.config_path)))
         goto fail;
     if (cfg.next_n > 0)
-        fprintf(stderr, "hyinfer: warning: model_config.next_n=%d: MTP speculative decoding is not implemented yet; "
-                        "running without it\n", cfg.next_n);
+        fprintf(stderr,
+                "hyinfer: warning: model_config.next_n=%d: MTP speculative decoding is not implemented yet; "
+                "running without it\n",
+                cfg.next_n);
     double t0 = hy_time_now();
     if (ctx.tty)
         fprintf(stderr, "loading    %s ...", cfg.model_path);
@@ -223,8 +225,9 @@ int hy_cmd_run(int argc, char **argv)
         reqs[i].n_prompt = n;
         reqs[i].params = sp;
     }
-    int32_t budget = cfg.max_prefill_tokens > 0 ? cfg.max_prefill_tokens
-                     : cfg.input_truncated_len > 0 ? cfg.input_truncated_len * cfg.batch_size : 2048;
+    int32_t budget = cfg.max_prefill_tokens > 0    ? cfg.max_prefill_tokens
+                     : cfg.input_truncated_len > 0 ? cfg.input_truncated_len * cfg.batch_size
+                                                   : 2048;
     struct hy_gen_opts opts = {cfg.batch_size, budget, cfg.block_size, 0, NULL, on_finish, &ctx, kv_dtype};
     struct hy_gen_stats st;
     ctx.n_reqs = ds.n;
@@ -235,9 +238,9 @@ int hy_cmd_run(int argc, char **argv)
     double t_gen = hy_time_now() - tg;
     for (size_t i = 0; i < ds.n; i++) {
         texts[i] = decode_output(tok, &reqs[i]);
-        printf("=== [%zu/%zu] prompt (%zu tokens) ===\n%s\n--- completion (%zu tokens, %s) ---\n%s\n\n", i + 1,
-               ds.n, reqs[i].n_prompt, ds.prompts[i], reqs[i].n_out,
-               reqs[i].finish == HY_FINISH_EOS ? "stop" : "length", texts[i] ? texts[i] : "");
+        printf("=== [%zu/%zu] prompt (%zu tokens) ===\n%s\n--- completion (%zu tokens, %s) ---\n%s\n\n", i + 1, ds.n,
+               reqs[i].n_prompt, ds.prompts[i], reqs[i].n_out, reqs[i].finish == HY_FINISH_EOS ? "stop" : "length",
+               texts[i] ? texts[i] : "");
     }
     fflush(stdout);
     if (cfg.output_path && write_output(cfg.output_path, &ds, reqs, texts))

@@ -39,7 +39,7 @@ int hy_cli_set_threads(int *threads)
     if (*threads == 0) {
         struct hy_env_params ep;
         if (hy_env_params_read(&ep))
-            return -1; /* names the variable */
+            return -1;             /* names the variable */
         *threads = ep.num_threads; /* HYINFER_NUM_THREADS, 0 = unset */
     }
     if (*threads > 0)

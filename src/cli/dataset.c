@@ -74,7 +74,8 @@ int hy_dataset_load_prompt_array(const char *path, struct hy_dataset *out)
     }
     size_t i;
     json_t *v;
-    json_array_foreach(root, i, v) {
+    json_array_foreach(root, i, v)
+    {
         if (!json_is_string(v) || json_string_length(v) == 0) {
             json_decref(root);
             hy_err_set("%s: element %zu: expected a non-empty string", path, i);
@@ -133,17 +134,16 @@ static int qa_reference(const char *path, size_t line, json_t *rec, const char *
     if (json_is_array(v)) {
         size_t i;
         json_t *e;
-        json_array_foreach(v, i, e) {
+        json_array_foreach(v, i, e)
+        {
             if (!json_is_string(e))
-                return hy_err_set("%s:%zu: field \"%s\"[%zu]: expected a string", path, line, key,
-                                  i);
+                return hy_err_set("%s:%zu: field \"%s\"[%zu]: expected a string", path, line, key, i);
         }
         v = json_array_size(v) ? json_array_get(v, 0) : NULL;
         if (!v)
             return 0;
     } else if (!json_is_string(v)) {
-        return hy_err_set("%s:%zu: field \"%s\": expected a string or an array of strings", path,
-                          line, key);
+        return hy_err_set("%s:%zu: field \"%s\": expected a string or an array of strings", path, line, key);
     }
     *ref = strdup(json_string_value(v));
     if (!*ref)
@@ -280,8 +280,7 @@ int hy_dataset_load(const struct hy_run_config *cfg, const char *root, struct hy
         free(path);
         return rc;
     }
-    const char *answer = !strcmp(ds, "LongBench") ? "answers"
-                         : !strcmp(ds, "InfiniteBench") ? "answer" : NULL;
+    const char *answer = !strcmp(ds, "LongBench") ? "answers" : !strcmp(ds, "InfiniteBench") ? "answer" : NULL;
     if (!answer)
         return hy_err_set("data_config.dataset=%s: unknown dataset (default, LongBench, "
                           "InfiniteBench)",

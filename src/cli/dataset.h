@@ -22,18 +22,17 @@ struct hy_run_config;
 /* The question-answering / summarization template for LongBench and InfiniteBench records:
  * printf format, first %s = the record's "context", second %s = its "input". I.e.
  *   {context}\n\nNow, answer the question based on the text above.\nQuestion: {input}\nAnswer: */
-#define HY_DATASET_QA_TEMPLATE \
-    "%s\n\nNow, answer the question based on the text above.\nQuestion: %s\nAnswer:"
+#define HY_DATASET_QA_TEMPLATE "%s\n\nNow, answer the question based on the text above.\nQuestion: %s\nAnswer:"
 
 /* Repo-relative location of the bundled default prompts. */
 #define HY_DATASET_DEFAULT_FILE "data/prompts_default.json"
 
 struct hy_dataset {
-    char **prompts;     /* [n] malloc'd NUL-terminated UTF-8 strings */
-    char **references;  /* [n] the first reference answer of each record, or NULL entries
+    char **prompts;    /* [n] malloc'd NUL-terminated UTF-8 strings */
+    char **references; /* [n] the first reference answer of each record, or NULL entries
                            (always NULL entries for the default dataset) */
-    size_t n;           /* >= 1 after a successful load */
-    char *source;       /* the file the prompts came from */
+    size_t n;          /* >= 1 after a successful load */
+    char *source;      /* the file the prompts came from */
 };
 
 /* Loads the prompts cfg->dataset / cfg->dataset_path select (dataset_path is used as the config

@@ -18,40 +18,38 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "hyinfer - CPU inference for Tencent Hy3 (hy_v3) MoE models\n"
-            "\n"
-            "usage: hyinfer <command> [flags]\n"
-            "\n"
-            "commands:\n"
-            "  generate        one prompt: the completion streamed to stdout, stats to stderr\n"
-            "  run             offline batch job from a YAML config (cann-recipes-infer schema)\n"
-            "  serve           OpenAI-compatible HTTP server (vllm-serve flags)\n"
-            "  logits          next-token (and MTP-head) logits of a prompt as JSON\n"
-            "  quantize        write an fp8 / mxfp8 / mxfp4 / hybrid checkpoint (round-to-nearest or GPTQ)\n"
-            "  info            kernel ISA level in use, CPU features, threads (+ a model's quantization)\n"
-            "  bench latency   machine probes, prefill / decode throughput and roofline ratios of a model\n"
-            "  bench serve     load a running server: request throughput, TTFT, TPOT\n"
-            "  bench quality   top-1 agreement / KL of model A's next-token distributions vs model B's\n"
-            "  help [command]  this text, or the usage and flags of a command\n"
-            "\n"
-            "Run 'hyinfer <command> --help' (e.g. 'hyinfer generate --help', 'hyinfer bench serve --help')\n"
-            "for the usage and every flag of a command. Flags take '--flag value' or '--flag=value';\n"
-            "HYINFER_NUM_THREADS sets the default thread count of the commands that run a model.\n");
+    fprintf(f, "hyinfer - CPU inference for Tencent Hy3 (hy_v3) MoE models\n"
+               "\n"
+               "usage: hyinfer <command> [flags]\n"
+               "\n"
+               "commands:\n"
+               "  generate        one prompt: the completion streamed to stdout, stats to stderr\n"
+               "  run             offline batch job from a YAML config (cann-recipes-infer schema)\n"
+               "  serve           OpenAI-compatible HTTP server (vllm-serve flags)\n"
+               "  logits          next-token (and MTP-head) logits of a prompt as JSON\n"
+               "  quantize        write an fp8 / mxfp8 / mxfp4 / hybrid checkpoint (round-to-nearest or GPTQ)\n"
+               "  info            kernel ISA level in use, CPU features, threads (+ a model's quantization)\n"
+               "  bench latency   machine probes, prefill / decode throughput and roofline ratios of a model\n"
+               "  bench serve     load a running server: request throughput, TTFT, TPOT\n"
+               "  bench quality   top-1 agreement / KL of model A's next-token distributions vs model B's\n"
+               "  help [command]  this text, or the usage and flags of a command\n"
+               "\n"
+               "Run 'hyinfer <command> --help' (e.g. 'hyinfer generate --help', 'hyinfer bench serve --help')\n"
+               "for the usage and every flag of a command. Flags take '--flag value' or '--flag=value';\n"
+               "HYINFER_NUM_THREADS sets the default thread count of the commands that run a model.\n");
 }
 
 static void bench_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: hyinfer bench <mode> [flags]\n"
-            "\n"
-            "modes:\n"
-            "  latency   machine probes (read bandwidth, peak FLOP/s), prefill / decode throughput, per-stage\n"
-            "            times and roofline ratios of a model\n"
-            "  serve     load a running OpenAI-compatible server: request throughput, TTFT, TPOT p50/p99\n"
-            "  quality   top-1 agreement, KL divergence and perplexities of model A vs reference model B\n"
-            "\n"
-            "Run 'hyinfer bench <mode> --help' for the flags of a mode ('throughput' is not built yet).\n");
+    fprintf(f, "usage: hyinfer bench <mode> [flags]\n"
+               "\n"
+               "modes:\n"
+               "  latency   machine probes (read bandwidth, peak FLOP/s), prefill / decode throughput, per-stage\n"
+               "            times and roofline ratios of a model\n"
+               "  serve     load a running OpenAI-compatible server: request throughput, TTFT, TPOT p50/p99\n"
+               "  quality   top-1 agreement, KL divergence and perplexities of model A vs reference model B\n"
+               "\n"
+               "Run 'hyinfer bench <mode> --help' for the flags of a mode ('throughput' is not built yet).\n");
 }
 
 static int is_help(const char *s)
@@ -79,13 +77,18 @@ static int cmd_bench(int argc, char **argv)
         return 2;
     }
     if (mode[0] == '-')
-        fprintf(stderr, "hyinfer bench: unknown flag \"%s\" before the mode (hyinfer bench latency|serve|quality "
-                        "[flags]; see hyinfer bench --help)\n", mode);
+        fprintf(stderr,
+                "hyinfer bench: unknown flag \"%s\" before the mode (hyinfer bench latency|serve|quality "
+                "[flags]; see hyinfer bench --help)\n",
+                mode);
     else if (!strcmp(mode, "throughput"))
-        fprintf(stderr, "hyinfer bench: the mode \"throughput\" is not built yet (expected latency, serve or quality)\n");
+        fprintf(stderr,
+                "hyinfer bench: the mode \"throughput\" is not built yet (expected latency, serve or quality)\n");
     else
-        fprintf(stderr, "hyinfer bench: unknown mode \"%s\" (expected latency, serve or quality; see hyinfer bench "
-                        "--help)\n", mode);
+        fprintf(stderr,
+                "hyinfer bench: unknown mode \"%s\" (expected latency, serve or quality; see hyinfer bench "
+                "--help)\n",
+                mode);
     return 2;
 }
 
@@ -115,8 +118,7 @@ static int cmd_info(int argc, char **argv)
         fprintf(stderr, "hyinfer info: -m needs a non-empty model directory\n");
         return 2;
     }
-    printf("isa: %s\ncpu: %s\nthreads: %d\n", hy_kernels_active()->name, hy_cpu_caps_string(),
-           omp_get_max_threads());
+    printf("isa: %s\ncpu: %s\nthreads: %d\n", hy_kernels_active()->name, hy_cpu_caps_string(), omp_get_max_threads());
     return model_dir ? hy_cmd_info_model(model_dir) : 0;
 }
 

@@ -19,14 +19,13 @@ static int get_int(json_t *o, const char *key, int64_t def, int64_t lo, int64_t 
     int64_t x;
     if (json_is_integer(v))
         x = json_integer_value(v);
-    else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
-             fabs(json_real_value(v)) < 9e15)
+    else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && fabs(json_real_value(v)) < 9e15)
         x = (int64_t)json_real_value(v);
     else
         return hy_err_set("field \"%s\" must be an integer", key);
     if (x < lo || x > hi)
-        return hy_err_set("field \"%s\" = %lld is out of range [%lld, %lld]", key, (long long)x,
-                          (long long)lo, (long long)hi);
+        return hy_err_set("field \"%s\" = %lld is out of range [%lld, %lld]", key, (long long)x, (long long)lo,
+                          (long long)hi);
     *out = (int32_t)x;
     return 0;
 }
@@ -106,8 +105,8 @@ static int read_rope(json_t *root, struct hy_model_config *c)
         if (!t)
             t = json_object_get(p, "type");
         if (t && (!json_is_string(t) || strcmp(json_string_value(t), "default") != 0))
-            return hy_err_set("%s.rope_type \"%s\" is not supported (only \"default\", plain RoPE)",
-                              params_keys[i], json_is_string(t) ? json_string_value(t) : "?");
+            return hy_err_set("%s.rope_type \"%s\" is not supported (only \"default\", plain RoPE)", params_keys[i],
+                              json_is_string(t) ? json_string_value(t) : "?");
         if (json_object_get(p, "rope_theta") && get_num(p, "rope_theta", theta, &theta))
             return hy_err_prefix("%s", params_keys[i]);
     }
@@ -128,7 +127,8 @@ static int read_layer_types(json_t *root, struct hy_model_config *c)
     if (types && !json_is_null(types)) {
         if (!json_is_array(types) || (int)json_array_size(types) < nl)
             return hy_err_set("field \"mlp_layer_types\" must be a list of at least num_hidden_layers (%d) "
-                              "entries \"dense\"/\"sparse\"", nl);
+                              "entries \"dense\"/\"sparse\"",
+                              nl);
         for (int i = 0; i < nl; i++) {
             const char *s = json_string_value(json_array_get(types, i));
             if (s && strcmp(s, "dense") == 0)
@@ -148,8 +148,8 @@ static int read_layer_types(json_t *root, struct hy_model_config *c)
             for (int i = 0; i < nl; i++)
                 if (c->layer_is_moe[i] != (i >= k))
                     return hy_err_set("mlp_layer_types[%d] is \"%s\" but first_k_dense_replace (%d) makes "
-                                      "layer %d %s", i, c->layer_is_moe[i] ? "sparse" : "dense", k, i,
-                                      i >= k ? "sparse" : "dense");
+                                      "layer %d %s",
+                                      i, c->layer_is_moe[i] ? "sparse" : "dense", k, i, i >= k ? "sparse" : "dense");
         }
         c->first_k_dense_replace = 0;
         while (c->first_k_dense_replace < nl && !c->layer_is_moe[c->first_k_dense_replace])
@@ -173,8 +173,7 @@ static int read_moe(json_t *root, struct hy_model_config *c)
         get_int(root, "num_experts_per_tok", 0, 0, 1 << 16, &c->num_experts_per_tok) ||
         get_int(root, "num_shared_experts", 1, 0, 64, &c->num_shared_experts) ||
         get_int(root, "moe_intermediate_size", 0, 0, 1 << 20, &mis) ||
-        get_int(root, "expert_hidden_dim", 0, 0, 1 << 20, &ehd) ||
-        get_num(root, "router_scaling_factor", 1.0, &sf) ||
+        get_int(root, "expert_hidden_dim", 0, 0, 1 << 20, &ehd) || get_num(root, "router_scaling_factor", 1.0, &sf) ||
         get_bool(root, "route_norm", 1, &c->route_norm) ||
         get_bool(root, "enable_moe_fp32_combine", 0, &c->enable_moe_fp32_combine) ||
         get_bool(root, "enable_lm_head_fp32", 1, &c->enable_lm_head_fp32) ||
@@ -193,8 +192,8 @@ static int read_moe(json_t *root, struct hy_model_config *c)
     if (c->num_experts <= 0)
         return hy_err_set("field \"num_experts\" is required (MoE layers present)");
     if (c->num_experts_per_tok <= 0 || c->num_experts_per_tok > c->num_experts || c->num_experts_per_tok > 64)
-        return hy_err_set("num_experts_per_tok (%d) must be in [1, min(64, num_experts=%d)]",
-                          c->num_experts_per_tok, c->num_experts);
+        return hy_err_set("num_experts_per_tok (%d) must be in [1, min(64, num_experts=%d)]", c->num_experts_per_tok,
+                          c->num_experts);
     if (c->moe_intermediate_size <= 0)
         return hy_err_set("field \"moe_intermediate_size\" (or \"expert_hidden_dim\") is required");
     return 0;

@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 enum hy_arch {
-    HY_ARCH_HY_V3 = 0,   /* Hy3 MoE: QK-norm, sigmoid router, shared expert, MTP */
-    HY_ARCH_LLAMA = 1,   /* dense Llama (stories260K) */
+    HY_ARCH_HY_V3 = 0, /* Hy3 MoE: QK-norm, sigmoid router, shared expert, MTP */
+    HY_ARCH_LLAMA = 1, /* dense Llama (stories260K) */
 };
 
 #define HY_MAX_EOS 16
@@ -19,37 +19,37 @@ enum hy_arch {
 
 struct hy_model_config {
     enum hy_arch arch;
-    char    model_type[32];
+    char model_type[32];
     int32_t vocab_size;
     int32_t hidden_size;
-    int32_t intermediate_size;       /* dense MLP width (0 when no dense layer needs it) */
-    int32_t num_hidden_layers;       /* main layers; the MTP layer is not counted */
+    int32_t intermediate_size; /* dense MLP width (0 when no dense layer needs it) */
+    int32_t num_hidden_layers; /* main layers; the MTP layer is not counted */
     int32_t num_attention_heads;
-    int32_t num_key_value_heads;     /* default num_attention_heads */
-    int32_t head_dim;                /* default hidden_size / num_attention_heads */
+    int32_t num_key_value_heads; /* default num_attention_heads */
+    int32_t head_dim;            /* default hidden_size / num_attention_heads */
     int32_t max_position_embeddings;
-    float   rms_norm_eps;            /* default 1e-6 (HF); Hy3 hub value 1e-5 */
-    double  rope_theta;              /* rope_parameters.rope_theta, else rope_theta, else 10000 */
-    int     rope_interleaved;        /* 0: NeoX rotate_half pairs (j, j+d/2) (HF default);
+    float rms_norm_eps;      /* default 1e-6 (HF); Hy3 hub value 1e-5 */
+    double rope_theta;       /* rope_parameters.rope_theta, else rope_theta, else 10000 */
+    int rope_interleaved;    /* 0: NeoX rotate_half pairs (j, j+d/2) (HF default);
                                         1: GPT-J pairs (2i, 2i+1); hyinfer field "rope_interleaved" */
-    int     qk_norm;                 /* hy_v3 default 1, llama 0 */
-    int     tie_word_embeddings;     /* default 0 */
+    int qk_norm;             /* hy_v3 default 1, llama 0 */
+    int tie_word_embeddings; /* default 0 */
     /* MoE (hy_v3) */
-    int32_t num_experts;             /* num_experts | num_local_experts */
+    int32_t num_experts; /* num_experts | num_local_experts */
     int32_t num_experts_per_tok;
-    int32_t num_shared_experts;      /* default 1 (T); shared width = moe_intermediate_size * this */
-    int32_t moe_intermediate_size;   /* moe_intermediate_size | expert_hidden_dim */
-    float   router_scaling_factor;   /* default 1.0 */
-    int     route_norm;              /* default 1 */
-    int32_t first_k_dense_replace;   /* informational once layer_is_moe is filled */
+    int32_t num_shared_experts;              /* default 1 (T); shared width = moe_intermediate_size * this */
+    int32_t moe_intermediate_size;           /* moe_intermediate_size | expert_hidden_dim */
+    float router_scaling_factor;             /* default 1.0 */
+    int route_norm;                          /* default 1 */
+    int32_t first_k_dense_replace;           /* informational once layer_is_moe is filled */
     uint8_t layer_is_moe[HY_MAX_LAYERS + 1]; /* per main layer (mlp_layer_types or first_k_dense_replace);
                                                 index num_hidden_layers = MTP layer (always MoE for hy_v3) */
-    int32_t num_nextn_predict_layers;/* 0 or 1 */
-    int     enable_moe_fp32_combine;
-    int     enable_lm_head_fp32;
+    int32_t num_nextn_predict_layers;        /* 0 or 1 */
+    int enable_moe_fp32_combine;
+    int enable_lm_head_fp32;
     /* special ids (-1 when absent) */
     int32_t bos_token_id, pad_token_id, sep_token_id, eod_token_id;
-    int32_t eos_token_ids[HY_MAX_EOS];   /* config.json eos_token_id (int or list) ∪ generation_config.json's */
+    int32_t eos_token_ids[HY_MAX_EOS]; /* config.json eos_token_id (int or list) ∪ generation_config.json's */
     int32_t n_eos;
 };
 

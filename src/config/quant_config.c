@@ -106,8 +106,8 @@ static int pattern_match(const struct hy_quant_pattern *p, const char *module, i
         pcre2_match_data *md = pcre2_match_data_create_from_pattern((pcre2_code *)p->re, NULL);
         if (!md)
             return 0;
-        int rc = pcre2_match((pcre2_code *)p->re, (PCRE2_SPTR)module, PCRE2_ZERO_TERMINATED, 0, PCRE2_ANCHORED, md,
-                             NULL);
+        int rc =
+            pcre2_match((pcre2_code *)p->re, (PCRE2_SPTR)module, PCRE2_ZERO_TERMINATED, 0, PCRE2_ANCHORED, md, NULL);
         pcre2_match_data_free(md);
         return rc >= 0 ? 2 : 0;
     }
@@ -192,7 +192,8 @@ static int parse_fp8(json_t *q, struct hy_quant_config *qc)
         if (read_pair(bs, &a, &b))
             return hy_err_set("quant_method fp8: weight_block_size must be [rows, cols]");
         return hy_err_set("quant_method fp8 with weight_block_size [%lld, %lld] (block-quantized fp8) is not "
-                          "supported; only per-tensor fp8 (Hy3-FP8) is", a, b);
+                          "supported; only per-tensor fp8 (Hy3-FP8) is",
+                          a, b);
     }
     json_t *as = json_object_get(q, "activation_scheme");
     if (as && !json_is_null(as)) {
@@ -220,7 +221,8 @@ static int weight_format(json_t *w, const char *gname, enum hy_qformat *f)
     json_t *nb = json_object_get(w, "num_bits");
     if (!type || strcmp(type, "float") != 0)
         return hy_err_set("config_groups.%s.weights.type \"%s\" is not supported (only \"float\": FP8 / MXFP8 / "
-                          "MXFP4)", gname, type ? type : "?");
+                          "MXFP4)",
+                          gname, type ? type : "?");
     if (!json_is_integer(nb) || (json_integer_value(nb) != 8 && json_integer_value(nb) != 4))
         return hy_err_set("config_groups.%s.weights.num_bits must be 8 or 4", gname);
     const int bits = (int)json_integer_value(nb);
@@ -250,12 +252,12 @@ static int weight_format(json_t *w, const char *gname, enum hy_qformat *f)
     }
     if (!have_block)
         return hy_err_set("config_groups.%s.weights: float%d with strategy \"%s\" is not supported (supported: "
-                          "block [1, 32] (MX) or, for 8 bits, strategy \"tensor\")", gname, bits,
-                          strategy ? strategy : "?");
+                          "block [1, 32] (MX) or, for 8 bits, strategy \"tensor\")",
+                          gname, bits, strategy ? strategy : "?");
     if (a != 1 || b != 32)
         return hy_err_set("config_groups.%s.weights: float%d with block [%lld, %lld] is not supported (only "
-                          "[1, 32]: MXFP8 / MXFP4%s)", gname, bits, a, b,
-                          bits == 4 && a == 1 && b == 16 ? "; [1, 16] is NVFP4" : "");
+                          "[1, 32]: MXFP8 / MXFP4%s)",
+                          gname, bits, a, b, bits == 4 && a == 1 && b == 16 ? "; [1, 16] is NVFP4" : "");
     *f = bits == 8 ? HY_QF_MXFP8 : HY_QF_MXFP4;
     return 0;
 }
@@ -293,7 +295,9 @@ static int parse_ct(json_t *q, struct hy_quant_config *qc)
             json_t *dyn = json_object_get(ia, "dynamic");
             snprintf(g->act, sizeof(g->act), "%s%lld %s%s", ty ? ty : "?",
                      json_is_integer(ab) ? (long long)json_integer_value(ab) : 0LL,
-                     json_string_value(json_object_get(ia, "strategy")) ? json_string_value(json_object_get(ia, "strategy")) : "",
+                     json_string_value(json_object_get(ia, "strategy"))
+                         ? json_string_value(json_object_get(ia, "strategy"))
+                         : "",
                      json_is_true(dyn) ? " dynamic" : "");
         }
     }
@@ -316,7 +320,8 @@ static int parse_obj(json_t *q, struct hy_quant_config *qc)
         return parse_ct(q, qc);
     }
     return hy_err_set("quantization_config.quant_method \"%s\" is not supported (supported: fp8 (Hy3-FP8), "
-                      "compressed-tensors with float8/float4 [1, 32] blocks (MXFP8 / MXFP4))", m);
+                      "compressed-tensors with float8/float4 [1, 32] blocks (MXFP8 / MXFP4))",
+                      m);
 }
 
 int hy_quant_config_parse_text(const char *json_text, struct hy_quant_config *qc)

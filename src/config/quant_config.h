@@ -32,8 +32,8 @@ enum hy_qformat {
 enum hy_quant_method { HY_QM_NONE = 0, HY_QM_FP8, HY_QM_COMPRESSED_TENSORS };
 
 struct hy_quant_pattern {
-    char *text;  /* as written in config.json */
-    void *re;    /* pcre2_code * for "re:" entries, else NULL */
+    char *text; /* as written in config.json */
+    void *re;   /* pcre2_code * for "re:" entries, else NULL */
 };
 
 struct hy_quant_list {
@@ -42,20 +42,20 @@ struct hy_quant_list {
 };
 
 struct hy_quant_group {
-    char                *name;        /* config_groups key ("fp8" for quant_method fp8) */
+    char *name; /* config_groups key ("fp8" for quant_method fp8) */
     struct hy_quant_list targets;
-    enum hy_qformat      format;
-    char                 act[96];     /* input_activations summary ("" when absent); not used */
-    int64_t              n_tensors;   /* filled by the loader: weight tensors bound in this format */
+    enum hy_qformat format;
+    char act[96];      /* input_activations summary ("" when absent); not used */
+    int64_t n_tensors; /* filled by the loader: weight tensors bound in this format */
 };
 
 struct hy_quant_config {
-    enum hy_quant_method   method;
-    char                   activation_scheme[16]; /* fp8: "static" / "dynamic" / "" */
-    struct hy_quant_list   ignore;
+    enum hy_quant_method method;
+    char activation_scheme[16]; /* fp8: "static" / "dynamic" / "" */
+    struct hy_quant_list ignore;
     struct hy_quant_group *groups;
-    int                    n_groups;
-    int64_t                n_plain;   /* filled by the loader: linear weights left unquantized */
+    int n_groups;
+    int64_t n_plain; /* filled by the loader: linear weights left unquantized */
 };
 
 /* Parses <model_dir>/config.json's quantization_config into *qc (method HY_QM_NONE when absent).

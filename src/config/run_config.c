@@ -40,8 +40,8 @@ struct key_spec {
     const char *section; /* "model_config", "model_config.custom_params", ... */
     const char *name;
     enum vkind kind;
-    int ascend_only;     /* accepted, type-checked, ignored, named in the warning */
-    size_t off;          /* field in struct hy_run_config, or NO_FIELD */
+    int ascend_only; /* accepted, type-checked, ignored, named in the warning */
+    size_t off;      /* field in struct hy_run_config, or NO_FIELD */
     double lo, hi;
     int lo_open;
     const char *const *choices; /* V_ENUM: NULL-terminated */
@@ -55,13 +55,14 @@ static const char *const dataset_choices[] = {"default", "LongBench", "InfiniteB
 #define I32MAX 2147483647.0
 #define I64MAX 9223372036854775807.0
 
-#define SAMPLING_KEYS(sec)                                                                  \
-    {sec, "temperature", V_FLOAT, 0, F(temperature), 0, 1e6, 0, NULL},                      \
-    {sec, "top_p", V_FLOAT, 0, F(top_p), 0, 1, 1, NULL},                                     \
-    {sec, "top_k", V_INT, 0, F(top_k), 0, I32MAX, 0, NULL},                                  \
-    {sec, "min_p", V_FLOAT, 0, F(min_p), 0, 1, 0, NULL},                                     \
-    {sec, "repetition_penalty", V_FLOAT, 0, F(repetition_penalty), 0, 1e6, 1, NULL},         \
-    {sec, "seed", V_I64, 0, F(seed), 0, I64MAX, 0, NULL}
+#define SAMPLING_KEYS(sec)                                                                                             \
+    {sec, "temperature", V_FLOAT, 0, F(temperature), 0, 1e6, 0, NULL},                                                 \
+        {sec, "top_p", V_FLOAT, 0, F(top_p), 0, 1, 1, NULL}, {sec, "top_k", V_INT, 0, F(top_k), 0, I32MAX, 0, NULL},   \
+        {sec, "min_p", V_FLOAT, 0, F(min_p), 0, 1, 0, NULL},                                                           \
+        {sec, "repetition_penalty", V_FLOAT, 0, F(repetition_penalty), 0, 1e6, 1, NULL},                               \
+    {                                                                                                                  \
+        sec, "seed", V_I64, 0, F(seed), 0, I64MAX, 0, NULL                                                             \
+    }
 
 static const struct key_spec specs[] = {
     {"model_config", "model_name", V_STR, 0, F(model_name), 0, 0, 0, NULL},
@@ -102,8 +103,7 @@ static const struct key_spec specs[] = {
     {"scheduler_config", "mem_fraction_static", V_FLOAT, 1, NO_FIELD, 0, 1, 1, NULL},
     {"scheduler_config", "max_prefill_tokens", V_INT, 0, F(max_prefill_tokens), 0, I32MAX, 0, NULL},
     {"scheduler_config", "block_size", V_INT, 0, F(block_size), 1, I32MAX, 0, NULL},
-    {"scheduler_config", "num_reserved_decode_tokens", V_INT, 0, F(num_reserved_decode_tokens), 0,
-     I32MAX, 0, NULL},
+    {"scheduler_config", "num_reserved_decode_tokens", V_INT, 0, F(num_reserved_decode_tokens), 0, I32MAX, 0, NULL},
 
     SAMPLING_KEYS("sampling"),
     SAMPLING_KEYS("scheduler_config.sampling"),
@@ -112,8 +112,13 @@ static const struct key_spec specs[] = {
 
 /* Maps that may appear; "" is the document root. */
 static const char *const sections[] = {
-    "model_config", "data_config", "parallel_config", "scheduler_config", "sampling",
-    "model_config.custom_params", "scheduler_config.sampling",
+    "model_config",
+    "data_config",
+    "parallel_config",
+    "scheduler_config",
+    "sampling",
+    "model_config.custom_params",
+    "scheduler_config.sampling",
 };
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
 
@@ -124,19 +129,25 @@ struct ctx {
     const char *file;
     yaml_document_t *doc;
     struct hy_run_config *cfg;
-    int line[N_SPECS];      /* 1-based line of each key's value, 0 = absent */
-    char *warn;             /* Ascend-only keys seen, ", "-joined */
+    int line[N_SPECS]; /* 1-based line of each key's value, 0 = absent */
+    char *warn;        /* Ascend-only keys seen, ", "-joined */
     size_t warn_len;
 };
 
-static int node_line(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
+static int node_line(const yaml_node_t *n)
+{
+    return (int)n->start_mark.line + 1;
+}
 
 static const char *node_kind_name(const yaml_node_t *n)
 {
     switch (n->type) {
-    case YAML_MAPPING_NODE: return "a mapping";
-    case YAML_SEQUENCE_NODE: return "a sequence";
-    default: return "a scalar";
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    case YAML_SEQUENCE_NODE:
+        return "a sequence";
+    default:
+        return "a scalar";
     }
 }
 
@@ -161,8 +172,8 @@ static int is_null_scalar(const yaml_node_t *v)
     if (v->type != YAML_SCALAR_NODE || !is_plain(v))
         return 0;
     const char *s = (const char *)v->data.scalar.value;
-    return v->data.scalar.length == 0 || !strcmp(s, "~") || !strcmp(s, "null") ||
-           !strcmp(s, "Null") || !strcmp(s, "NULL");
+    return v->data.scalar.length == 0 || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
+           !strcmp(s, "NULL");
 }
 
 static int add_warning(struct ctx *c, const char *full)
@@ -201,8 +212,7 @@ static int set_value(struct ctx *c, size_t si, const char *full, const yaml_node
         return -1;
     c->line[si] = line;
     if (v->type != YAML_SCALAR_NODE)
-        return hy_err_set("%s:%d: %s: expected a single value, got %s", c->file, line, full,
-                          node_kind_name(v));
+        return hy_err_set("%s:%d: %s: expected a single value, got %s", c->file, line, full, node_kind_name(v));
     if (is_null_scalar(v))
         return 0; /* keep the default */
     const char *text = (const char *)v->data.scalar.value;
@@ -221,12 +231,10 @@ static int set_value(struct ctx *c, size_t si, const char *full, const yaml_node
             for (k = 0; s->choices[k]; k++) {
                 if (!strcmp(text, s->choices[k]))
                     ok = 1;
-                snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%s", k ? ", " : "",
-                         s->choices[k]);
+                snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%s", k ? ", " : "", s->choices[k]);
             }
             if (!ok)
-                return hy_err_set("%s:%d: %s: expected one of %s, got %s", c->file, line, full,
-                                  want, shown);
+                return hy_err_set("%s:%d: %s: expected one of %s, got %s", c->file, line, full, want, shown);
         }
         if (s->off == NO_FIELD)
             return 0;
@@ -242,12 +250,11 @@ static int set_value(struct ctx *c, size_t si, const char *full, const yaml_node
         int b;
         if (is_plain(v) && (!strcmp(text, "true") || !strcmp(text, "True") || !strcmp(text, "TRUE")))
             b = 1;
-        else if (is_plain(v) &&
-                 (!strcmp(text, "false") || !strcmp(text, "False") || !strcmp(text, "FALSE")))
+        else if (is_plain(v) && (!strcmp(text, "false") || !strcmp(text, "False") || !strcmp(text, "FALSE")))
             b = 0;
         else
-            return hy_err_set("%s:%d: %s: expected true or false, got %s%s", c->file, line, full,
-                              shown, is_plain(v) ? "" : " (a quoted string)");
+            return hy_err_set("%s:%d: %s: expected true or false, got %s%s", c->file, line, full, shown,
+                              is_plain(v) ? "" : " (a quoted string)");
         if (s->off != NO_FIELD)
             *(int *)(base + s->off) = b;
         return 0;
@@ -257,8 +264,7 @@ static int set_value(struct ctx *c, size_t si, const char *full, const yaml_node
     case V_FLOAT: {
         describe_range(want, sizeof(want), s);
         if (!is_plain(v))
-            return hy_err_set("%s:%d: %s: expected %s, got %s (a quoted string)", c->file, line,
-                              full, want, shown);
+            return hy_err_set("%s:%d: %s: expected %s, got %s (a quoted string)", c->file, line, full, want, shown);
         char *end = NULL;
         errno = 0;
         double d;
@@ -273,12 +279,10 @@ static int set_value(struct ctx *c, size_t si, const char *full, const yaml_node
                 return hy_err_set("%s:%d: %s: expected %s, got %s", c->file, line, full, want, shown);
             for (; text[i]; i++)
                 if (text[i] < '0' || text[i] > '9')
-                    return hy_err_set("%s:%d: %s: expected %s, got %s", c->file, line, full, want,
-                                      shown);
+                    return hy_err_set("%s:%d: %s: expected %s, got %s", c->file, line, full, want, shown);
             ll = strtoll(text, &end, 10);
             if (errno == ERANGE)
-                return hy_err_set("%s:%d: %s: expected %s, got %s (out of range)", c->file, line,
-                                  full, want, shown);
+                return hy_err_set("%s:%d: %s: expected %s, got %s (out of range)", c->file, line, full, want, shown);
             d = (double)ll;
         }
         if ((s->lo_open ? d <= s->lo : d < s->lo) || d > s->hi)
@@ -375,18 +379,17 @@ static int walk_map(struct ctx *c, const yaml_node_t *map, const char *path)
         if (!k || !v)
             return hy_err_set("%s: malformed YAML document", c->file);
         if (k->type != YAML_SCALAR_NODE)
-            return hy_err_set("%s:%d: %s%skeys must be plain names, got %s", c->file, node_line(k),
-                              path, *path ? ": " : "", node_kind_name(k));
+            return hy_err_set("%s:%d: %s%skeys must be plain names, got %s", c->file, node_line(k), path,
+                              *path ? ": " : "", node_kind_name(k));
         const char *key = (const char *)k->data.scalar.value;
         char full[256];
         snprintf(full, sizeof(full), "%s%s%s", path, *path ? "." : "", key);
 
         for (const yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
             const yaml_node_t *k2 = yaml_document_get_node(c->doc, q->key);
-            if (k2 && k2->type == YAML_SCALAR_NODE &&
-                !strcmp((const char *)k2->data.scalar.value, key))
-                return hy_err_set("%s:%d: %s: duplicate key (first on line %d)", c->file,
-                                  node_line(k), full, node_line(k2));
+            if (k2 && k2->type == YAML_SCALAR_NODE && !strcmp((const char *)k2->data.scalar.value, key))
+                return hy_err_set("%s:%d: %s: duplicate key (first on line %d)", c->file, node_line(k), full,
+                                  node_line(k2));
         }
 
         size_t si;
@@ -407,8 +410,8 @@ static int walk_map(struct ctx *c, const yaml_node_t *map, const char *path)
         if (is_null_scalar(v))
             continue; /* "custom_params:" with nothing under it */
         if (v->type != YAML_MAPPING_NODE)
-            return hy_err_set("%s:%d: %s: expected a mapping of keys, got %s", c->file,
-                              node_line(v), full, node_kind_name(v));
+            return hy_err_set("%s:%d: %s: expected a mapping of keys, got %s", c->file, node_line(v), full,
+                              node_kind_name(v));
         if (walk_map(c, v, full) != 0)
             return -1;
     }
@@ -434,13 +437,13 @@ static void where(char *buf, size_t cap, const char *file, int line)
 
 static int check_parallel(struct ctx *c)
 {
-    static const char *const names[] = {"world_size", "attn_tp_size", "dense_tp_size",
-                                        "moe_tp_size", "embed_tp_size", "lmhead_tp_size",
-                                        "o_proj_tp_size", "cp_size", "shared_tp_size"};
+    static const char *const names[] = {"world_size",     "attn_tp_size",  "dense_tp_size",
+                                        "moe_tp_size",    "embed_tp_size", "lmhead_tp_size",
+                                        "o_proj_tp_size", "cp_size",       "shared_tp_size"};
     const struct hy_run_config *cfg = c->cfg;
-    const int32_t vals[] = {cfg->world_size, cfg->attn_tp_size, cfg->dense_tp_size,
-                            cfg->moe_tp_size, cfg->embed_tp_size, cfg->lmhead_tp_size,
-                            cfg->o_proj_tp_size, cfg->cp_size, cfg->shared_tp_size};
+    const int32_t vals[] = {cfg->world_size,     cfg->attn_tp_size,  cfg->dense_tp_size,
+                            cfg->moe_tp_size,    cfg->embed_tp_size, cfg->lmhead_tp_size,
+                            cfg->o_proj_tp_size, cfg->cp_size,       cfg->shared_tp_size};
     int first = -1;
     char others[256] = "";
     for (int i = 0; i < 9; i++) {
@@ -450,8 +453,7 @@ static int check_parallel(struct ctx *c)
             first = i;
         } else {
             size_t n = strlen(others);
-            snprintf(others + n, sizeof(others) - n, "%s%s=%d", n ? ", " : "", names[i],
-                     (int)vals[i]);
+            snprintf(others + n, sizeof(others) - n, "%s%s=%d", n ? ", " : "", names[i], (int)vals[i]);
         }
     }
     if (first < 0)
@@ -604,9 +606,8 @@ int hy_run_config_load(const char *yaml_path, struct hy_run_config *cfg)
     parser_ok = 1;
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
-        hy_err_set("%s:%d:%d: YAML syntax error: %s%s%s", yaml_path,
-                   (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1,
-                   parser.problem ? parser.problem : "unknown problem",
+        hy_err_set("%s:%d:%d: YAML syntax error: %s%s%s", yaml_path, (int)parser.problem_mark.line + 1,
+                   (int)parser.problem_mark.column + 1, parser.problem ? parser.problem : "unknown problem",
                    parser.context ? " " : "", parser.context ? parser.context : "");
         goto done;
     }
@@ -619,16 +620,15 @@ int hy_run_config_load(const char *yaml_path, struct hy_run_config *cfg)
         goto done;
     }
     if (root->type != YAML_MAPPING_NODE) {
-        hy_err_set("%s:%d: top level: expected a mapping of sections, got %s", yaml_path,
-                   node_line(root), node_kind_name(root));
+        hy_err_set("%s:%d: top level: expected a mapping of sections, got %s", yaml_path, node_line(root),
+                   node_kind_name(root));
         goto done;
     }
     {
         yaml_document_t extra;
         if (!yaml_parser_load(&parser, &extra)) {
-            hy_err_set("%s:%d:%d: YAML syntax error: %s", yaml_path,
-                       (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1,
-                       parser.problem ? parser.problem : "unknown problem");
+            hy_err_set("%s:%d:%d: YAML syntax error: %s", yaml_path, (int)parser.problem_mark.line + 1,
+                       (int)parser.problem_mark.column + 1, parser.problem ? parser.problem : "unknown problem");
             goto done;
         }
         const yaml_node_t *r2 = yaml_document_get_root_node(&extra);
@@ -642,8 +642,7 @@ int hy_run_config_load(const char *yaml_path, struct hy_run_config *cfg)
     if (walk_map(&c, root, "") != 0)
         goto done;
     if (c.warn) {
-        hy_log_warn("%s: Ascend-only keys have no effect here and are ignored: %s", c.file,
-                    c.warn);
+        hy_log_warn("%s: Ascend-only keys have no effect here and are ignored: %s", c.file, c.warn);
         cfg->ignored_keys = c.warn;
         c.warn = NULL;
     }

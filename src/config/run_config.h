@@ -31,42 +31,41 @@
 
 #include <stdint.h>
 
-
 struct hy_run_config {
     /* model_config */
-    char   *model_name;          /* default "hy3" */
-    char   *model_path;          /* required; relative paths resolve against the YAML's directory
+    char *model_name;     /* default "hy3" */
+    char *model_path;     /* required; relative paths resolve against the YAML's directory
                                     first, then the current directory */
-    char   *dtype;               /* "bfloat16" (default) | "float32" */
-    char   *kv_cache_dtype;      /* "auto" (default) | "bf16" | "fp8" | ... (hy_kv_dtype_parse names) */
-    int     with_ckpt;           /* default 1; 0 = random weights: rejected ("not supported") */
-    int     next_n;              /* MTP speculative tokens, default 0; 0..16 */
-    char   *output_path;         /* optional: write completions as JSON here (NULL = none) */
+    char *dtype;          /* "bfloat16" (default) | "float32" */
+    char *kv_cache_dtype; /* "auto" (default) | "bf16" | "fp8" | ... (hy_kv_dtype_parse names) */
+    int with_ckpt;        /* default 1; 0 = random weights: rejected ("not supported") */
+    int next_n;           /* MTP speculative tokens, default 0; 0..16 */
+    char *output_path;    /* optional: write completions as JSON here (NULL = none) */
     /* data_config */
-    char   *dataset;             /* "default" | "LongBench" | "InfiniteBench" */
-    char   *dataset_path;        /* required for LongBench / InfiniteBench; optional override for default */
+    char *dataset;               /* "default" | "LongBench" | "InfiniteBench" */
+    char *dataset_path;          /* required for LongBench / InfiniteBench; optional override for default */
     int32_t input_truncated_len; /* tokens; 0 = no truncation */
-    int     apply_chat_template; /* default 0 (raw prompts) */
+    int apply_chat_template;     /* default 0 (raw prompts) */
     /* parallel_config */
-    int32_t world_size, attn_tp_size, moe_tp_size, embed_tp_size, lmhead_tp_size, dense_tp_size,
-            o_proj_tp_size, cp_size, shared_tp_size;   /* all default 1 */
+    int32_t world_size, attn_tp_size, moe_tp_size, embed_tp_size, lmhead_tp_size, dense_tp_size, o_proj_tp_size,
+        cp_size, shared_tp_size; /* all default 1 */
     /* scheduler_config */
-    int32_t batch_size;          /* default 1 */
-    int32_t max_new_tokens;      /* default 128; >= 1 */
-    int32_t max_prefill_tokens;  /* 0 = input_truncated_len * batch_size */
-    int32_t block_size;          /* default 128 */
+    int32_t batch_size;         /* default 1 */
+    int32_t max_new_tokens;     /* default 128; >= 1 */
+    int32_t max_prefill_tokens; /* 0 = input_truncated_len * batch_size */
+    int32_t block_size;         /* default 128 */
     int32_t num_reserved_decode_tokens;
     /* sampling (hyinfer extension, a top-level `sampling:` map or scheduler_config.sampling) */
-    float   temperature;         /* < 0 = take generation_config.json's default */
-    float   top_p;               /* < 0 = unset; else (0, 1] */
-    int32_t top_k;               /* < 0 = unset; 0 = off */
-    int64_t seed;                /* < 0 = unset */
-    float   min_p;               /* < 0 = unset; else [0, 1] */
-    float   repetition_penalty;  /* <= 0 = unset; else > 0 */
+    float temperature;        /* < 0 = take generation_config.json's default */
+    float top_p;              /* < 0 = unset; else (0, 1] */
+    int32_t top_k;            /* < 0 = unset; 0 = off */
+    int64_t seed;             /* < 0 = unset */
+    float min_p;              /* < 0 = unset; else [0, 1] */
+    float repetition_penalty; /* <= 0 = unset; else > 0 */
     /* bookkeeping */
-    char   *config_path;         /* the YAML path as given to hy_run_config_load */
-    char   *config_dir;          /* its directory ("." when the path has no '/') */
-    char   *ignored_keys;        /* NULL, or "model_config.exe_mode, ..." (the Ascend-only keys
+    char *config_path;  /* the YAML path as given to hy_run_config_load */
+    char *config_dir;   /* its directory ("." when the path has no '/') */
+    char *ignored_keys; /* NULL, or "model_config.exe_mode, ..." (the Ascend-only keys
                                     present, in file order; also printed as the warning) */
 };
 

@@ -13,20 +13,20 @@
 #include <string.h>
 
 struct hy_engine {
-    struct hy_model          *m;         /* not owned */
-    struct hy_engine_config   cfg;       /* resolved (max_model_len > 0) */
-    struct hy_kv_cache        kv;
-    struct hy_block_pool      pool;
-    struct hy_scheduler       sched;
-    struct hy_runner          runner;
-    struct hy_request       **live;      /* [live_cap] waiting or running requests */
-    int32_t                   n_live, live_cap;
-    uint64_t                 *aborted;   /* [live_cap] ids to report as aborted next step */
-    int32_t                   n_aborted;
-    struct hy_engine_output  *outs;      /* [max_num_seqs + live_cap] */
-    float                    *row;       /* [vocab] raw logits copy for logprobs */
-    uint64_t                  next_id;
-    uint64_t                  prompt_tokens, generation_tokens;
+    struct hy_model *m;          /* not owned */
+    struct hy_engine_config cfg; /* resolved (max_model_len > 0) */
+    struct hy_kv_cache kv;
+    struct hy_block_pool pool;
+    struct hy_scheduler sched;
+    struct hy_runner runner;
+    struct hy_request **live; /* [live_cap] waiting or running requests */
+    int32_t n_live, live_cap;
+    uint64_t *aborted; /* [live_cap] ids to report as aborted next step */
+    int32_t n_aborted;
+    struct hy_engine_output *outs; /* [max_num_seqs + live_cap] */
+    float *row;                    /* [vocab] raw logits copy for logprobs */
+    uint64_t next_id;
+    uint64_t prompt_tokens, generation_tokens;
 };
 
 void hy_engine_config_init(struct hy_engine_config *c)
@@ -42,7 +42,10 @@ void hy_engine_config_init(struct hy_engine_config *c)
     c->kv_cache_dtype = HY_DTYPE_UNKNOWN;
 }
 
-static int32_t cdiv(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
+static int32_t cdiv(int64_t a, int64_t b)
+{
+    return (int32_t)((a + b - 1) / b);
+}
 
 /* MemAvailable from /proc/meminfo in bytes, or 0 when unknown. */
 static size_t mem_available(void)
@@ -64,8 +67,7 @@ static int check_config(const struct hy_engine_config *c)
     if (c->max_num_seqs < 1)
         return hy_err_set("engine: max_num_seqs=%d: must be >= 1", c->max_num_seqs);
     if (c->max_num_batched_tokens < 1)
-        return hy_err_set("engine: max_num_batched_tokens=%d: must be >= 1",
-                          c->max_num_batched_tokens);
+        return hy_err_set("engine: max_num_batched_tokens=%d: must be >= 1", c->max_num_batched_tokens);
     if (c->block_size < 1 || c->block_size > 4096)
         return hy_err_set("engine: block_size=%d: must be in [1, 4096]", c->block_size);
     if (c->max_model_len < 1)
@@ -100,11 +102,10 @@ static int32_t size_blocks(const struct hy_model *m, const struct hy_engine_conf
     if (n > (size_t)(INT32_MAX / bs))
         n = (size_t)(INT32_MAX / bs);
     if (n < (size_t)need) {
-        hy_err_set(
-            "engine: max_model_len %d needs %d KV blocks of %d tokens (%zu bytes), but the KV "
-            "cache budget of %zu bytes holds only %zu; raise kv_cache_memory_bytes or lower "
-            "max_model_len",
-            c->max_model_len, need, bs, (size_t)need * per_block, budget, n);
+        hy_err_set("engine: max_model_len %d needs %d KV blocks of %d tokens (%zu bytes), but the KV "
+                   "cache budget of %zu bytes holds only %zu; raise kv_cache_memory_bytes or lower "
+                   "max_model_len",
+                   c->max_model_len, need, bs, (size_t)need * per_block, budget, n);
         return 0;
     }
     return (int32_t)n;
@@ -123,21 +124,19 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
         e->cfg.max_model_len = m->cfg.max_position_embeddings;
     int32_t n_blocks = 0;
     if (e->cfg.max_model_len > m->cfg.max_position_embeddings) {
-        hy_err_set("engine: max_model_len %d exceeds the model's max_position_embeddings %d",
-                   e->cfg.max_model_len, m->cfg.max_position_embeddings);
+        hy_err_set("engine: max_model_len %d exceeds the model's max_position_embeddings %d", e->cfg.max_model_len,
+                   m->cfg.max_position_embeddings);
         goto fail;
     }
     if (check_config(&e->cfg) || !(n_blocks = size_blocks(m, &e->cfg)))
         goto fail;
     const struct hy_engine_config *c = &e->cfg;
-    struct hy_sched_config sc = {c->max_num_seqs, c->max_num_batched_tokens,
-                                 c->enable_prefix_caching, c->max_waiting_requests};
+    struct hy_sched_config sc = {c->max_num_seqs, c->max_num_batched_tokens, c->enable_prefix_caching,
+                                 c->max_waiting_requests};
     if (hy_block_pool_init(&e->pool, n_blocks, c->block_size) ||
         hy_model_kv_cache_init_dtype(m, &e->kv, c->block_size, n_blocks, c->kv_cache_dtype) ||
-        hy_scheduler_init(&e->sched, &sc, &e->pool,
-                          cdiv((int64_t)c->max_model_len + 1, c->block_size)) ||
-        hy_runner_init(&e->runner, c->max_num_batched_tokens, c->max_num_seqs, c->block_size,
-                       m->cfg.vocab_size) ||
+        hy_scheduler_init(&e->sched, &sc, &e->pool, cdiv((int64_t)c->max_model_len + 1, c->block_size)) ||
+        hy_runner_init(&e->runner, c->max_num_batched_tokens, c->max_num_seqs, c->block_size, m->cfg.vocab_size) ||
         hy_model_reserve(m, c->max_num_batched_tokens, c->max_model_len))
         goto fail;
     e->live_cap = c->max_waiting_requests + c->max_num_seqs;
@@ -191,20 +190,18 @@ static int check_request(const struct hy_engine *e, const struct hy_engine_reque
     if (!r->prompt_ids || r->n_prompt == 0)
         return hy_err_set("engine: empty prompt");
     if (r->n_prompt > (size_t)M)
-        return hy_err_set("Input length %zu exceeds the model's maximum context length %d",
-                          r->n_prompt, M);
+        return hy_err_set("Input length %zu exceeds the model's maximum context length %d", r->n_prompt, M);
     if (cdiv((int64_t)r->n_prompt, e->cfg.block_size) > e->pool.n_blocks)
-        return hy_err_set("Input length %zu exceeds the KV cache capacity of %lld tokens",
-                          r->n_prompt, (long long)e->pool.n_blocks * e->cfg.block_size);
+        return hy_err_set("Input length %zu exceeds the KV cache capacity of %lld tokens", r->n_prompt,
+                          (long long)e->pool.n_blocks * e->cfg.block_size);
     for (size_t i = 0; i < r->n_prompt; i++)
         if (r->prompt_ids[i] < 0 || r->prompt_ids[i] >= V)
-            return hy_err_set(
-                "engine: prompt token id %d at position %zu is outside the vocabulary [0, %d)",
-                r->prompt_ids[i], i, V);
+            return hy_err_set("engine: prompt token id %d at position %zu is outside the vocabulary [0, %d)",
+                              r->prompt_ids[i], i, V);
     for (size_t i = 0; i < r->n_stop_token_ids; i++)
         if (r->stop_token_ids[i] < 0 || r->stop_token_ids[i] >= V)
-            return hy_err_set("engine: stop_token_ids: id %d is outside the vocabulary [0, %d)",
-                              r->stop_token_ids[i], V);
+            return hy_err_set("engine: stop_token_ids: id %d is outside the vocabulary [0, %d)", r->stop_token_ids[i],
+                              V);
     if (r->logprobs < -1 || r->logprobs > HY_ENGINE_MAX_LOGPROBS)
         return hy_err_set("engine: logprobs=%d: must be in [0, %d] (or -1 for none)", r->logprobs,
                           HY_ENGINE_MAX_LOGPROBS);
@@ -219,8 +216,8 @@ static struct hy_request *make_request(struct hy_engine *e, const struct hy_engi
     int64_t cap = (int64_t)r->n_prompt + r->params.max_new_tokens;
     if (cap > (int64_t)e->cfg.max_model_len + 1)
         cap = (int64_t)e->cfg.max_model_len + 1;
-    struct hy_request *q = hy_request_create(e->next_id, r->prompt_ids, (int32_t)r->n_prompt,
-                                             (int32_t)cap, e->cfg.block_size);
+    struct hy_request *q =
+        hy_request_create(e->next_id, r->prompt_ids, (int32_t)r->n_prompt, (int32_t)cap, e->cfg.block_size);
     if (!q)
         return NULL;
     q->max_tokens = r->params.max_new_tokens;
@@ -247,10 +244,8 @@ static struct hy_request *make_request(struct hy_engine *e, const struct hy_engi
 
 int hy_engine_add_request(struct hy_engine *e, const struct hy_engine_request *r, uint64_t *id)
 {
-    if (e->sched.n_waiting >= e->cfg.max_waiting_requests ||
-        e->n_live + e->n_aborted >= e->live_cap) {
-        hy_err_set("engine: too many waiting requests (max_waiting_requests=%d)",
-                   e->cfg.max_waiting_requests);
+    if (e->sched.n_waiting >= e->cfg.max_waiting_requests || e->n_live + e->n_aborted >= e->live_cap) {
+        hy_err_set("engine: too many waiting requests (max_waiting_requests=%d)", e->cfg.max_waiting_requests);
         return HY_ENGINE_QUEUE_FULL;
     }
     if (check_request(e, r))
@@ -292,7 +287,10 @@ int hy_engine_abort_request(struct hy_engine *e, uint64_t id)
     return hy_err_set("engine: no unfinished request with id %llu", (unsigned long long)id);
 }
 
-int hy_engine_has_work(const struct hy_engine *e) { return e->n_live > 0 || e->n_aborted > 0; }
+int hy_engine_has_work(const struct hy_engine *e)
+{
+    return e->n_live > 0 || e->n_aborted > 0;
+}
 
 static struct hy_engine_output *new_output(struct hy_engine *e, size_t *n, uint64_t id)
 {
@@ -312,8 +310,7 @@ static int is_stop_id(const struct hy_request *q, int32_t tok)
 }
 
 /* vLLM's check order: length limits first, then EOS, then stop token ids. */
-static enum hy_engine_finish check_stop(const struct hy_engine *e, const struct hy_request *q,
-                                        int32_t tok)
+static enum hy_engine_finish check_stop(const struct hy_engine *e, const struct hy_request *q, int32_t tok)
 {
     if (q->n_tokens - q->n_prompt >= q->max_tokens || q->n_tokens >= e->cfg.max_model_len)
         return HY_ENGINE_FINISHED_LENGTH;

@@ -21,16 +21,16 @@
 #include <stdint.h>
 
 struct hy_engine_config {
-    int32_t max_num_seqs;            /* running requests at once (default 8) */
-    int32_t max_model_len;           /* prompt + output tokens per request (0: model's max_position_embeddings;
+    int32_t max_num_seqs;           /* running requests at once (default 8) */
+    int32_t max_model_len;          /* prompt + output tokens per request (0: model's max_position_embeddings;
                                         larger than that is an error) */
-    int32_t max_num_batched_tokens;  /* tokens per step (default 512); prompts longer than this are chunked */
-    int32_t block_size;              /* tokens per KV block (default 16) */
-    int     enable_prefix_caching;   /* default 1 */
-    size_t  kv_cache_memory_bytes;   /* KV budget; 0 = 50% of MemAvailable, capped at what max_num_seqs
+    int32_t max_num_batched_tokens; /* tokens per step (default 512); prompts longer than this are chunked */
+    int32_t block_size;             /* tokens per KV block (default 16) */
+    int enable_prefix_caching;      /* default 1 */
+    size_t kv_cache_memory_bytes;   /* KV budget; 0 = 50% of MemAvailable, capped at what max_num_seqs
                                         sequences of max_model_len tokens need */
-    int32_t max_waiting_requests;    /* add_request beyond this returns HY_ENGINE_QUEUE_FULL (default 1024) */
-    enum hy_dtype kv_cache_dtype;    /* HY_DTYPE_UNKNOWN (default) = auto: the compute dtype; BF16, F32,
+    int32_t max_waiting_requests;   /* add_request beyond this returns HY_ENGINE_QUEUE_FULL (default 1024) */
+    enum hy_dtype kv_cache_dtype;   /* HY_DTYPE_UNKNOWN (default) = auto: the compute dtype; BF16, F32,
                                         or F8_E4M3 (FP8 KV cache, kv_cache.h); the budget counts its bytes */
 };
 
@@ -40,37 +40,37 @@ void hy_engine_config_init(struct hy_engine_config *c);
 #define HY_ENGINE_MAX_LOGPROBS 20
 
 struct hy_engine_request {
-    const int32_t            *prompt_ids;       /* [n_prompt], copied */
-    size_t                    n_prompt;
-    struct hy_sampling_params params;           /* max_new_tokens = max_tokens; seed etc. */
-    const int32_t            *stop_token_ids;   /* [n_stop_token_ids], copied; may be NULL */
-    size_t                    n_stop_token_ids;
-    int32_t                   logprobs;         /* -1: none; 0..20: chosen token's logprob + that many top */
+    const int32_t *prompt_ids; /* [n_prompt], copied */
+    size_t n_prompt;
+    struct hy_sampling_params params; /* max_new_tokens = max_tokens; seed etc. */
+    const int32_t *stop_token_ids;    /* [n_stop_token_ids], copied; may be NULL */
+    size_t n_stop_token_ids;
+    int32_t logprobs; /* -1: none; 0..20: chosen token's logprob + that many top */
 };
 
 /* One new token (or a finish without a token, token_id = -1, e.g. abort) of one request. */
 struct hy_engine_output {
-    uint64_t              request_id;
-    int32_t               token_id;
-    float                 logprob;                              /* log p(token) under the raw model */
-    int32_t               n_top;
-    int32_t               top_ids[HY_ENGINE_MAX_LOGPROBS];
-    float                 top_logprobs[HY_ENGINE_MAX_LOGPROBS];
+    uint64_t request_id;
+    int32_t token_id;
+    float logprob; /* log p(token) under the raw model */
+    int32_t n_top;
+    int32_t top_ids[HY_ENGINE_MAX_LOGPROBS];
+    float top_logprobs[HY_ENGINE_MAX_LOGPROBS];
     enum hy_engine_finish finish;
 };
 
 struct hy_engine_stats {
-    int32_t  num_running, num_waiting;
-    int32_t  num_blocks_total, num_blocks_used;   /* used = referenced by a running request */
-    double   kv_usage;                            /* num_blocks_used / num_blocks_total */
-    uint64_t prefix_queries, prefix_hits;         /* tokens looked up / found in the prefix cache */
+    int32_t num_running, num_waiting;
+    int32_t num_blocks_total, num_blocks_used; /* used = referenced by a running request */
+    double kv_usage;                           /* num_blocks_used / num_blocks_total */
+    uint64_t prefix_queries, prefix_hits;      /* tokens looked up / found in the prefix cache */
     uint64_t num_preemptions;
     uint64_t num_steps;
-    int32_t  max_batch_seqs;                      /* most sequences in one step so far */
-    uint64_t prompt_chunks;                       /* prefill chunks scheduled (> prompts when chunking) */
-    uint64_t prompt_tokens, generation_tokens;    /* counters */
-    int32_t  num_blocks_cached;                   /* blocks findable in the prefix cache */
-    uint64_t prefix_evictions;                    /* cached blocks reused for other content */
+    int32_t max_batch_seqs;                    /* most sequences in one step so far */
+    uint64_t prompt_chunks;                    /* prefill chunks scheduled (> prompts when chunking) */
+    uint64_t prompt_tokens, generation_tokens; /* counters */
+    int32_t num_blocks_cached;                 /* blocks findable in the prefix cache */
+    uint64_t prefix_evictions;                 /* cached blocks reused for other content */
 };
 
 /* Results of adding work: OK; ERROR (invalid input, out of memory: the message says which);

@@ -18,42 +18,42 @@
 enum seq_state { SEQ_PENDING = 0, SEQ_ACTIVE, SEQ_DONE };
 
 struct seq {
-    uint64_t       id;
+    uint64_t id;
     enum seq_state state;
-    int            want_abort;
+    int want_abort;
 };
 
 struct hy_srv_job {
-    int                      n;
-    struct seq              *seqs;
-    const struct hy_engine_request *reqs;   /* valid while the add is pending (submitter waits) */
-    int                      add_pending;
-    int                      add_rc;
-    char                     add_err[512];
-    int                      want_abort;     /* some seq has want_abort set */
-    int                      in_cmds;        /* on the command list */
-    struct hy_srv_job       *cmd_next;
-    struct hy_srv_job       *act_prev, *act_next; /* active list (engine reference) */
-    int                      engine_ref;
-    int                      handler_ref;
-    int                      n_done;
-    struct hy_srv_out       *q;
-    size_t                   q_len, q_cap, q_head;
-    pthread_cond_t           cond;
+    int n;
+    struct seq *seqs;
+    const struct hy_engine_request *reqs; /* valid while the add is pending (submitter waits) */
+    int add_pending;
+    int add_rc;
+    char add_err[512];
+    int want_abort; /* some seq has want_abort set */
+    int in_cmds;    /* on the command list */
+    struct hy_srv_job *cmd_next;
+    struct hy_srv_job *act_prev, *act_next; /* active list (engine reference) */
+    int engine_ref;
+    int handler_ref;
+    int n_done;
+    struct hy_srv_out *q;
+    size_t q_len, q_cap, q_head;
+    pthread_cond_t cond;
 };
 
 struct hy_srv_engine {
-    struct hy_engine      *e;
-    pthread_t              thread;
-    pthread_mutex_t        mu;
-    pthread_cond_t         cond;      /* engine thread wakes on commands */
-    struct hy_srv_job     *cmds, *cmds_tail;
-    struct hy_srv_job     *active;
-    int                    stop;
-    int                    running;
-    int                    joined;
+    struct hy_engine *e;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* engine thread wakes on commands */
+    struct hy_srv_job *cmds, *cmds_tail;
+    struct hy_srv_job *active;
+    int stop;
+    int running;
+    int joined;
     struct hy_engine_stats stats;
-    int                    threads;
+    int threads;
 };
 
 static void job_free(struct hy_srv_job *j)

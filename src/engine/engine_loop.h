@@ -21,7 +21,7 @@ struct hy_srv_job;
 
 /* One output of one sequence (choice) of a job. */
 struct hy_srv_out {
-    int                     seq;   /* choice index 0..n-1 */
+    int seq; /* choice index 0..n-1 */
     struct hy_engine_output o;
 };
 

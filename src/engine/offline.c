@@ -19,7 +19,8 @@ static int check_requests(const struct hy_model *m, const struct hy_gen_request 
             return hy_err_set("request %zu: max_new_tokens=%d: must be >= 1", i, r->params.max_new_tokens);
         if ((int64_t)r->n_prompt + r->params.max_new_tokens > max_len)
             return hy_err_set("request %zu: prompt (%zu tokens) + max_new_tokens (%d) exceeds the maximum "
-                              "context length %d", i, r->n_prompt, r->params.max_new_tokens, max_len);
+                              "context length %d",
+                              i, r->n_prompt, r->params.max_new_tokens, max_len);
         for (size_t j = 0; j < r->n_prompt; j++)
             if (r->prompt_ids[j] < 0 || r->prompt_ids[j] >= m->cfg.vocab_size)
                 return hy_err_set("request %zu: token id %d is outside the vocabulary [0, %d)", i, r->prompt_ids[j],

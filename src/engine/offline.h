@@ -18,37 +18,37 @@ enum hy_finish_reason { HY_FINISH_NONE = 0, HY_FINISH_LENGTH, HY_FINISH_EOS };
 
 struct hy_gen_request {
     /* in */
-    const int32_t             *prompt_ids;   /* [n_prompt], not owned */
-    size_t                     n_prompt;
-    struct hy_sampling_params  params;
+    const int32_t *prompt_ids; /* [n_prompt], not owned */
+    size_t n_prompt;
+    struct hy_sampling_params params;
     /* out */
-    int32_t                   *out_ids;      /* malloc'd [n_out]; caller frees */
-    size_t                     n_out;
-    enum hy_finish_reason      finish;
-    double                     t_first_token; /* seconds since the job started (TTFT) */
-    double                     t_done;
+    int32_t *out_ids; /* malloc'd [n_out]; caller frees */
+    size_t n_out;
+    enum hy_finish_reason finish;
+    double t_first_token; /* seconds since the job started (TTFT) */
+    double t_done;
 };
 
 struct hy_gen_opts {
-    int32_t batch_size;          /* max concurrent sequences (>= 1) */
-    int32_t max_prefill_tokens;  /* per-step prompt token budget (>= 1) */
-    int32_t block_size;          /* KV cache block size in tokens */
-    int32_t max_model_len;       /* prompt + output cap (0 = model max_position_embeddings) */
+    int32_t batch_size;         /* max concurrent sequences (>= 1) */
+    int32_t max_prefill_tokens; /* per-step prompt token budget (>= 1) */
+    int32_t block_size;         /* KV cache block size in tokens */
+    int32_t max_model_len;      /* prompt + output cap (0 = model max_position_embeddings) */
     /* called for every generated token (may be NULL) */
-    void  (*on_token)(void *ud, size_t request_index, int32_t token_id);
-    void  (*on_finish)(void *ud, size_t request_index);
-    void   *ud;
+    void (*on_token)(void *ud, size_t request_index, int32_t token_id);
+    void (*on_finish)(void *ud, size_t request_index);
+    void *ud;
     enum hy_dtype kv_cache_dtype; /* HY_DTYPE_UNKNOWN (0, also when left out of an initializer) = auto;
                                      BF16, F32 or F8_E4M3 (engine.h) */
 };
 
 struct hy_gen_stats {
-    double  prefill_seconds;     /* wall time of steps that carried prompt tokens */
+    double prefill_seconds; /* wall time of steps that carried prompt tokens */
     int64_t prefill_tokens;
-    double  decode_seconds;      /* wall time of pure decode steps */
-    int64_t decode_tokens;       /* tokens produced by decode steps */
+    double decode_seconds; /* wall time of pure decode steps */
+    int64_t decode_tokens; /* tokens produced by decode steps */
     int64_t steps;
-    int32_t max_batch_seen;      /* most sequences in one step */
+    int32_t max_batch_seen; /* most sequences in one step */
 };
 
 /* Generates for every request. Requests whose prompt plus max_new_tokens exceed max_model_len

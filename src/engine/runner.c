@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hy_runner_init(struct hy_runner *r, int32_t max_tokens, int32_t max_seqs, int32_t block_size,
-                   int32_t vocab)
+int hy_runner_init(struct hy_runner *r, int32_t max_tokens, int32_t max_seqs, int32_t block_size, int32_t vocab)
 {
     memset(r, 0, sizeof(*r));
     r->max_tokens = max_tokens;
@@ -39,14 +38,13 @@ void hy_runner_free(struct hy_runner *r)
     memset(r, 0, sizeof(*r));
 }
 
-int hy_runner_execute(struct hy_runner *r, struct hy_model *m, struct hy_kv_cache *kv,
-                      const struct hy_sched_plan *plan)
+int hy_runner_execute(struct hy_runner *r, struct hy_model *m, struct hy_kv_cache *kv, const struct hy_sched_plan *plan)
 {
     const int32_t bs = r->block_size;
     int32_t n = 0, n_logits = 0;
     if (plan->n > r->max_seqs || plan->n_tokens > r->max_tokens)
-        return hy_err_set("runner: plan of %d tokens / %d sequences exceeds %d / %d",
-                          plan->n_tokens, plan->n, r->max_tokens, r->max_seqs);
+        return hy_err_set("runner: plan of %d tokens / %d sequences exceeds %d / %d", plan->n_tokens, plan->n,
+                          r->max_tokens, r->max_seqs);
     for (int32_t i = 0; i < plan->n; i++) {
         const struct hy_sched_entry *e = &plan->entries[i];
         const struct hy_request *q = e->req;

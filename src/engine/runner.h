@@ -7,18 +7,17 @@
 #include "sched/scheduler.h"
 
 struct hy_runner {
-    int32_t         max_tokens;  /* per step (max_num_batched_tokens) */
-    int32_t         max_seqs;
-    int32_t         block_size;
-    int32_t        *tok, *pos, *seq, *rows;  /* [max_tokens], rows [max_seqs] */
-    int64_t        *slots;                   /* [max_tokens] */
-    const int32_t **tables;                  /* [max_seqs] */
-    float          *logits;                  /* [max_seqs, vocab] */
+    int32_t max_tokens; /* per step (max_num_batched_tokens) */
+    int32_t max_seqs;
+    int32_t block_size;
+    int32_t *tok, *pos, *seq, *rows; /* [max_tokens], rows [max_seqs] */
+    int64_t *slots;                  /* [max_tokens] */
+    const int32_t **tables;          /* [max_seqs] */
+    float *logits;                   /* [max_seqs, vocab] */
 };
 
 /* Returns 0, or -1 with hy_err_msg() (out of memory). */
-int hy_runner_init(struct hy_runner *r, int32_t max_tokens, int32_t max_seqs, int32_t block_size,
-                   int32_t vocab);
+int hy_runner_init(struct hy_runner *r, int32_t max_tokens, int32_t max_seqs, int32_t block_size, int32_t vocab);
 void hy_runner_free(struct hy_runner *r);
 
 /* Runs the plan through hy_model_forward. On success r->logits holds one row [vocab] per entry

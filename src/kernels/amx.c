@@ -99,8 +99,8 @@ static void pack_x(const float *x, int64_t T, int64_t K, int64_t Tp, int64_t Kc,
 
 /* One 32-row block: a0 = its first row (bf16, row stride lda bytes), all Tp tokens. cacc: Tp * 32
  * floats (the parked C tiles, 4 per token pair). Writes y rows [n0, n0 + nv) times oscale. */
-static AMX_TARGET void block_rows(const uint8_t *a0, int64_t lda, const uint32_t *xb, int64_t Tp, int64_t Kc,
-                                  int64_t T, int64_t N, int64_t n0, int64_t nv, float oscale, float *cacc, float *y)
+static AMX_TARGET void block_rows(const uint8_t *a0, int64_t lda, const uint32_t *xb, int64_t Tp, int64_t Kc, int64_t T,
+                                  int64_t N, int64_t n0, int64_t nv, float oscale, float *cacc, float *y)
 {
     const uint8_t *a1 = a0 + 16 * lda;
     for (int64_t kb0 = 0; kb0 < Kc; kb0 += AMX_KB) {

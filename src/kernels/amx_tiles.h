@@ -12,7 +12,7 @@
 #define HY_KERNELS_AMX_TILES_H
 
 #ifdef HY_AMX_EMU
-#if !defined(_tile_loadconfig) || !defined(_tile_release) || !defined(_tile_zero) || !defined(_tile_loadd) ||      \
+#if !defined(_tile_loadconfig) || !defined(_tile_release) || !defined(_tile_zero) || !defined(_tile_loadd) ||          \
     !defined(_tile_stream_loadd) || !defined(_tile_stored) || !defined(_tile_dpbf16ps)
 #error "HY_AMX_EMU: define the seven tile operations (amx_tiles.h) before including kernels/amx.c"
 #endif

@@ -139,8 +139,8 @@ void hy_ref_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads,
         free(tmp);
 }
 
-void hy_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
-               int32_t n_ctx, float *scores, float *out)
+void hy_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table, int32_t n_ctx,
+               float *scores, float *out)
 {
     hy_kernels_active()->attend(kv, q, n_heads, block_table, n_ctx, scores, out);
 }

@@ -26,8 +26,8 @@ void hy_kv_write_batch(const struct hy_kv_view *kv, int64_t T, const int64_t *sl
  * n_kv_heads) (GQA, spec §2.4); scale = head_dim^-0.5; softmax in fp32; tokens addressed through
  * block_table. scores[n_ctx] is scratch. Fixed summation order over positions 0..n_ctx-1.
  * FP8 views are dequantized inside the kernel (byte value times the row's scale). */
-void hy_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
-               int32_t n_ctx, float *scores, float *out);
+void hy_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table, int32_t n_ctx,
+               float *scores, float *out);
 
 /* n_q query tokens of one sequence at consecutive positions: token i has q + i * n_heads * head_dim
  * and out + i * n_heads * head_dim and attends to the first n_ctx0 + i cached tokens (n_ctx0 >= 1).

@@ -22,14 +22,15 @@
 #include <string.h>
 
 #ifndef HY_PF_DIST
-#define HY_PF_DIST 0 /* bytes ahead to prefetch streamed 16-bit weight rows; 0 = off (no measurable gain
+#define HY_PF_DIST                                                                                                     \
+    0 /* bytes ahead to prefetch streamed 16-bit weight rows; 0 = off (no measurable gain
                       * over the hardware prefetcher on the EPYC this was tuned on) */
 #endif
 
 /* y[i*ldy + j] = dot(x row i, w row j) for i < MR tokens, j < NR weight rows (MR <= 3, NR <= 4).
  * x rows at x + i*ldx (f32), w rows at element offset j*ldw of w (dtype dt), K elements. */
-HY_AVX2_INLINE void tile(enum hy_dtype dt, const int MR, const int NR, const float *x, int64_t ldx,
-                         const void *w, int64_t ldw, int64_t K, float *y, int64_t ldy)
+HY_AVX2_INLINE void tile(enum hy_dtype dt, const int MR, const int NR, const float *x, int64_t ldx, const void *w,
+                         int64_t ldw, int64_t K, float *y, int64_t ldy)
 {
     __m256 acc[3][4];
 #pragma GCC unroll 4
@@ -76,22 +77,31 @@ HY_AVX2_INLINE void tile(enum hy_dtype dt, const int MR, const int NR, const flo
 }
 
 /* Instantiates tile() for constant MR x NR and one weight dtype. */
-#define TILE_CASES(DT, MR)                                                                        \
-    case (MR) * 8 + 1: tile(DT, MR, 1, x, ldx, w, ldw, K, y, ldy); break;                         \
-    case (MR) * 8 + 2: tile(DT, MR, 2, x, ldx, w, ldw, K, y, ldy); break;                         \
-    case (MR) * 8 + 3: tile(DT, MR, 3, x, ldx, w, ldw, K, y, ldy); break;                         \
-    case (MR) * 8 + 4: tile(DT, MR, 4, x, ldx, w, ldw, K, y, ldy); break;
+#define TILE_CASES(DT, MR)                                                                                             \
+    case (MR)*8 + 1:                                                                                                   \
+        tile(DT, MR, 1, x, ldx, w, ldw, K, y, ldy);                                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 2:                                                                                                   \
+        tile(DT, MR, 2, x, ldx, w, ldw, K, y, ldy);                                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 3:                                                                                                   \
+        tile(DT, MR, 3, x, ldx, w, ldw, K, y, ldy);                                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 4:                                                                                                   \
+        tile(DT, MR, 4, x, ldx, w, ldw, K, y, ldy);                                                                    \
+        break;
 
-#define DEF_TILE_FN(NAME, DT)                                                                     \
-    static HY_AVX2 void NAME(int mr, int nr, const float *x, int64_t ldx, const void *w,         \
-                             int64_t ldw, int64_t K, float *y, int64_t ldy)                       \
-    {                                                                                             \
-        switch (mr * 8 + nr) {                                                                    \
-            TILE_CASES(DT, 1)                                                                     \
-            TILE_CASES(DT, 2)                                                                     \
-            TILE_CASES(DT, 3)                                                                     \
-        default: break;                                                                           \
-        }                                                                                         \
+#define DEF_TILE_FN(NAME, DT)                                                                                          \
+    static HY_AVX2 void NAME(int mr, int nr, const float *x, int64_t ldx, const void *w, int64_t ldw, int64_t K,       \
+                             float *y, int64_t ldy)                                                                    \
+    {                                                                                                                  \
+        switch (mr * 8 + nr) {                                                                                         \
+            TILE_CASES(DT, 1)                                                                                          \
+            TILE_CASES(DT, 2)                                                                                          \
+            TILE_CASES(DT, 3)                                                                                          \
+        default:                                                                                                       \
+            break;                                                                                                     \
+        }                                                                                                              \
     }
 
 DEF_TILE_FN(tile_f32, HY_DTYPE_F32)
@@ -101,8 +111,8 @@ DEF_TILE_FN(tile_f16, HY_DTYPE_F16)
 /* The prefill microkernel: continues the 8-lane chains acc[i*ldacc + j] (8 floats each, kept
  * between calls) over chunks k in [k0, k1) of f32 rows, k0 a multiple of 8; the zero-padded tail
  * chunk of K is taken when k1 == K. Same operations, in the same order, as tile(). */
-HY_AVX2_INLINE void tile_part(const int MR, const int NR, const float *x, int64_t ldx, const float *w,
-                              int64_t ldw, int64_t k0, int64_t k1, int64_t K, float *acc, int64_t ldacc)
+HY_AVX2_INLINE void tile_part(const int MR, const int NR, const float *x, int64_t ldx, const float *w, int64_t ldw,
+                              int64_t k0, int64_t k1, int64_t K, float *acc, int64_t ldacc)
 {
     __m256 a[3][4];
 #pragma GCC unroll 4
@@ -145,20 +155,29 @@ HY_AVX2_INLINE void tile_part(const int MR, const int NR, const float *x, int64_
             _mm256_storeu_ps(acc + (i * ldacc + j) * 8, a[i][j]);
 }
 
-#define PART_CASES(MR)                                                                            \
-    case (MR) * 8 + 1: tile_part(MR, 1, x, ldx, w, ldw, k0, k1, K, acc, ldacc); break;           \
-    case (MR) * 8 + 2: tile_part(MR, 2, x, ldx, w, ldw, k0, k1, K, acc, ldacc); break;           \
-    case (MR) * 8 + 3: tile_part(MR, 3, x, ldx, w, ldw, k0, k1, K, acc, ldacc); break;           \
-    case (MR) * 8 + 4: tile_part(MR, 4, x, ldx, w, ldw, k0, k1, K, acc, ldacc); break;
+#define PART_CASES(MR)                                                                                                 \
+    case (MR)*8 + 1:                                                                                                   \
+        tile_part(MR, 1, x, ldx, w, ldw, k0, k1, K, acc, ldacc);                                                       \
+        break;                                                                                                         \
+    case (MR)*8 + 2:                                                                                                   \
+        tile_part(MR, 2, x, ldx, w, ldw, k0, k1, K, acc, ldacc);                                                       \
+        break;                                                                                                         \
+    case (MR)*8 + 3:                                                                                                   \
+        tile_part(MR, 3, x, ldx, w, ldw, k0, k1, K, acc, ldacc);                                                       \
+        break;                                                                                                         \
+    case (MR)*8 + 4:                                                                                                   \
+        tile_part(MR, 4, x, ldx, w, ldw, k0, k1, K, acc, ldacc);                                                       \
+        break;
 
-static HY_AVX2 void tile_part_fn(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw,
-                                 int64_t k0, int64_t k1, int64_t K, float *acc, int64_t ldacc)
+static HY_AVX2 void tile_part_fn(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t k0,
+                                 int64_t k1, int64_t K, float *acc, int64_t ldacc)
 {
     switch (mr * 8 + nr) {
         PART_CASES(1)
         PART_CASES(2)
         PART_CASES(3)
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -205,10 +224,11 @@ static HY_AVX2 void widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb
  * BF16, interleaved A/B on the 2-core EPYC; 2048 / 4096 no better): fewer parkings of the 12 chains
  * per tile outweigh the w slice (16 x 1024 f32 = 64 KiB) no longer fitting L1. */
 #ifndef GEMM_NB
-#define GEMM_NB 32   /* weight rows widened per block (32 x K f32: 512 KiB at K = 4096; 16 measured ~3% slower at 2 threads) */
+#define GEMM_NB                                                                                                        \
+    32 /* weight rows widened per block (32 x K f32: 512 KiB at K = 4096; 16 measured ~3% slower at 2 threads) */
 #endif
 #ifndef GEMM_TB
-#define GEMM_TB 48   /* tokens per block (parked chains: 48 x 16 x 32 B = 24 KiB) */
+#define GEMM_TB 48 /* tokens per block (parked chains: 48 x 16 x 32 B = 24 KiB) */
 #endif
 #ifndef GEMM_KC
 #define GEMM_KC 1024 /* k slice (multiple of 8) */
@@ -246,8 +266,8 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
             const int64_t n0 = g * 4;
             const int nr = (int)(N - n0 < 4 ? N - n0 : 4);
             for (int64_t t = 0; t < T; t += 3)
-                fn((int)(T - t < 3 ? T - t : 3), nr, x + t * K, K, (const char *)W->data + (size_t)(n0 * K) * es, K,
-                   K, y + t * N + n0, N);
+                fn((int)(T - t < 3 ? T - t : 3), nr, x + t * K, K, (const char *)W->data + (size_t)(n0 * K) * es, K, K,
+                   y + t * N + n0, N);
         }
         return;
     }
@@ -446,9 +466,9 @@ void HY_AVX2 hy_avx2_silu_mul(float *out, const float *gate, const float *up, in
 void HY_AVX2 hy_avx2_round_bf16(float *x, int64_t n)
 {
     const int64_t n8 = n & ~(int64_t)7;
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000),
-                  one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff),
-                  hi = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x00400000);
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000), one = _mm256_set1_epi32(1),
+                  bias = _mm256_set1_epi32(0x7fff), hi = _mm256_set1_epi32((int)0xffff0000u),
+                  quiet = _mm256_set1_epi32(0x00400000);
     for (int64_t i = 0; i < n8; i += 8) {
         const __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
         const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absm), inf);

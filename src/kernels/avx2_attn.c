@@ -49,9 +49,9 @@ HY_AVX2_INLINE __m256 load_kv(const int F8, enum hy_dtype dt, const void *base, 
  * its own n_ctx runs (the tile grid does not depend on n_ctx), so results are identical to NQ
  * separate calls; the tile's K and V rows are reused from L1 by the following query tokens. */
 #define ATT_MQ 8
-HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_view *kv,
-                                 int32_t g, const float *q0, int64_t qs, int nq, const int32_t *block_table,
-                                 int32_t n_ctx0, float *out0, int64_t os)
+HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_view *kv, int32_t g, const float *q0,
+                                 int64_t qs, int nq, const int32_t *block_table, int32_t n_ctx0, float *out0,
+                                 int64_t os)
 {
     const int64_t D = kv->head_dim, row = (int64_t)kv->n_kv_heads * D;
     const int32_t bs = kv->block_size;
@@ -105,7 +105,7 @@ HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_
             const int jn = n_ctx0 + i - j0 < ATT_TILE ? n_ctx0 + i - j0 : ATT_TILE;
             const float *q = q0 + i * qs;
             float *m = mq[i], *l = lq[i];
-            float (*o)[ATT_MAXD] = oq[i];
+            float(*o)[ATT_MAXD] = oq[i];
             /* scores p[h][jj] = (q_h . k_j) * scale */
             for (int jj = 0; jj < jn; jj++) {
                 __m256 acc[8];
@@ -122,8 +122,8 @@ HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_
                     const __m256 t0 = _mm256_hadd_ps(acc[0], acc[1]), t1 = _mm256_hadd_ps(acc[2], acc[3]);
                     const __m256 t2 = _mm256_hadd_ps(acc[4], acc[5]), t3 = _mm256_hadd_ps(acc[6], acc[7]);
                     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-                    const __m256 sv = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                                                    _mm256_permute2f128_ps(u0, u1, 0x31));
+                    const __m256 sv =
+                        _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
                     _mm256_store_ps(pt[jj], _mm256_mul_ps(sv, _mm256_set1_ps(F8 ? ks[jj] : scale)));
                     continue;
                 }
@@ -198,17 +198,17 @@ HY_AVX2_INLINE void attend_heads(const int NH, const int F8, const struct hy_kv_
     for (int i = 0; i < nq; i++) {
         float *out = out0 + i * os;
 #pragma GCC unroll 8
-    for (int h = 0; h < NH; h++) {
-        const __m256 inv = _mm256_set1_ps(1.0f / lq[i][h]);
-        for (int64_t d = 0; d < D; d += 8)
-            _mm256_storeu_ps(out + h * D + d, _mm256_mul_ps(_mm256_load_ps(&oq[i][h][d]), inv));
-    }
+        for (int h = 0; h < NH; h++) {
+            const __m256 inv = _mm256_set1_ps(1.0f / lq[i][h]);
+            for (int64_t d = 0; d < D; d += 8)
+                _mm256_storeu_ps(out + h * D + d, _mm256_mul_ps(_mm256_load_ps(&oq[i][h][d]), inv));
+        }
     }
 }
 
-HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_view *kv, int32_t g,
-                                     const float *q, int64_t qs, int nq, int32_t h0, int32_t nh,
-                                     const int32_t *block_table, int32_t n_ctx0, float *out)
+HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_view *kv, int32_t g, const float *q, int64_t qs,
+                                     int nq, int32_t h0, int32_t nh, const int32_t *block_table, int32_t n_ctx0,
+                                     float *out)
 {
     const int64_t D = kv->head_dim;
     for (int32_t h = h0; h < h0 + nh;) {
@@ -232,9 +232,8 @@ HY_AVX2_INLINE void attend_kv_head_t(const int F8, const struct hy_kv_view *kv, 
 }
 
 /* nq (1..ATT_MQ) query tokens, q / out rows of qs floats, token i over n_ctx0 + i positions. */
-static HY_AVX2 void attend_kv_head(const struct hy_kv_view *kv, int32_t g, const float *q,
-                                   int64_t qs, int nq, int32_t h0, int32_t nh, const int32_t *block_table,
-                                   int32_t n_ctx0, float *out)
+static HY_AVX2 void attend_kv_head(const struct hy_kv_view *kv, int32_t g, const float *q, int64_t qs, int nq,
+                                   int32_t h0, int32_t nh, const int32_t *block_table, int32_t n_ctx0, float *out)
 {
     if (kv->dtype == HY_DTYPE_F8_E4M3)
         attend_kv_head_t(1, kv, g, q, qs, nq, h0, nh, block_table, n_ctx0, out);
@@ -242,8 +241,8 @@ static HY_AVX2 void attend_kv_head(const struct hy_kv_view *kv, int32_t g, const
         attend_kv_head_t(0, kv, g, q, qs, nq, h0, nh, block_table, n_ctx0, out);
 }
 
-void HY_AVX2 hy_avx2_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads,
-                            const int32_t *block_table, int32_t n_ctx, float *scores, float *out)
+void HY_AVX2 hy_avx2_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
+                            int32_t n_ctx, float *scores, float *out)
 {
     const int32_t nkv = kv->n_kv_heads, D = kv->head_dim;
     if (D % 8 != 0 || D > ATT_MAXD || n_ctx <= 0 || n_heads % nkv != 0) {
@@ -258,9 +257,8 @@ void HY_AVX2 hy_avx2_attend(const struct hy_kv_view *kv, const float *q, int32_t
         attend_kv_head(kv, g, q, (int64_t)n_heads * D, 1, g * group, group, block_table, n_ctx, out);
 }
 
-void HY_AVX2 hy_avx2_attend_multi(const struct hy_kv_view *kv, const float *q, int32_t n_q,
-                                  int32_t n_heads, const int32_t *block_table, int32_t n_ctx0, float *scores,
-                                  float *out)
+void HY_AVX2 hy_avx2_attend_multi(const struct hy_kv_view *kv, const float *q, int32_t n_q, int32_t n_heads,
+                                  const int32_t *block_table, int32_t n_ctx0, float *scores, float *out)
 {
     const int32_t nkv = kv->n_kv_heads, D = kv->head_dim;
     const int64_t qs = (int64_t)n_heads * D;
@@ -273,8 +271,7 @@ void HY_AVX2 hy_avx2_attend_multi(const struct hy_kv_view *kv, const float *q, i
     for (int32_t i = 0; i < n_q; i += ATT_MQ) {
         const int nq = n_q - i < ATT_MQ ? n_q - i : ATT_MQ;
         for (int32_t g = 0; g < nkv; g++)
-            attend_kv_head(kv, g, q + i * qs, qs, nq, g * group, group, block_table, n_ctx0 + i,
-                           out + i * qs);
+            attend_kv_head(kv, g, q + i * qs, qs, nq, g * group, group, block_table, n_ctx0 + i, out + i * qs);
     }
 }
 

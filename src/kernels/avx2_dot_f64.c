@@ -64,8 +64,8 @@ void HY_AVX2 hy_avx2_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const doub
     }
 }
 
-void HY_AVX2 hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b,
-                                     int64_t ldb, int64_t nt, int64_t ni, int64_t nj)
+void HY_AVX2 hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b, int64_t ldb,
+                                     int64_t nt, int64_t ni, int64_t nj)
 {
     const int64_t ni4 = ni & ~(int64_t)3, nj8 = nj & ~(int64_t)7;
     for (int64_t i = 0; i < ni4; i += 4) {
@@ -101,7 +101,7 @@ void HY_AVX2 hy_avx2_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, in
             _mm256_storeu_pd(g3 + j + 4, h3);
         }
     }
-    hy_ref_gemm_tn_acc_f64(g + nj8, ldg, a, lda, b + nj8, ldb, nt, ni4, nj - nj8); /* columns past the last 8 */
+    hy_ref_gemm_tn_acc_f64(g + nj8, ldg, a, lda, b + nj8, ldb, nt, ni4, nj - nj8);      /* columns past the last 8 */
     hy_ref_gemm_tn_acc_f64(g + ni4 * ldg, ldg, a + ni4, lda, b, ldb, nt, ni - ni4, nj); /* rows past the last 4 */
 }
 

@@ -36,7 +36,7 @@
 
 enum { Q_E4M3 = 0, Q_E2M1 = 1 };
 
-static float tab_e8m0[256];   /* 2^(s-127); NaN at 255 */
+static float tab_e8m0[256];     /* 2^(s-127); NaN at 255 */
 static float tab_e8m0_120[256]; /* 2^(s-127+120) for s < 135, NaN at 255 (others unused) */
 /* MXFP4: per E8M0 byte s, the bf16 high / low bytes of e2m1(n) * 2^(s-127) for the 16 codes n.
  * Those products have at most 2 significant bits, so bf16 holds them exactly (down to the f32
@@ -66,11 +66,11 @@ struct qw {
     const uint8_t *data;
     const uint8_t *scales; /* MX32 */
     int64_t K, row_bytes, n_sb;
-    float cscale;          /* non-MX: the per-element multiplier (E4M3: times 2^120) */
-    int scalar;            /* non-MX E4M3 whose scale * 2^120 overflows: every block scalar */
-    int fold;              /* 1: the raw scheme (E4M3 values * 2^-120, cscale applied to x instead) */
-    int nan_free;          /* E4M3 checked free of NaN codes at load: no per-block NaN test */
-    int64_t pf;            /* decode prefetch distance in bytes (HYQ_PF_ROWS rows) */
+    float cscale; /* non-MX: the per-element multiplier (E4M3: times 2^120) */
+    int scalar;   /* non-MX E4M3 whose scale * 2^120 overflows: every block scalar */
+    int fold;     /* 1: the raw scheme (E4M3 values * 2^-120, cscale applied to x instead) */
+    int nan_free; /* E4M3 checked free of NaN codes at load: no per-block NaN test */
+    int64_t pf;   /* decode prefetch distance in bytes (HYQ_PF_ROWS rows) */
 };
 
 #ifndef HYQ_PF_ROWS
@@ -121,8 +121,8 @@ int hy_avx2q_supported(const struct hy_tensor *W)
 HY_AVX2_INLINE void dec32_e4m3(const int MUL, const int CHK, const uint8_t *p, __m256 c, __m256 w[4], __m256i *nan)
 {
     /* words b << 8: dword j = (element j, element j + 8) of the 16 bytes */
-    const __m256i sel = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11, -1, 4, -1, 12, -1,
-                                         5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15);
+    const __m256i sel = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11, -1, 4, -1, 12, -1, 5,
+                                         -1, 13, -1, 6, -1, 14, -1, 7, -1, 15);
     const __m256i m = _mm256_set1_epi32((int)0x87F00000u), hb = _mm256_set1_epi8((char)0x80);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -180,7 +180,7 @@ HY_AVX2_INLINE void e2m1_luts(int s, __m256i *lh, __m256i *ll)
 static void widen_scalar(const struct qw *q, int64_t r, int64_t k0, int64_t n, float *tmp)
 {
     for (int64_t i = 0; i < 32; i++)
-        tmp[i] = i >= n ? 0.0f
+        tmp[i] = i >= n    ? 0.0f
                  : q->fold ? hy_e4m3_to_f32(q->data[r * q->row_bytes + k0 + i]) * 0x1p-120f
                            : hy_tensor_get(q->W, r, k0 + i);
 }
@@ -276,7 +276,7 @@ static int rows_need_slow(const struct qw *q, int64_t n0, int nr)
  * blocks are widened in registers once and used for all MR tokens. The caller routed tiles with
  * overflowing scales to tile_slow; returns 1 (results not stored) if an E4M3 NaN code was seen. */
 HY_AVX2_INLINE int tile(const int E, const int MX, const int FOLD, const int CHK, const int MR, const int NR,
-                         const struct qw *q, const float *x, int64_t ldx, int64_t n0, float *y, int64_t ldy)
+                        const struct qw *q, const float *x, int64_t ldx, int64_t n0, float *y, int64_t ldy)
 {
     const int64_t K = q->K, K32 = K & ~(int64_t)31;
     const uint8_t *rp[4], *sp[4];
@@ -351,39 +351,48 @@ HY_AVX2_INLINE int tile(const int E, const int MX, const int FOLD, const int CHK
     return 0;
 }
 
-#define Q_CASES(E, MX, FOLD, CHK, MR)                                                             \
-    case (MR) * 8 + 1: nan = tile(E, MX, FOLD, CHK, MR, 1, q, x, ldx, n0, y, ldy); break;         \
-    case (MR) * 8 + 2: nan = tile(E, MX, FOLD, CHK, MR, 2, q, x, ldx, n0, y, ldy); break;         \
-    case (MR) * 8 + 3: nan = tile(E, MX, FOLD, CHK, MR, 3, q, x, ldx, n0, y, ldy); break;         \
-    case (MR) * 8 + 4: nan = tile(E, MX, FOLD, CHK, MR, 4, q, x, ldx, n0, y, ldy); break;
+#define Q_CASES(E, MX, FOLD, CHK, MR)                                                                                  \
+    case (MR)*8 + 1:                                                                                                   \
+        nan = tile(E, MX, FOLD, CHK, MR, 1, q, x, ldx, n0, y, ldy);                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 2:                                                                                                   \
+        nan = tile(E, MX, FOLD, CHK, MR, 2, q, x, ldx, n0, y, ldy);                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 3:                                                                                                   \
+        nan = tile(E, MX, FOLD, CHK, MR, 3, q, x, ldx, n0, y, ldy);                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 4:                                                                                                   \
+        nan = tile(E, MX, FOLD, CHK, MR, 4, q, x, ldx, n0, y, ldy);                                                    \
+        break;
 
 /* One decode tile function per (format, raw scheme, NaN test); q must match (q->fold == FOLD). */
-#define DEF_Q_TILE(NAME, E, MX, FOLD, CHK)                                                        \
-    static HY_AVX2 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, \
-                             float *y, int64_t ldy)                                               \
-    {                                                                                             \
-        if (E == Q_E4M3 && (MX ? rows_need_slow(q, n0, nr) : q->scalar)) {                        \
-            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                              \
-            return;                                                                               \
-        }                                                                                         \
-        int nan = 0;                                                                              \
-        switch (mr * 8 + nr) {                                                                    \
-            Q_CASES(E, MX, FOLD, CHK, 1)                                                          \
-            Q_CASES(E, MX, FOLD, CHK, 2)                                                          \
-        default: break;                                                                           \
-        }                                                                                         \
-        if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */            \
-            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                              \
+#define DEF_Q_TILE(NAME, E, MX, FOLD, CHK)                                                                             \
+    static HY_AVX2 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, float *y,    \
+                             int64_t ldy)                                                                              \
+    {                                                                                                                  \
+        if (E == Q_E4M3 && (MX ? rows_need_slow(q, n0, nr) : q->scalar)) {                                             \
+            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                                                  \
+            return;                                                                                                    \
+        }                                                                                                              \
+        int nan = 0;                                                                                                   \
+        switch (mr * 8 + nr) {                                                                                         \
+            Q_CASES(E, MX, FOLD, CHK, 1)                                                                               \
+            Q_CASES(E, MX, FOLD, CHK, 2)                                                                               \
+        default:                                                                                                       \
+            break;                                                                                                     \
+        }                                                                                                              \
+        if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */                                  \
+            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                                                  \
     }
 
-DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0, 0, 1)     /* per-tensor, exact values, NaN test */
-DEF_Q_TILE(tile_e4m3_t_nf, Q_E4M3, 0, 0, 0)  /* per-tensor, exact values, checked NaN-free at load */
-DEF_Q_TILE(tile_e4m3_tr, Q_E4M3, 0, 1, 1)    /* per-tensor, raw scheme */
+DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0, 0, 1)    /* per-tensor, exact values, NaN test */
+DEF_Q_TILE(tile_e4m3_t_nf, Q_E4M3, 0, 0, 0) /* per-tensor, exact values, checked NaN-free at load */
+DEF_Q_TILE(tile_e4m3_tr, Q_E4M3, 0, 1, 1)   /* per-tensor, raw scheme */
 DEF_Q_TILE(tile_e4m3_tr_nf, Q_E4M3, 0, 1, 0)
-DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1, 0, 1)    /* MXFP8 */
+DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1, 0, 1) /* MXFP8 */
 DEF_Q_TILE(tile_e4m3_mx_nf, Q_E4M3, 1, 0, 0)
-DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0, 0, 0)     /* FP4, one scale */
-DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1, 0, 0)    /* MXFP4 */
+DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0, 0, 0)  /* FP4, one scale */
+DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1, 0, 0) /* MXFP4 */
 
 typedef void (*q_tile_fn)(int, int, const struct qw *, const float *, int64_t, int64_t, float *, int64_t);
 
@@ -399,8 +408,8 @@ static q_tile_fn tile_for(const struct qw *q)
     return q->nan_free ? tile_e4m3_t_nf : tile_e4m3_t;
 }
 
-void HY_AVX2 hy_avx2q_scale_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, float *xs,
-                                 int64_t ldxs, uint8_t *ok)
+void HY_AVX2 hy_avx2q_scale_rows(const float *x, int64_t ldx, int64_t T, int64_t K, float c, float *xs, int64_t ldxs,
+                                 uint8_t *ok)
 {
     const __m256 cv = _mm256_set1_ps(c);
     const __m256i em = _mm256_set1_epi32(0x7F800000);
@@ -478,8 +487,8 @@ static void qcall_init(struct qcall *c, const struct hy_tensor *W, const float *
         c->xs = hy_avx2q_scaled_rows(x, ldx, T, W->cols, c->qf.cscale, &c->ok);
 }
 
-void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
-                   int64_t n0, int64_t nb)
+void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W, int64_t n0,
+                   int64_t nb)
 {
     struct qcall c;
     qcall_init(&c, W, x, ldx, T);
@@ -514,15 +523,15 @@ void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *
 }
 
 /* Widens the first K32 (a multiple of 32) elements of row r to f32 at d; one instance per format. */
-#define DEF_WIDEN(NAME, ELEM, MX)                                                                 \
-    static HY_AVX2 void NAME(const struct qw *q, int64_t r, int64_t K32, float *d)               \
-    {                                                                                             \
-        for (int64_t k = 0; k < K32; k += 32) {                                                   \
-            __m256 w[4];                                                                          \
-            block(ELEM, MX, q, r, k, w);                                                          \
-            for (int c = 0; c < 4; c++)                                                           \
-                _mm256_storeu_ps(d + k + 8 * c, w[c]);                                            \
-        }                                                                                         \
+#define DEF_WIDEN(NAME, ELEM, MX)                                                                                      \
+    static HY_AVX2 void NAME(const struct qw *q, int64_t r, int64_t K32, float *d)                                     \
+    {                                                                                                                  \
+        for (int64_t k = 0; k < K32; k += 32) {                                                                        \
+            __m256 w[4];                                                                                               \
+            block(ELEM, MX, q, r, k, w);                                                                               \
+            for (int c = 0; c < 4; c++)                                                                                \
+                _mm256_storeu_ps(d + k + 8 * c, w[c]);                                                                 \
+        }                                                                                                              \
     }
 
 DEF_WIDEN(widen_e4m3_t, Q_E4M3, 0)

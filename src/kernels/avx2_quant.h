@@ -35,8 +35,8 @@ void hy_avx2q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor *
 
 /* Rows [n0, n0+nb) for T tokens, single-threaded streaming kernel (same chains as hy_avx2q_gemv):
  * y[t*ldy + j] = row t of x (stride ldx) . row n0+j of W. */
-void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
-                   int64_t n0, int64_t nb);
+void hy_avx2q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W, int64_t n0,
+                   int64_t nb);
 
 /* Per-tensor (and unscaled) FP8 E4M3 in the raw scheme: returns 1 and *c = scale * 2^120 when the
  * avx2 chains of W compute y[t,n] = sum_k raw[n,k] * (x[t,k] * c), raw = e4m3 * 2^-120 exactly (one

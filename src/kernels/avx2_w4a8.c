@@ -41,13 +41,13 @@ static const uint8_t e2m1_x2p12_lut[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 1
 
 /* Per-call activation layout (per token t, strides below). */
 struct act {
-    const int8_t *qn;  /* natural order, ldn bytes per token */
-    const int8_t *qp;  /* nibble-matched full groups, ldp bytes per token */
-    const int32_t *X;  /* block exponents, ldx entries per token (padded with 0) */
-    const float *fx;   /* 2^(X_b - 1) (NaN: non-finite block), ldx per token */
+    const int8_t *qn;   /* natural order, ldn bytes per token */
+    const int8_t *qp;   /* nibble-matched full groups, ldp bytes per token */
+    const int32_t *X;   /* block exponents, ldx entries per token (padded with 0) */
+    const float *fx;    /* 2^(X_b - 1) (NaN: non-finite block), ldx per token */
     const int32_t *q12; /* 12 * sum of the block's q, ldx per token */
     int64_t ldn, ldp, ldx;
-    int64_t K, nb, G;  /* blocks, full groups of 8 blocks */
+    int64_t K, nb, G; /* blocks, full groups of 8 blocks */
 };
 
 /* The calling thread's activations (act_prepare), kept between calls. */
@@ -125,7 +125,8 @@ HY_AVX2_INLINE __m256 e8m0_f32(const int FIX, __m256i sw)
     if (FIX) {
         f = _mm256_blendv_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)),
                              _mm256_castsi256_ps(_mm256_cmpeq_epi32(sw, _mm256_setzero_si256())));
-        f = _mm256_blendv_ps(f, _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cmpeq_epi32(sw, _mm256_set1_epi32(255))));
+        f = _mm256_blendv_ps(f, _mm256_set1_ps(NAN),
+                             _mm256_castsi256_ps(_mm256_cmpeq_epi32(sw, _mm256_set1_epi32(255))));
     }
     return f;
 }
@@ -144,8 +145,8 @@ static HY_AVX2 int rows_need_fix(const struct hy_tensor *W, int64_t nb, int64_t 
         }
         for (; i < 8 * G; i += 8) { /* 8 G is a multiple of 8 */
             const __m256i v = _mm256_add_epi8(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(sp + i))), one);
-            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi8(
-                _mm256_min_epu8(v, one), _mm256_blend_epi32(v, _mm256_set1_epi8(2), 0xFC)));
+            bad = _mm256_or_si256(
+                bad, _mm256_cmpeq_epi8(_mm256_min_epu8(v, one), _mm256_blend_epi32(v, _mm256_set1_epi8(2), 0xFC)));
         }
     }
     return !_mm256_testz_si256(bad, bad);
@@ -205,8 +206,8 @@ HY_AVX2_INLINE void tile(const int FIX, const int MR, const int NR, const struct
             const __m256 fw = e8m0_f32(FIX, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sp[j] + 8 * g))));
 #pragma GCC unroll 2
             for (int i = 0; i < MR; i++) {
-                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(d[i][0], d[i][1]),
-                                                    _mm256_hadd_epi32(d[i][2], d[i][3]));
+                const __m256i h =
+                    _mm256_hadd_epi32(_mm256_hadd_epi32(d[i][0], d[i][1]), _mm256_hadd_epi32(d[i][2], d[i][3]));
                 const __m256i sb = _mm256_sub_epi32(_mm256_permutevar8x32_epi32(h, perm),
                                                     _mm256_loadu_si256((const __m256i *)(Qp[i] + 8 * g)));
                 const __m256 f = _mm256_mul_ps(_mm256_loadu_ps(Fp[i] + 8 * g), fw);
@@ -240,21 +241,20 @@ HY_AVX2_INLINE void tile(const int FIX, const int MR, const int NR, const struct
             y[i * ldy + j] = hy_avx2_hsum(acc[i][j]);
 }
 
-#define W_CASE(MR, NR)                                                                             \
-    case (MR) * 8 + (NR):                                                                          \
-        if (fix)                                                                                   \
-            tile(1, MR, NR, W, A, t0, n0, y, ldy);                                                 \
-        else                                                                                       \
-            tile(0, MR, NR, W, A, t0, n0, y, ldy);                                                 \
+#define W_CASE(MR, NR)                                                                                                 \
+    case (MR)*8 + (NR):                                                                                                \
+        if (fix)                                                                                                       \
+            tile(1, MR, NR, W, A, t0, n0, y, ldy);                                                                     \
+        else                                                                                                           \
+            tile(0, MR, NR, W, A, t0, n0, y, ldy);                                                                     \
         break;
 
 static HY_AVX2 void tile_fn(int fix, int mr, int nr, const struct hy_tensor *W, const struct act *A, int64_t t0,
                             int64_t n0, float *y, int64_t ldy)
 {
     switch (mr * 8 + nr) {
-        W_CASE(1, 1) W_CASE(1, 2) W_CASE(1, 3) W_CASE(1, 4)
-        W_CASE(2, 1) W_CASE(2, 2) W_CASE(2, 3) W_CASE(2, 4)
-    default: break;
+        W_CASE(1, 1)
+        W_CASE(1, 2) W_CASE(1, 3) W_CASE(1, 4) W_CASE(2, 1) W_CASE(2, 2) W_CASE(2, 3) W_CASE(2, 4) default : break;
     }
 }
 

@@ -28,8 +28,8 @@
 
 /* y[i*ldy + j] = dot(x row i, w row j) for i < MR tokens, j < NR weight rows (MR, NR <= 4).
  * x rows at x + i*ldx (f32), w rows at element offset j*ldw of w (dtype dt), K elements. */
-HY_AVX512_INLINE void tile(enum hy_dtype dt, const int MR, const int NR, const float *x, int64_t ldx,
-                           const void *w, int64_t ldw, int64_t K, float *y, int64_t ldy)
+HY_AVX512_INLINE void tile(enum hy_dtype dt, const int MR, const int NR, const float *x, int64_t ldx, const void *w,
+                           int64_t ldw, int64_t K, float *y, int64_t ldy)
 {
     __m512 acc[4][4];
 #pragma GCC unroll 4
@@ -71,23 +71,32 @@ HY_AVX512_INLINE void tile(enum hy_dtype dt, const int MR, const int NR, const f
             y[i * ldy + j] = hy_avx512_hsum(acc[i][j]);
 }
 
-#define TILE_CASES(DT, MR)                                                                        \
-    case (MR) * 8 + 1: tile(DT, MR, 1, x, ldx, w, ldw, K, y, ldy); break;                         \
-    case (MR) * 8 + 2: tile(DT, MR, 2, x, ldx, w, ldw, K, y, ldy); break;                         \
-    case (MR) * 8 + 3: tile(DT, MR, 3, x, ldx, w, ldw, K, y, ldy); break;                         \
-    case (MR) * 8 + 4: tile(DT, MR, 4, x, ldx, w, ldw, K, y, ldy); break;
+#define TILE_CASES(DT, MR)                                                                                             \
+    case (MR)*8 + 1:                                                                                                   \
+        tile(DT, MR, 1, x, ldx, w, ldw, K, y, ldy);                                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 2:                                                                                                   \
+        tile(DT, MR, 2, x, ldx, w, ldw, K, y, ldy);                                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 3:                                                                                                   \
+        tile(DT, MR, 3, x, ldx, w, ldw, K, y, ldy);                                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 4:                                                                                                   \
+        tile(DT, MR, 4, x, ldx, w, ldw, K, y, ldy);                                                                    \
+        break;
 
-#define DEF_TILE_FN(NAME, DT)                                                                     \
-    static HY_AVX512 void NAME(int mr, int nr, const float *x, int64_t ldx, const void *w,       \
-                               int64_t ldw, int64_t K, float *y, int64_t ldy)                     \
-    {                                                                                             \
-        switch (mr * 8 + nr) {                                                                    \
-            TILE_CASES(DT, 1)                                                                     \
-            TILE_CASES(DT, 2)                                                                     \
-            TILE_CASES(DT, 3)                                                                     \
-            TILE_CASES(DT, 4)                                                                     \
-        default: break;                                                                           \
-        }                                                                                         \
+#define DEF_TILE_FN(NAME, DT)                                                                                          \
+    static HY_AVX512 void NAME(int mr, int nr, const float *x, int64_t ldx, const void *w, int64_t ldw, int64_t K,     \
+                               float *y, int64_t ldy)                                                                  \
+    {                                                                                                                  \
+        switch (mr * 8 + nr) {                                                                                         \
+            TILE_CASES(DT, 1)                                                                                          \
+            TILE_CASES(DT, 2)                                                                                          \
+            TILE_CASES(DT, 3)                                                                                          \
+            TILE_CASES(DT, 4)                                                                                          \
+        default:                                                                                                       \
+            break;                                                                                                     \
+        }                                                                                                              \
     }
 
 DEF_TILE_FN(tile_f32, HY_DTYPE_F32)
@@ -105,8 +114,8 @@ static tile_fn tile_for(enum hy_dtype dt)
  * calls) over k in [k0, k1) of f32 panel rows (zero-padded to a multiple of 16, so the tail chunk is
  * a plain load of zeros past K), k0 a multiple of 16. Same operations, in the same order, as tile():
  * x's tail chunk is a masked load, w's padded zeros equal tile()'s masked zeros. */
-HY_AVX512_INLINE void tile_part(const int MR, const int NR, const float *x, int64_t ldx, const float *w,
-                                int64_t ldw, int64_t k0, int64_t k1, int64_t K, float *acc, int64_t ldacc)
+HY_AVX512_INLINE void tile_part(const int MR, const int NR, const float *x, int64_t ldx, const float *w, int64_t ldw,
+                                int64_t k0, int64_t k1, int64_t K, float *acc, int64_t ldacc)
 {
     __m512 a[4][4];
 #pragma GCC unroll 4
@@ -149,21 +158,30 @@ HY_AVX512_INLINE void tile_part(const int MR, const int NR, const float *x, int6
             _mm512_storeu_ps(acc + (i * ldacc + j) * 16, a[i][j]);
 }
 
-#define PART_CASES(MR)                                                                            \
-    case (MR) * 8 + 1: tile_part(MR, 1, x, ldx, w, ldw, k0, k1, K, acc, ldacc); break;           \
-    case (MR) * 8 + 2: tile_part(MR, 2, x, ldx, w, ldw, k0, k1, K, acc, ldacc); break;           \
-    case (MR) * 8 + 3: tile_part(MR, 3, x, ldx, w, ldw, k0, k1, K, acc, ldacc); break;           \
-    case (MR) * 8 + 4: tile_part(MR, 4, x, ldx, w, ldw, k0, k1, K, acc, ldacc); break;
+#define PART_CASES(MR)                                                                                                 \
+    case (MR)*8 + 1:                                                                                                   \
+        tile_part(MR, 1, x, ldx, w, ldw, k0, k1, K, acc, ldacc);                                                       \
+        break;                                                                                                         \
+    case (MR)*8 + 2:                                                                                                   \
+        tile_part(MR, 2, x, ldx, w, ldw, k0, k1, K, acc, ldacc);                                                       \
+        break;                                                                                                         \
+    case (MR)*8 + 3:                                                                                                   \
+        tile_part(MR, 3, x, ldx, w, ldw, k0, k1, K, acc, ldacc);                                                       \
+        break;                                                                                                         \
+    case (MR)*8 + 4:                                                                                                   \
+        tile_part(MR, 4, x, ldx, w, ldw, k0, k1, K, acc, ldacc);                                                       \
+        break;
 
-static HY_AVX512 void tile_part_fn(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw,
-                                   int64_t k0, int64_t k1, int64_t K, float *acc, int64_t ldacc)
+static HY_AVX512 void tile_part_fn(int mr, int nr, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t k0,
+                                   int64_t k1, int64_t K, float *acc, int64_t ldacc)
 {
     switch (mr * 8 + nr) {
         PART_CASES(1)
         PART_CASES(2)
         PART_CASES(3)
         PART_CASES(4)
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -193,8 +211,8 @@ void HY_AVX512 hy_avx512_widen_rows(const struct hy_tensor *W, int64_t n0, int64
 
 /* Up to this many tokens the streaming path is taken (as in avx2.c; not tuned on AVX-512 hardware). */
 #define HY512_STREAM_MAX_T 32
-#define GEMM_NB 16  /* weight rows widened per block (16 x K f32: 256 KiB at K = 4096) */
-#define GEMM_TB 48  /* tokens per block (parked chains: 48 x 16 x 64 B = 48 KiB) */
+#define GEMM_NB 16   /* weight rows widened per block (16 x K f32: 256 KiB at K = 4096) */
+#define GEMM_TB 48   /* tokens per block (parked chains: 48 x 16 x 64 B = 48 KiB) */
 #define GEMM_KC 1024 /* k slice (multiple of 16; 1024 as avx2.c, where it measured best) */
 
 /* 1 if W is not a plain F32/F16/BF16 tensor. */

@@ -97,8 +97,8 @@
  * as the scalar rule (round to nearest even; NaN keeps its top bits and is made quiet). */
 static BF16_TARGET void x_to_bf16(const float *x, int64_t ldx, int64_t T, int64_t K, uint16_t *xb, int64_t Kp)
 {
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
-                  one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000), one = _mm512_set1_epi32(1),
+                  bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
     const int64_t K16 = K & ~(int64_t)15;
     for (int64_t t = 0; t < T; t++) {
         const float *xr = x + t * ldx;
@@ -124,8 +124,8 @@ static BF16_TARGET void x_to_bf16(const float *x, int64_t ldx, int64_t T, int64_
  * so both run the same dpbf16 sequence per output. Rows r < n of stride ld, K elements, in place. */
 static BF16_TARGET void e2m1_order(uint16_t *row, int64_t ld, int64_t n, int64_t K)
 {
-    const __m512i ev = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26,
-                                        24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0),
+    const __m512i ev = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24,
+                                        22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0),
                   od = _mm512_add_epi16(ev, _mm512_set1_epi16(1));
     for (int64_t r = 0; r < n; r++)
         for (int64_t k = 0; k + 64 <= K; k += 64) {
@@ -220,11 +220,19 @@ BF16_INLINE void dp_tile(const int MR, const int NR, const uint16_t *x, int64_t 
             y[i * ldy + j] = hy_avx512_hsum(acc[i][j]) * oscale;
 }
 
-#define BF_CASES(MR)                                                                              \
-    case (MR) * 8 + 1: dp_tile(MR, 1, x, ldx, w, ldw, h, kc, oscale, y, ldy); break;            \
-    case (MR) * 8 + 2: dp_tile(MR, 2, x, ldx, w, ldw, h, kc, oscale, y, ldy); break;            \
-    case (MR) * 8 + 3: dp_tile(MR, 3, x, ldx, w, ldw, h, kc, oscale, y, ldy); break;            \
-    case (MR) * 8 + 4: dp_tile(MR, 4, x, ldx, w, ldw, h, kc, oscale, y, ldy); break;
+#define BF_CASES(MR)                                                                                                   \
+    case (MR)*8 + 1:                                                                                                   \
+        dp_tile(MR, 1, x, ldx, w, ldw, h, kc, oscale, y, ldy);                                                         \
+        break;                                                                                                         \
+    case (MR)*8 + 2:                                                                                                   \
+        dp_tile(MR, 2, x, ldx, w, ldw, h, kc, oscale, y, ldy);                                                         \
+        break;                                                                                                         \
+    case (MR)*8 + 3:                                                                                                   \
+        dp_tile(MR, 3, x, ldx, w, ldw, h, kc, oscale, y, ldy);                                                         \
+        break;                                                                                                         \
+    case (MR)*8 + 4:                                                                                                   \
+        dp_tile(MR, 4, x, ldx, w, ldw, h, kc, oscale, y, ldy);                                                         \
+        break;
 
 static BF16_TARGET void dp_tile_fn(int mr, int nr, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
                                    int64_t h, int64_t kc, float oscale, float *y, int64_t ldy)
@@ -234,7 +242,8 @@ static BF16_TARGET void dp_tile_fn(int mr, int nr, const uint16_t *x, int64_t ld
         BF_CASES(2)
         BF_CASES(3)
         BF_CASES(4)
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -252,9 +261,9 @@ static void dp_panel_rows(const uint16_t *xb, int64_t Kp, int64_t T, const uint1
 
 enum { F_BF16 = 0, F_E4M3, F_E4M3_MX, F_E2M1, F_E2M1_MX };
 
-#define E4M3_S_MIN 7   /* MXFP8 scale bytes whose normal codes decode exactly (see top) */
+#define E4M3_S_MIN 7 /* MXFP8 scale bytes whose normal codes decode exactly (see top) */
 #define E4M3_S_MAX 246
-#define S_ONE 127      /* the scale byte of 2^0: unscaled and per-tensor formats */
+#define S_ONE 127 /* the scale byte of 2^0: unscaled and per-tensor formats */
 
 static uint16_t dq_tab_e2m1[256][32] __attribute__((aligned(64))); /* bf16(e2m1(n & 15) * 2^(s-127)) */
 static uint16_t dq_tab_sub[256][32] __attribute__((aligned(64)));  /* bf16(e4m3(m) * 2^(s-127)), m < 8; 0 after */
@@ -269,7 +278,7 @@ static uint8_t vb_tab[4][64] __attribute__((aligned(64)));
 static uint8_t vb_il[2][64] __attribute__((aligned(64)));
 static uint32_t vb_off[256]; /* ((s - 127) << 7) mod 2^16 in both words: vpbroadcastd from memory, no shuffle */
 static int vbmi_ok, vbmi_on; /* the CPU has AVX512_VBMI; its tiles are in use (hy_avx512bf16_set_vbmi) */
-static int e2m1_eo_on = 1;  /* E2M1 weights in the E2M1 order (hy_avx512bf16_set_e2m1_order) */
+static int e2m1_eo_on = 1;   /* E2M1 weights in the E2M1 order (hy_avx512bf16_set_e2m1_order) */
 static pthread_once_t dq_tab_once = PTHREAD_ONCE_INIT;
 
 static void dq_tab_init(void)
@@ -359,7 +368,7 @@ BF16_INLINE __m512i dec_e4m3(const uint8_t *p, __m512i off, __m512i sub)
     __m512i v = _mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x07F0));
     const __mmask32 normal = _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x78));
     v = _mm512_mask_add_epi16(v, normal, v, off);
-    v = _mm512_mask_permutexvar_epi16(v, (__mmask32)~normal, w, sub); /* exponent 0: index = mantissa */
+    v = _mm512_mask_permutexvar_epi16(v, (__mmask32)~normal, w, sub);               /* exponent 0: index = mantissa */
     return _mm512_ternarylogic_epi32(v, w, _mm512_set1_epi16((short)0x8000), 0xF8); /* v | (w & 0x8000) */
 }
 
@@ -398,8 +407,8 @@ BF16_INLINE int mx8_scales_ok(const struct dq *q, int64_t n0, int nr, int s_min)
 /* Chunk c (32 elements) of the tile: each row's weights decoded to bf16, one dpbf16 per output. r0 / s0:
  * the first row's data and scales, rb / ns their row strides; *nan gets E4M3 NaN codes (CHK). */
 BF16_CHUNK void dchunk(const int F, const int CHK, const int MR, const int NR, const uint8_t *r0, int64_t rb,
-                        const uint8_t *s0, int64_t ns, const uint16_t *xb, int64_t ldx, int64_t c, __m512 acc[4][4],
-                        __mmask32 *nan)
+                       const uint8_t *s0, int64_t ns, const uint16_t *xb, int64_t ldx, int64_t c, __m512 acc[4][4],
+                       __mmask32 *nan)
 {
     __m512bh xv[4];
 #pragma GCC unroll 4
@@ -428,8 +437,8 @@ BF16_CHUNK void dchunk(const int F, const int CHK, const int MR, const int NR, c
 
 /* The tile's last K % 32 elements (F's tail), then y[i*ldy + j] = hsum(acc[i][j]) * the per-tensor scale;
  * part: the first chains of a split tile (q->h > 0, BF16), joined to acc after the tail, else NULL. */
-BF16_INLINE void tile_end(const int F, const int MR, const int NR, const struct dq *q, const uint16_t *xb,
-                          int64_t ldx, int64_t n0, __m512 part[4][4], __m512 acc[4][4], float *y, int64_t ldy)
+BF16_INLINE void tile_end(const int F, const int MR, const int NR, const struct dq *q, const uint16_t *xb, int64_t ldx,
+                          int64_t n0, __m512 part[4][4], __m512 acc[4][4], float *y, int64_t ldy)
 {
     const int64_t rb = q->row_bytes, kf = q->kf;
     const uint8_t *r0 = q->data + n0 * rb;
@@ -532,8 +541,8 @@ BF16_INLINE int dtile(const int F, const int CHK, const int MR, const int NR, co
  * (s in [VB_S_MIN, E4M3_S_MAX], scales s0 with row stride ns). The words dec_e4m3 gives, so
  * the same dpbf16 sequence per output as two dchunk calls. */
 VB_CHUNK void vline(const int MX, const int MR, const int NR, const uint8_t *r0, int64_t rb, const uint8_t *s0,
-                    int64_t ns, const uint16_t *xb, int64_t ldx, int64_t c, const __m512i tab[4],
-                    const __m512i il[2], __m512 acc[4][4])
+                    int64_t ns, const uint16_t *xb, int64_t ldx, int64_t c, const __m512i tab[4], const __m512i il[2],
+                    __m512 acc[4][4])
 {
     __m512bh x0[4], x1[4];
     for (int i = MR; i < 4; i++) /* never read (no code for constant MR; quiets -Wmaybe-uninitialized) */
@@ -553,7 +562,8 @@ VB_CHUNK void vline(const int MX, const int MR, const int NR, const uint8_t *r0,
         if (MX) { /* the exponent rebase of the nonzero codes: stays in 1..254 for s in range, sign untouched */
             const __mmask64 nz = _mm512_test_epi8_mask(b, _mm512_set1_epi8(0x7F));
             w0 = _mm512_mask_add_epi16(w0, (__mmask32)nz, w0, _mm512_set1_epi32((int)vb_off[s0[j * ns + c]]));
-            w1 = _mm512_mask_add_epi16(w1, (__mmask32)(nz >> 32), w1, _mm512_set1_epi32((int)vb_off[s0[j * ns + c + 1]]));
+            w1 = _mm512_mask_add_epi16(w1, (__mmask32)(nz >> 32), w1,
+                                       _mm512_set1_epi32((int)vb_off[s0[j * ns + c + 1]]));
         }
 #pragma GCC unroll 4
         for (int i = 0; i < MR; i++) {
@@ -566,8 +576,8 @@ VB_CHUNK void vline(const int MX, const int MR, const int NR, const uint8_t *r0,
 /* dtile(F, 0, ...) for F = F_E4M3 / F_E4M3_MX through vline: 64 codes of a row per step (the last odd
  * chunk by dchunk). MX groups with a scale byte below VB_S_MIN go to dtile (which sends those outside
  * [E4M3_S_MIN, E4M3_S_MAX] to the panel route). */
-VB_INLINE int dtile_vb(const int F, const int CHK, const int MR, const int NR, const struct dq *q,
-                       const uint16_t *xb, int64_t ldx, int64_t n0, float *y, int64_t ldy)
+VB_INLINE int dtile_vb(const int F, const int CHK, const int MR, const int NR, const struct dq *q, const uint16_t *xb,
+                       int64_t ldx, int64_t n0, float *y, int64_t ldy)
 {
     (void)CHK;
     const int MX = F == F_E4M3_MX;
@@ -627,8 +637,8 @@ BF16_CHUNK void eo_pair(const int MX, const int MR, const int NR, const uint8_t 
         const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(r0 + j * rb + 16 * c)));
         const int sa = MX ? s0[j * ns + c] : S_ONE, sb = MX ? s0[j * ns + c + 1] : S_ONE;
         const __m256i ta = _mm256_load_si256((const __m256i *)dq_tab_e2m1[sa]); /* words 0..15: codes 0..15 */
-        const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(ta),
-                                               _mm256_load_si256((const __m256i *)dq_tab_e2m1[sb]), 1);
+        const __m512i tab =
+            _mm512_inserti64x4(_mm512_castsi256_si512(ta), _mm256_load_si256((const __m256i *)dq_tab_e2m1[sb]), 1);
         const __m512i lo = _mm512_ternarylogic_epi32(b, low, up, 0xEA); /* (b & 15) | up */
         const __m512i hi = _mm512_or_si512(_mm512_srli_epi16(b, 4), up);
         const __m512bh we = (__m512bh)_mm512_permutexvar_epi16(lo, tab);
@@ -679,35 +689,40 @@ BF16_INLINE int dtile_eo(const int F, const int CHK, const int MR, const int NR,
     return 0;
 }
 
-#define D_CASES(FN, F, CHK, MR)                                                                   \
-    case (MR) * 8 + 1: return FN(F, CHK, MR, 1, q, xb, ldx, n0, y, ldy);                          \
-    case (MR) * 8 + 2: return FN(F, CHK, MR, 2, q, xb, ldx, n0, y, ldy);                          \
-    case (MR) * 8 + 3: return FN(F, CHK, MR, 3, q, xb, ldx, n0, y, ldy);                          \
-    case (MR) * 8 + 4: return FN(F, CHK, MR, 4, q, xb, ldx, n0, y, ldy);
+#define D_CASES(FN, F, CHK, MR)                                                                                        \
+    case (MR)*8 + 1:                                                                                                   \
+        return FN(F, CHK, MR, 1, q, xb, ldx, n0, y, ldy);                                                              \
+    case (MR)*8 + 2:                                                                                                   \
+        return FN(F, CHK, MR, 2, q, xb, ldx, n0, y, ldy);                                                              \
+    case (MR)*8 + 3:                                                                                                   \
+        return FN(F, CHK, MR, 3, q, xb, ldx, n0, y, ldy);                                                              \
+    case (MR)*8 + 4:                                                                                                   \
+        return FN(F, CHK, MR, 4, q, xb, ldx, n0, y, ldy);
 
-#define DEF_DTILE(NAME, TARGET, FN, F, CHK)                                                       \
-    static TARGET int NAME(int mr, int nr, const struct dq *q, const uint16_t *xb, int64_t ldx, int64_t n0, \
-                           float *y, int64_t ldy)                                                 \
-    {                                                                                             \
-        switch (mr * 8 + nr) {                                                                    \
-            D_CASES(FN, F, CHK, 1)                                                                \
-            D_CASES(FN, F, CHK, 2)                                                                \
-            D_CASES(FN, F, CHK, 3)                                                                \
-            D_CASES(FN, F, CHK, 4)                                                                \
-        default: return 0;                                                                        \
-        }                                                                                         \
+#define DEF_DTILE(NAME, TARGET, FN, F, CHK)                                                                            \
+    static TARGET int NAME(int mr, int nr, const struct dq *q, const uint16_t *xb, int64_t ldx, int64_t n0, float *y,  \
+                           int64_t ldy)                                                                                \
+    {                                                                                                                  \
+        switch (mr * 8 + nr) {                                                                                         \
+            D_CASES(FN, F, CHK, 1)                                                                                     \
+            D_CASES(FN, F, CHK, 2)                                                                                     \
+            D_CASES(FN, F, CHK, 3)                                                                                     \
+            D_CASES(FN, F, CHK, 4)                                                                                     \
+        default:                                                                                                       \
+            return 0;                                                                                                  \
+        }                                                                                                              \
     }
 
 DEF_DTILE(dtile_bf16, BF16_TARGET, dtile, F_BF16, 0)
-DEF_DTILE(dtile_e4m3, BF16_TARGET, dtile, F_E4M3, 1)        /* FP8 (per-tensor or unscaled), NaN test */
-DEF_DTILE(dtile_e4m3_nf, BF16_TARGET, dtile, F_E4M3, 0)     /* checked NaN-free at load */
-DEF_DTILE(dtile_e4m3_vb, VB_TARGET, dtile_vb, F_E4M3, 0)    /* the same, AVX512_VBMI byte tables */
-DEF_DTILE(dtile_e4m3_mx, BF16_TARGET, dtile, F_E4M3_MX, 1)  /* MXFP8 */
+DEF_DTILE(dtile_e4m3, BF16_TARGET, dtile, F_E4M3, 1)       /* FP8 (per-tensor or unscaled), NaN test */
+DEF_DTILE(dtile_e4m3_nf, BF16_TARGET, dtile, F_E4M3, 0)    /* checked NaN-free at load */
+DEF_DTILE(dtile_e4m3_vb, VB_TARGET, dtile_vb, F_E4M3, 0)   /* the same, AVX512_VBMI byte tables */
+DEF_DTILE(dtile_e4m3_mx, BF16_TARGET, dtile, F_E4M3_MX, 1) /* MXFP8 */
 DEF_DTILE(dtile_e4m3_mx_nf, BF16_TARGET, dtile, F_E4M3_MX, 0)
 DEF_DTILE(dtile_e4m3_mx_vb, VB_TARGET, dtile_vb, F_E4M3_MX, 0)
-DEF_DTILE(dtile_e2m1, BF16_TARGET, dtile, F_E2M1, 0)          /* FP4 (per-tensor or unscaled), natural order */
-DEF_DTILE(dtile_e2m1_mx, BF16_TARGET, dtile, F_E2M1_MX, 0)    /* MXFP4, natural order */
-DEF_DTILE(dtile_e2m1_eo, BF16_TARGET, dtile_eo, F_E2M1, 0)    /* the same in the E2M1 order */
+DEF_DTILE(dtile_e2m1, BF16_TARGET, dtile, F_E2M1, 0)       /* FP4 (per-tensor or unscaled), natural order */
+DEF_DTILE(dtile_e2m1_mx, BF16_TARGET, dtile, F_E2M1_MX, 0) /* MXFP4, natural order */
+DEF_DTILE(dtile_e2m1_eo, BF16_TARGET, dtile_eo, F_E2M1, 0) /* the same in the E2M1 order */
 DEF_DTILE(dtile_e2m1_mx_eo, BF16_TARGET, dtile_eo, F_E2M1_MX, 0)
 
 typedef int (*dtile_fn)(int, int, const struct dq *, const uint16_t *, int64_t, int64_t, float *, int64_t);
@@ -717,7 +732,8 @@ static dtile_fn dtile_for(const struct hy_tensor *W, int eo)
 {
     const int nf = W->nan_free;
     switch (fmt_of(W)) {
-    case F_BF16: return dtile_bf16;
+    case F_BF16:
+        return dtile_bf16;
     case F_E4M3:
         if (nf && __atomic_load_n(&vbmi_on, __ATOMIC_RELAXED))
             return dtile_e4m3_vb;
@@ -726,8 +742,10 @@ static dtile_fn dtile_for(const struct hy_tensor *W, int eo)
         if (nf && __atomic_load_n(&vbmi_on, __ATOMIC_RELAXED))
             return dtile_e4m3_mx_vb;
         return nf ? dtile_e4m3_mx_nf : dtile_e4m3_mx;
-    case F_E2M1: return eo ? dtile_e2m1_eo : dtile_e2m1;
-    default: return eo ? dtile_e2m1_mx_eo : dtile_e2m1_mx;
+    case F_E2M1:
+        return eo ? dtile_e2m1_eo : dtile_e2m1;
+    default:
+        return eo ? dtile_e2m1_mx_eo : dtile_e2m1_mx;
     }
 }
 
@@ -747,8 +765,8 @@ static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint
                        int64_t n0, int nr, float *y, int64_t ldy)
 {
     __atomic_fetch_add(&panel_routes, 1, __ATOMIC_RELAXED);
-    uint16_t *panel = hy_scratch_get(&panel_scratch, (size_t)(4 * Kp) * sizeof(uint16_t) +
-                                                         (size_t)(Kp + 16) * sizeof(float) + 64);
+    uint16_t *panel =
+        hy_scratch_get(&panel_scratch, (size_t)(4 * Kp) * sizeof(uint16_t) + (size_t)(Kp + 16) * sizeof(float) + 64);
     if (!panel)
         return -1;
     float *wrow = (float *)(panel + 4 * Kp);
@@ -762,8 +780,8 @@ static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint
 /* Outputs [n0, n0+nr) (nr <= 4) for T tokens (x f32 rows of stride K, xb their bf16 copy): decode tiles
  * of up to 4 tokens, or the panel route for rows with out-of-range MXFP8 scales or NaN codes; the f32
  * chain when memory for the panel cannot be had. */
-static void rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn fn, const float *x,
-                       const uint16_t *xb, int64_t Kp, int64_t T, int64_t n0, int nr, float *y, int64_t ldy)
+static void rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn fn, const float *x, const uint16_t *xb,
+                       int64_t Kp, int64_t T, int64_t n0, int nr, float *y, int64_t ldy)
 {
     for (int64_t t = 0; t < T; t += 4)
         if (fn((int)(T - t < 4 ? T - t : 4), nr, q, xb + t * Kp, Kp, n0, y + t * ldy, ldy)) {
@@ -774,8 +792,8 @@ static void rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn f
 }
 
 /* acc = dpbf16(acc, 32 bf16 of x at xp, 32 bf16 weights at wp): one chunk of a chain. */
-#define DP_CHUNK(acc, xp, wp)                                                                     \
-    (acc) = _mm512_dpbf16_ps((acc), (__m512bh)_mm512_loadu_si512((const void *)(xp)),             \
+#define DP_CHUNK(acc, xp, wp)                                                                                          \
+    (acc) = _mm512_dpbf16_ps((acc), (__m512bh)_mm512_loadu_si512((const void *)(xp)),                                  \
                              (__m512bh)_mm512_loadu_si512((const void *)(wp)))
 
 /* y[n - n0] = row n of BF16 W times one token's xb (T = 1), rows n0 <= n < n1 one after another, each

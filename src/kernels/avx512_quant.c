@@ -80,8 +80,7 @@ int hy_avx512q_supported(const struct hy_tensor *W)
 
 /* 32 E4M3 bytes at p -> w[0], w[1] = elements 0-15, 16-31 as v * 2^-120, times c when MUL; with CHK,
  * NaN-code bytes or-ed into *nan. */
-HY_AVX512_INLINE void dec32_e4m3(const int MUL, const int CHK, const uint8_t *p, __m512 c, __m512 w[2],
-                                 __mmask32 *nan)
+HY_AVX512_INLINE void dec32_e4m3(const int MUL, const int CHK, const uint8_t *p, __m512 c, __m512 w[2], __mmask32 *nan)
 {
     const __m512i m = _mm512_set1_epi32((int)0x87F00000u);
 #pragma GCC unroll 2
@@ -121,7 +120,7 @@ HY_AVX512_INLINE void dec32_e2m1(const uint8_t *p, __m512 c, __m512 w[2])
 static void widen_scalar(const struct qw *q, int64_t r, int64_t k0, int64_t n, float *tmp)
 {
     for (int64_t i = 0; i < 32; i++)
-        tmp[i] = i >= n ? 0.0f
+        tmp[i] = i >= n    ? 0.0f
                  : q->fold ? hy_e4m3_to_f32(q->data[r * q->row_bytes + k0 + i]) * 0x1p-120f
                            : hy_tensor_get(q->W, r, k0 + i);
 }
@@ -164,8 +163,8 @@ HY_AVX512_INLINE void block(const int E, const int MX, const struct qw *q, int64
 
 /* Decode chains for tiles with a scalar-widened block somewhere (every block through widen_scalar;
  * same values, same chain as tile()). */
-static HY_AVX512 void tile_slow(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0,
-                                float *y, int64_t ldy)
+static HY_AVX512 void tile_slow(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, float *y,
+                                int64_t ldy)
 {
     __m512 acc[4][4];
     for (int i = 0; i < mr; i++)
@@ -181,8 +180,8 @@ static HY_AVX512 void tile_slow(int mr, int nr, const struct qw *q, const float 
                 const int64_t kc = k + 16 * c;
                 const __m512 wv = _mm512_loadu_ps(tmp + 16 * c);
                 for (int i = 0; i < mr; i++)
-                    acc[i][j] = _mm512_fmadd_ps(hy_avx512_load_tail(HY_DTYPE_F32, x + i * ldx, kc, K - kc), wv,
-                                                acc[i][j]);
+                    acc[i][j] =
+                        _mm512_fmadd_ps(hy_avx512_load_tail(HY_DTYPE_F32, x + i * ldx, kc, K - kc), wv, acc[i][j]);
             }
         }
     }
@@ -274,42 +273,51 @@ HY_AVX512_INLINE int tile(const int E, const int MX, const int FOLD, const int C
     return 0;
 }
 
-#define Q_CASES(E, MX, FOLD, CHK, MR)                                                             \
-    case (MR) * 8 + 1: nan = tile(E, MX, FOLD, CHK, MR, 1, q, x, ldx, n0, y, ldy); break;         \
-    case (MR) * 8 + 2: nan = tile(E, MX, FOLD, CHK, MR, 2, q, x, ldx, n0, y, ldy); break;         \
-    case (MR) * 8 + 3: nan = tile(E, MX, FOLD, CHK, MR, 3, q, x, ldx, n0, y, ldy); break;         \
-    case (MR) * 8 + 4: nan = tile(E, MX, FOLD, CHK, MR, 4, q, x, ldx, n0, y, ldy); break;
+#define Q_CASES(E, MX, FOLD, CHK, MR)                                                                                  \
+    case (MR)*8 + 1:                                                                                                   \
+        nan = tile(E, MX, FOLD, CHK, MR, 1, q, x, ldx, n0, y, ldy);                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 2:                                                                                                   \
+        nan = tile(E, MX, FOLD, CHK, MR, 2, q, x, ldx, n0, y, ldy);                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 3:                                                                                                   \
+        nan = tile(E, MX, FOLD, CHK, MR, 3, q, x, ldx, n0, y, ldy);                                                    \
+        break;                                                                                                         \
+    case (MR)*8 + 4:                                                                                                   \
+        nan = tile(E, MX, FOLD, CHK, MR, 4, q, x, ldx, n0, y, ldy);                                                    \
+        break;
 
 /* FOLD: the raw scheme (q->fold must match); CHK: test E4M3 blocks for NaN codes (0 for tensors the
  * loader marked nan_free). */
-#define DEF_Q_TILE(NAME, E, MX, FOLD, CHK)                                                        \
-    static HY_AVX512 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, \
-                               float *y, int64_t ldy)                                             \
-    {                                                                                             \
-        if (tile_needs_slow(E, MX, q, n0, nr)) {                                                  \
-            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                             \
-            return;                                                                               \
-        }                                                                                         \
-        int nan = 0;                                                                              \
-        switch (mr * 8 + nr) {                                                                    \
-            Q_CASES(E, MX, FOLD, CHK, 1)                                                          \
-            Q_CASES(E, MX, FOLD, CHK, 2)                                                          \
-            Q_CASES(E, MX, FOLD, CHK, 3)                                                          \
-            Q_CASES(E, MX, FOLD, CHK, 4)                                                          \
-        default: break;                                                                           \
-        }                                                                                         \
-        if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */            \
-            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                             \
+#define DEF_Q_TILE(NAME, E, MX, FOLD, CHK)                                                                             \
+    static HY_AVX512 void NAME(int mr, int nr, const struct qw *q, const float *x, int64_t ldx, int64_t n0, float *y,  \
+                               int64_t ldy)                                                                            \
+    {                                                                                                                  \
+        if (tile_needs_slow(E, MX, q, n0, nr)) {                                                                       \
+            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                                                  \
+            return;                                                                                                    \
+        }                                                                                                              \
+        int nan = 0;                                                                                                   \
+        switch (mr * 8 + nr) {                                                                                         \
+            Q_CASES(E, MX, FOLD, CHK, 1)                                                                               \
+            Q_CASES(E, MX, FOLD, CHK, 2)                                                                               \
+            Q_CASES(E, MX, FOLD, CHK, 3)                                                                               \
+            Q_CASES(E, MX, FOLD, CHK, 4)                                                                               \
+        default:                                                                                                       \
+            break;                                                                                                     \
+        }                                                                                                              \
+        if (nan) /* an E4M3 NaN code: the scalar route gives the exact NaN results */                                  \
+            tile_slow(mr, nr, q, x, ldx, n0, y, ldy);                                                                  \
     }
 
 DEF_Q_TILE(tile_e4m3_t, Q_E4M3, 0, 0, 1)    /* per-tensor, exact values, NaN test */
 DEF_Q_TILE(tile_e4m3_t_nf, Q_E4M3, 0, 0, 0) /* per-tensor, exact values, checked NaN-free at load */
 DEF_Q_TILE(tile_e4m3_tr, Q_E4M3, 0, 1, 1)   /* per-tensor, raw scheme */
 DEF_Q_TILE(tile_e4m3_tr_nf, Q_E4M3, 0, 1, 0)
-DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1, 0, 1)   /* MXFP8 */
+DEF_Q_TILE(tile_e4m3_mx, Q_E4M3, 1, 0, 1) /* MXFP8 */
 DEF_Q_TILE(tile_e4m3_mx_nf, Q_E4M3, 1, 0, 0)
-DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0, 0, 0)    /* FP4, one scale */
-DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1, 0, 0)   /* MXFP4 */
+DEF_Q_TILE(tile_e2m1_t, Q_E2M1, 0, 0, 0)  /* FP4, one scale */
+DEF_Q_TILE(tile_e2m1_mx, Q_E2M1, 1, 0, 0) /* MXFP4 */
 
 typedef void (*q_tile_fn)(int, int, const struct qw *, const float *, int64_t, int64_t, float *, int64_t);
 
@@ -389,15 +397,15 @@ void hy_avx512q_gemv(float *y, const float *x, int64_t T, const struct hy_tensor
 }
 
 /* Widens the first K32 (a multiple of 32) elements of row r to f32 at d; one instance per format. */
-#define DEF_WIDEN(NAME, E, MX)                                                                    \
-    static HY_AVX512 void NAME(const struct qw *q, int64_t r, int64_t K32, float *d)             \
-    {                                                                                             \
-        for (int64_t k = 0; k < K32; k += 32) {                                                   \
-            __m512 w[2];                                                                          \
-            block(E, MX, q, r, k, w);                                                             \
-            _mm512_storeu_ps(d + k, w[0]);                                                        \
-            _mm512_storeu_ps(d + k + 16, w[1]);                                                   \
-        }                                                                                         \
+#define DEF_WIDEN(NAME, E, MX)                                                                                         \
+    static HY_AVX512 void NAME(const struct qw *q, int64_t r, int64_t K32, float *d)                                   \
+    {                                                                                                                  \
+        for (int64_t k = 0; k < K32; k += 32) {                                                                        \
+            __m512 w[2];                                                                                               \
+            block(E, MX, q, r, k, w);                                                                                  \
+            _mm512_storeu_ps(d + k, w[0]);                                                                             \
+            _mm512_storeu_ps(d + k + 16, w[1]);                                                                        \
+        }                                                                                                              \
     }
 
 DEF_WIDEN(widen_e4m3_t, Q_E4M3, 0)

@@ -59,16 +59,14 @@ static const struct hy_kernel_table avx2_table = {
  * and the f64 ones are bitwise equal to ref at every level).
  * They differ in the bf16-mode matmul: the f32 chain, vdpbf16ps where the CPU has AVX512_BF16
  * (avx512_bf16.c), AMX-BF16 tiles (amx.c). */
-#define AVX512_TABLE(ISA, NAME, BF16X, ROWS_BF16X)                                                \
-    {                                                                                             \
-        .isa = ISA, .name = NAME, .matmul = hy_avx512_matmul, .matmul_bf16x = BF16X,              \
-        .matmul_rows = hy_avx512_matmul_rows, .matmul_rows_bf16x = ROWS_BF16X,                    \
-        .dot_f32 = hy_avx512_dot_f32,                                                             \
-        .rmsnorm = hy_avx512_rmsnorm, .rope = hy_avx2_rope, .silu_mul = hy_avx2_silu_mul,         \
-        .round_bf16 = hy_avx2_round_bf16, .attend = hy_avx2_attend,                               \
-        .fp8_fit_pass = hy_avx2_fp8_fit_pass, .fp8_encode = hy_avx2_fp8_encode,                   \
-        .dot_f64 = hy_avx2_dot_f64, .gemm_sub_f64 = hy_avx2_gemm_sub_f64,                         \
-        .gemm_tn_acc_f64 = hy_avx2_gemm_tn_acc_f64,                                               \
+#define AVX512_TABLE(ISA, NAME, BF16X, ROWS_BF16X)                                                                     \
+    {                                                                                                                  \
+        .isa = ISA, .name = NAME, .matmul = hy_avx512_matmul, .matmul_bf16x = BF16X,                                   \
+        .matmul_rows = hy_avx512_matmul_rows, .matmul_rows_bf16x = ROWS_BF16X, .dot_f32 = hy_avx512_dot_f32,           \
+        .rmsnorm = hy_avx512_rmsnorm, .rope = hy_avx2_rope, .silu_mul = hy_avx2_silu_mul,                              \
+        .round_bf16 = hy_avx2_round_bf16, .attend = hy_avx2_attend, .fp8_fit_pass = hy_avx2_fp8_fit_pass,              \
+        .fp8_encode = hy_avx2_fp8_encode, .dot_f64 = hy_avx2_dot_f64, .gemm_sub_f64 = hy_avx2_gemm_sub_f64,            \
+        .gemm_tn_acc_f64 = hy_avx2_gemm_tn_acc_f64,                                                                    \
     }
 static const struct hy_kernel_table avx512_table =
     AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512_matmul, hy_avx512_matmul_rows);
@@ -102,8 +100,8 @@ int hy_kernels_table_for(enum hy_isa isa, struct hy_kernel_table *t)
     if ((unsigned)isa >= HY_ISA_COUNT)
         return hy_err_set("kernels: invalid ISA level %d", (int)isa);
     if (!hy_cpu_supports(isa))
-        return hy_err_set("kernels: ISA level %s is not supported by this CPU/OS (usable: %s)",
-                          hy_isa_name(isa), hy_cpu_caps_string());
+        return hy_err_set("kernels: ISA level %s is not supported by this CPU/OS (usable: %s)", hy_isa_name(isa),
+                          hy_cpu_caps_string());
     const struct hy_kernel_table *src = table_of(isa);
     if (!src)
         return hy_err_set("kernels: no %s kernels in this build", hy_isa_name(isa));
@@ -156,8 +154,7 @@ void hy_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor
     hy_kernels_active()->matmul_bf16x(y, x, T, W);
 }
 
-void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
-                    int64_t n1)
+void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0, int64_t n1)
 {
     hy_kernels_active()->matmul_rows(y, ldy, x, T, W, n0, n1);
 }
@@ -203,8 +200,7 @@ void hy_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, 
     hy_kernels_active()->rmsnorm(y, x, w, T, d, eps);
 }
 
-void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
-             int interleaved)
+void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq, int interleaved)
 {
     hy_kernels_active()->rope(x, n_heads, head_dim, pos, inv_freq, interleaved);
 }

@@ -38,12 +38,11 @@ struct hy_kernel_table {
     void (*matmul_rows)(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);
     /* Same contract as hy_matmul_rows_bf16x (kernels.h); levels without bf16 dot products: = matmul_rows. */
-    void (*matmul_rows_bf16x)(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
-                              int64_t n0, int64_t n1);
+    void (*matmul_rows_bf16x)(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                              int64_t n1);
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
-    void (*rope)(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
-                 int interleaved);
+    void (*rope)(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq, int interleaved);
     void (*silu_mul)(float *out, const float *gate, const float *up, int64_t n);
     void (*round_bf16)(float *x, int64_t n);
     /* Same contract as hy_attend (attention.h). */
@@ -60,8 +59,8 @@ struct hy_kernel_table {
     /* x[t][j] -= dot_f64(e_t, v_j, nb) for t < nr, j < n, rows x_t = x + t * ldx, e_t = e + t * lde,
      * v_j = v + j * ldv (f64; GPTQ's deferred error update, quantize/gptq.c): each sum in dot_f64's lane
      * order, then one subtraction; bitwise equal at every level. */
-    void (*gemm_sub_f64)(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
-                         int64_t ldv, int64_t nb, int64_t n);
+    void (*gemm_sub_f64)(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v, int64_t ldv,
+                         int64_t nb, int64_t n);
     /* g[i][j] += a_t[i] * b_t[j] for t = 0, 1, ... nt - 1 in turn, i < ni, j < nj, rows g_i = g + i * ldg,
      * a_t = a + t * lda, b_t = b + t * ldb (f64; GPTQ's H += X^T X, quantize/calib.c): each product rounded
      * then added to the entry (never fused), one t at a time, so the bits are the same however the
@@ -92,8 +91,7 @@ void hy_ref_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const 
                         int64_t n1);
 float hy_ref_dot_f32(const float *a, const float *b, int64_t n);
 void hy_ref_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
-void hy_ref_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
-                 int interleaved);
+void hy_ref_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq, int interleaved);
 void hy_ref_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 void hy_ref_round_bf16(float *x, int64_t n);
 void hy_ref_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
@@ -103,8 +101,8 @@ void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
 double hy_ref_dot_f64(const double *a, const double *b, int64_t n);
 void hy_ref_gemm_tn_acc_f64(double *g, int64_t ldg, const double *a, int64_t lda, const double *b, int64_t ldb,
                             int64_t nt, int64_t ni, int64_t nj);
-void hy_ref_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
-                         int64_t ldv, int64_t nb, int64_t n);
+void hy_ref_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v, int64_t ldv,
+                         int64_t nb, int64_t n);
 
 /* AVX2 + FMA + F16C kernels (avx2.c, avx2_attn.c); call only if hy_cpu_supports(HY_ISA_AVX2). */
 void hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
@@ -112,8 +110,7 @@ void hy_avx2_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const
                          int64_t n1);
 float hy_avx2_dot_f32(const float *a, const float *b, int64_t n);
 void hy_avx2_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps);
-void hy_avx2_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
-                  int interleaved);
+void hy_avx2_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq, int interleaved);
 void hy_avx2_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 void hy_avx2_round_bf16(float *x, int64_t n);
 void hy_avx2_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,

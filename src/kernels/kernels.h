@@ -58,8 +58,7 @@ void hy_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, 
 /* Rotary embedding in place on x[n_heads, head_dim] of one token at position pos.
  * interleaved = 0: NeoX rotate_half pairs (j, j + head_dim/2); 1: GPT-J pairs (2i, 2i+1).
  * inv_freq[head_dim/2] = theta^(-2i/head_dim); angle = (float)pos * inv_freq[i] in fp32 (spec §2.3). */
-void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
-             int interleaved);
+void hy_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq, int interleaved);
 
 /* out[n] = silu(gate[n]) * up[n]; out may alias gate. */
 void hy_silu_mul(float *out, const float *gate, const float *up, int64_t n);

@@ -19,16 +19,16 @@
 #include <stdint.h>
 
 struct hy_kv_view {
-    int32_t        n_kv_heads;
-    int32_t        head_dim;
-    int32_t        block_size; /* tokens per block */
-    enum hy_dtype  dtype;      /* HY_DTYPE_F32, HY_DTYPE_BF16 or HY_DTYPE_F8_E4M3 */
-    void          *k;          /* [n_slots, n_kv_heads, head_dim] */
-    void          *v;
-    float         *k_scale;    /* FP8: [n_slots * n_kv_heads] f32 multipliers; else NULL */
-    float         *v_scale;    /* FP8 with dynamic V: the same for V; else NULL */
-    const float   *v_static;   /* FP8 with static V: [n_kv_heads] multipliers (> 0); else NULL */
-    int            scale_fit;  /* FP8: 1 = dynamic scales by the least-squares fit, 0 = amax / 448 */
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    int32_t block_size;  /* tokens per block */
+    enum hy_dtype dtype; /* HY_DTYPE_F32, HY_DTYPE_BF16 or HY_DTYPE_F8_E4M3 */
+    void *k;             /* [n_slots, n_kv_heads, head_dim] */
+    void *v;
+    float *k_scale;        /* FP8: [n_slots * n_kv_heads] f32 multipliers; else NULL */
+    float *v_scale;        /* FP8 with dynamic V: the same for V; else NULL */
+    const float *v_static; /* FP8 with static V: [n_kv_heads] multipliers (> 0); else NULL */
+    int scale_fit;         /* FP8: 1 = dynamic scales by the least-squares fit, 0 = amax / 448 */
 };
 
 /* FP8 scale multipliers of (slot, kv head g): K and V. Only for F8_E4M3 views. */

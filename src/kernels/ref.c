@@ -28,8 +28,8 @@ double hy_ref_dot_f64(const double *a, const double *b, int64_t n)
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-void hy_ref_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v,
-                         int64_t ldv, int64_t nb, int64_t n)
+void hy_ref_gemm_sub_f64(double *x, int64_t ldx, int64_t nr, const double *e, int64_t lde, const double *v, int64_t ldv,
+                         int64_t nb, int64_t n)
 {
     for (int64_t t = 0; t < nr; t++)
         for (int64_t j = 0; j < n; j++)
@@ -142,8 +142,7 @@ void hy_ref_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t
     }
 }
 
-void hy_ref_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq,
-             int interleaved)
+void hy_ref_rope(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, const float *inv_freq, int interleaved)
 {
     const int64_t half = head_dim / 2;
     for (int64_t i = 0; i < half; i++) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 struct hy_scratch {
-    void  *p;
+    void *p;
     size_t cap; /* bytes */
 };
 

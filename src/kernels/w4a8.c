@@ -30,8 +30,7 @@ enum hy_mxfp4_act hy_mxfp4_act_mode(void)
 
 int hy_w4a8_applies(const struct hy_tensor *W)
 {
-    return W->dtype == HY_DTYPE_F4_E2M1 && W->qscheme == HY_QS_MX32 && W->mx_scales && W->cols % 2 == 0 &&
-           W->cols > 0;
+    return W->dtype == HY_DTYPE_F4_E2M1 && W->qscheme == HY_QS_MX32 && W->mx_scales && W->cols % 2 == 0 && W->cols > 0;
 }
 
 int hy_w4a8_on(const struct hy_tensor *W)

@@ -59,8 +59,8 @@ void hy_avx2_matmul_w4a8(float *y, const float *x, int64_t T, const struct hy_te
 /* Outputs [n0, n1) of the same product on the calling thread: y[t * ldy + (n - n0)] (the
  * matmul_rows contract of kernels.h). A thread's consecutive calls on bitwise-equal x[T, K] quantize
  * it once (avx2_w4a8.c: act_prepare). */
-void hy_avx2_matmul_rows_w4a8(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
-                              int64_t n0, int64_t n1);
+void hy_avx2_matmul_rows_w4a8(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                              int64_t n1);
 #endif
 
 #endif

@@ -42,10 +42,10 @@ struct hy_forward_scratch {
     int32_t *rows; /* [T] token rows of one expert group */
     float *roww;   /* [T] */
     /* grouped routed pass (T <= FUSED_MAX_T): all T*k (token, expert) pairs, grouped by expert */
-    float *g_x;    /* [T*k, H] gathered inputs */
-    float *g_a;    /* [T*k, I] gate -> silu(gate) * up */
-    float *g_b;    /* [T*k, I] up */
-    float *g_out;  /* [T*k, H] expert outputs */
+    float *g_x;     /* [T*k, H] gathered inputs */
+    float *g_a;     /* [T*k, I] gate -> silu(gate) * up */
+    float *g_b;     /* [T*k, I] up */
+    float *g_out;   /* [T*k, H] expert outputs */
     int32_t *g_pos; /* [T*k] gathered row of selection (t, j) */
 };
 
@@ -109,7 +109,8 @@ static struct hy_forward_scratch *scratch_new(const struct hy_model *m, int64_t 
     int64_t sw = (int64_t)c->moe_intermediate_size * (c->num_shared_experts > 1 ? c->num_shared_experts : 1);
     if (sw > F)
         F = sw;
-    const int64_t E = c->num_experts > 0 ? c->num_experts : 1, K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
+    const int64_t E = c->num_experts > 0 ? c->num_experts : 1,
+                  K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
     const size_t f = sizeof(float);
     s->x = malloc((size_t)(T * H) * f);
     s->head = malloc((size_t)(T * H) * f);
@@ -285,8 +286,8 @@ static void embed_rows(const struct hy_model *m, const int32_t *ids, int64_t T, 
 }
 
 /* SwiGLU MLP on T rows: y[T, H] = down( silu(gate x) * up x ). */
-static void mlp_forward(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T,
-                        float *ga, float *gb, float *y)
+static void mlp_forward(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, float *ga,
+                        float *gb, float *y)
 {
     linear(m, ga, x, T, &e->gate);
     linear(m, gb, x, T, &e->up);
@@ -303,9 +304,9 @@ static void mlp_forward(const struct hy_model *m, const struct hy_expert *e, con
 #define FFN_MAX_JOBS 256
 struct ffn_job {
     const struct hy_expert *e;
-    int64_t                 n;
-    const float            *x;
-    float                  *a, *b, *out;
+    int64_t n;
+    const float *x;
+    float *a, *b, *out;
 };
 
 #define BAND_MIN 16 /* rows per task of the grouped passes, at least */
@@ -414,8 +415,8 @@ static void mlp_forward_grouped(const struct hy_model *m, const struct hy_expert
 
 /* Router for one token (spec §2 MoE block): sigmoid scores, selection by score + bias, unbiased
  * weights renormalized (route_norm) and scaled. Ties: lower expert id first. */
-static void route_token(const struct hy_model_config *c, const struct hy_layer *ly, const float *logit,
-                        int32_t *sel, float *w)
+static void route_token(const struct hy_model_config *c, const struct hy_layer *ly, const float *logit, int32_t *sel,
+                        float *w)
 {
     const int E = c->num_experts, K = c->num_experts_per_tok;
     float choice_sel[64];
@@ -459,8 +460,7 @@ static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, 
                            struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
-    const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok,
-                  I = c->moe_intermediate_size;
+    const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok, I = c->moe_intermediate_size;
     struct ffn_job jobs[FFN_MAX_JOBS];
     int nj = 0;
     int64_t r = 0;
@@ -479,8 +479,11 @@ static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, 
             ffn_jobs_in_region(m, jobs, nj);
             nj = 0;
         }
-        jobs[nj++] = (struct ffn_job){.e = &ly->experts[e], .n = r - r_start, .x = s->g_x + r_start * H,
-                                      .a = s->g_a + r_start * I, .b = s->g_b + r_start * I,
+        jobs[nj++] = (struct ffn_job){.e = &ly->experts[e],
+                                      .n = r - r_start,
+                                      .x = s->g_x + r_start * H,
+                                      .a = s->g_a + r_start * I,
+                                      .b = s->g_b + r_start * I,
                                       .out = s->g_out + r_start * H};
     }
 #pragma omp parallel
@@ -576,8 +579,8 @@ routed_done:
 /* Attention of the batch's T > 1 tokens inside the caller's parallel region (all threads call it):
  * runs of up to ATT_RUN tokens of one sequence at consecutive positions (prefill) go to one
  * hy_attend_multi call (each KV tile read once per run; results identical). */
-static void attend_runs(const struct hy_kv_view *kv, const struct hy_batch *b, struct hy_forward_scratch *s,
-                        int32_t nh, int64_t D)
+static void attend_runs(const struct hy_kv_view *kv, const struct hy_batch *b, struct hy_forward_scratch *s, int32_t nh,
+                        int64_t D)
 {
     enum { ATT_RUN = 8 };
     const int64_t T = b->n_tokens, run = T >= 32 ? ATT_RUN : 1, n_runs = (T + run - 1) / run;
@@ -667,8 +670,8 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
 }
 
 /* One decoder block (pre-norm attention + pre-norm dense MLP or MoE), x[T,H] updated in place. */
-static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b,
-                          float *x, struct hy_forward_scratch *s)
+static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b, float *x,
+                          struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const struct hy_layer *ly = &m->layers[L];
@@ -775,8 +778,8 @@ int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const st
     return rc;
 }
 
-int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b,
-                         const float *hidden_in, float *logits, float *hidden_out)
+int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, const float *hidden_in,
+                         float *logits, float *hidden_out)
 {
     if (!m->has_mtp)
         return hy_err_set("this model has no MTP layer");

@@ -37,8 +37,8 @@ static int read_scale(const struct hy_st_tensor *t, const char *where, int32_t n
         return hy_err_set("%s: tensor \"%s\": dtype %s is not a float type (expected F32)", where, t->name,
                           t->dtype_name);
     if (numel != 1 && numel != nkv)
-        return hy_err_set("%s: tensor \"%s\" has %lld elements; expected 1 (per tensor) or %d (per kv head)",
-                          where, t->name, (long long)numel, nkv);
+        return hy_err_set("%s: tensor \"%s\" has %lld elements; expected 1 (per tensor) or %d (per kv head)", where,
+                          t->name, (long long)numel, nkv);
     float tmp[1];
     float *dst = numel == 1 ? tmp : out;
     if (hy_dtype_to_f32(t->dtype, t->data, dst, (size_t)numel))
@@ -127,8 +127,8 @@ size_t hy_model_kv_token_bytes(const struct hy_model *m, enum hy_dtype kv_dtype)
                                    dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
 }
 
-int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size,
-                                 int32_t n_blocks, enum hy_dtype kv_dtype)
+int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks,
+                                 enum hy_dtype kv_dtype)
 {
     const struct hy_model_config *c = &m->cfg;
     return hy_kv_cache_init_ex(kv, cache_layers(m), c->num_key_value_heads, c->head_dim, block_size, n_blocks,

@@ -16,8 +16,7 @@
 
 #define NAME_LEN 256
 
-static const struct hy_st_tensor *find_fmt(const struct hy_model *m, char *name, const char *fmt, ...)
-    HY_PRINTF(3, 4);
+static const struct hy_st_tensor *find_fmt(const struct hy_model *m, char *name, const char *fmt, ...) HY_PRINTF(3, 4);
 
 static const struct hy_st_tensor *find_fmt(const struct hy_model *m, char *name, const char *fmt, ...)
 {
@@ -47,13 +46,11 @@ static int check_float_dtype(const struct hy_st_tensor *t)
 {
     if (hy_dtype_is_kernel_float(t->dtype))
         return 0;
-    return hy_err_set("unsupported dtype %s for tensor \"%s\" (supported: BF16, F16, F32)", t->dtype_name,
-                      t->name);
+    return hy_err_set("unsupported dtype %s for tensor \"%s\" (supported: BF16, F16, F32)", t->dtype_name, t->name);
 }
 
 /* A [rows, cols] matrix by name; missing -> error. */
-static int bind_matrix(const struct hy_model *m, const char *name, int64_t rows, int64_t cols,
-                       struct hy_tensor *out)
+static int bind_matrix(const struct hy_model *m, const char *name, int64_t rows, int64_t cols, struct hy_tensor *out)
 {
     const struct hy_st_tensor *t = hy_checkpoint_find(&m->ck, name);
     if (!t)

@@ -90,8 +90,8 @@ static const struct hy_st_tensor *find2(const struct hy_checkpoint *ck, char *bu
 
 /* The common binder: E = 0 for a plain matrix (names M.weight / M.weight_scale), E > 0 for a stack
  * (names M / M_scale, leading dim E). */
-static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, const char *module, int64_t E,
-                int64_t rows, int64_t cols, int lenient, struct hy_tensor *out)
+static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, const char *module, int64_t E, int64_t rows,
+                int64_t cols, int lenient, struct hy_tensor *out)
 {
     char wn[NAME_LEN], sn[NAME_LEN], in[NAME_LEN];
     const int stack = E > 0;
@@ -106,7 +106,8 @@ static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, cons
         const struct hy_st_tensor *wp = find2(ck, pn, module, ".weight_packed");
         if (w && wp)
             return hy_err_set("tensors \"%s\" and \"%s\" both exist: an MXFP4 module stores its packed weight "
-                              "under one of the two names", wn, pn);
+                              "under one of the two names",
+                              wn, pn);
         if (!w && wp) {
             w = wp;
             memcpy(wn, pn, sizeof(wn));
@@ -136,10 +137,11 @@ static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, cons
         if (!hy_dtype_is_kernel_float(w->dtype)) {
             if (qc->method == HY_QM_NONE)
                 return hy_err_set("unsupported dtype %s for tensor \"%s\" (supported: BF16, F16, F32; config.json "
-                                  "has no quantization_config)", w->dtype_name, w->name);
+                                  "has no quantization_config)",
+                                  w->dtype_name, w->name);
             return hy_err_set("unsupported dtype %s for tensor \"%s\": quantization_config (%s) leaves module "
-                              "\"%s\" unquantized (ignored or not targeted)", w->dtype_name, w->name, cfg_name,
-                              module);
+                              "\"%s\" unquantized (ignored or not targeted)",
+                              w->dtype_name, w->name, cfg_name, module);
         }
         if (s)
             return hy_err_set("tensor \"%s\" exists but quantization_config (%s) leaves module \"%s\" unquantized",
@@ -152,7 +154,8 @@ static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, cons
         const int fp4 = f == HY_QF_MXFP4;
         if (fp4 ? w->dtype != HY_DTYPE_U8 : w->dtype != HY_DTYPE_F8_E4M3)
             return hy_err_set("tensor \"%s\" has dtype %s but quantization_config (%s) makes module \"%s\" %s, "
-                              "stored as %s", w->name, w->dtype_name, cfg_name, module, fn, fp4 ? "U8" : "F8_E4M3");
+                              "stored as %s",
+                              w->name, w->dtype_name, cfg_name, module, fn, fp4 ? "U8" : "F8_E4M3");
         if (fp4 && cols % 2)
             return hy_err_set("tensor \"%s\": K = %lld is odd; MXFP4 packs two elements per byte", w->name,
                               (long long)cols);
@@ -162,12 +165,13 @@ static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, cons
             return -1;
         if (!s)
             return hy_err_set("tensor \"%s\" is missing: module \"%s\" is %s (quantization_config) and needs "
-                              "its scale", sn, module, fn);
+                              "its scale",
+                              sn, module, fn);
         t.dtype = fp4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3;
         if (f == HY_QF_FP8_TENSOR) {
             if (numel(s) != ne || (stack && !(s->ndim == 1 || (s->ndim == 2 && s->shape[1] == 1))))
-                return hy_err_set("tensor \"%s\" has %lld elements; an fp8 per-tensor weight_scale has %s",
-                                  s->name, (long long)numel(s), stack ? "one per expert ([E] or [E, 1])" : "one");
+                return hy_err_set("tensor \"%s\" has %lld elements; an fp8 per-tensor weight_scale has %s", s->name,
+                                  (long long)numel(s), stack ? "one per expert ([E] or [E, 1])" : "one");
             if (check_fp8_scales(s, ne, "weight_scale", 0))
                 return -1;
             if (is && (numel(is) != 1 || check_fp8_scales(is, 1, "input_scale", 1)))
@@ -243,7 +247,8 @@ int hy_qload_check_unquantized(const struct hy_checkpoint *ck, const char *name,
     const struct hy_st_tensor *s = hy_checkpoint_find(ck, sn);
     if (w && !hy_dtype_is_kernel_float(w->dtype))
         return hy_err_set("unsupported dtype %s for tensor \"%s\" (supported: BF16, F16, F32; a quantized %s is "
-                          "not supported)", w->dtype_name, name, what);
+                          "not supported)",
+                          w->dtype_name, name, what);
     if (s)
         return hy_err_set("tensor \"%s\" exists: a quantized %s is not supported (keep it BF16/F16/F32)", sn, what);
     return 0;

@@ -17,31 +17,31 @@
 #include <stdint.h>
 
 struct hy_expert {
-    struct hy_tensor gate;  /* [I, H] */
-    struct hy_tensor up;    /* [I, H] */
-    struct hy_tensor down;  /* [H, I] */
+    struct hy_tensor gate; /* [I, H] */
+    struct hy_tensor up;   /* [I, H] */
+    struct hy_tensor down; /* [H, I] */
 };
 
 struct hy_layer {
-    float           *input_norm;   /* [H] f32 */
-    float           *post_norm;    /* [H] f32 */
-    struct hy_tensor wq;           /* [n_heads*head_dim, H] */
-    struct hy_tensor wk;           /* [n_kv*head_dim, H] */
-    struct hy_tensor wv;           /* [n_kv*head_dim, H] */
-    struct hy_tensor wo;           /* [H, n_heads*head_dim] */
-    float           *q_norm;       /* [head_dim] f32, NULL without qk_norm */
-    float           *k_norm;       /* [head_dim] f32 */
-    int              is_moe;
-    struct hy_expert mlp;          /* dense MLP (gate/up [inter, H], down [H, inter]) */
-    float           *router;       /* [E, H] f32 (router math is fp32 whatever the disk dtype) */
-    float           *expert_bias;  /* [E] f32 (zeros when absent) */
-    struct hy_expert *experts;     /* [E] */
-    struct hy_expert shared;       /* shared expert(s), width I * num_shared_experts; rows 0 if none */
+    float *input_norm;   /* [H] f32 */
+    float *post_norm;    /* [H] f32 */
+    struct hy_tensor wq; /* [n_heads*head_dim, H] */
+    struct hy_tensor wk; /* [n_kv*head_dim, H] */
+    struct hy_tensor wv; /* [n_kv*head_dim, H] */
+    struct hy_tensor wo; /* [H, n_heads*head_dim] */
+    float *q_norm;       /* [head_dim] f32, NULL without qk_norm */
+    float *k_norm;       /* [head_dim] f32 */
+    int is_moe;
+    struct hy_expert mlp;      /* dense MLP (gate/up [inter, H], down [H, inter]) */
+    float *router;             /* [E, H] f32 (router math is fp32 whatever the disk dtype) */
+    float *expert_bias;        /* [E] f32 (zeros when absent) */
+    struct hy_expert *experts; /* [E] */
+    struct hy_expert shared;   /* shared expert(s), width I * num_shared_experts; rows 0 if none */
     /* MTP-only (spec §4.1) */
-    float           *enorm;        /* [H] */
-    float           *hnorm;        /* [H] */
-    struct hy_tensor eh_proj;      /* [H, 2H]: input = concat(enorm(emb), hnorm(h)) */
-    float           *final_norm;   /* [H] */
+    float *enorm;             /* [H] */
+    float *hnorm;             /* [H] */
+    struct hy_tensor eh_proj; /* [H, 2H]: input = concat(enorm(emb), hnorm(h)) */
+    float *final_norm;        /* [H] */
 };
 
 /* Per-stage wall-clock accounting of the forward pass (for `hyinfer bench`). Off by default: with
@@ -60,53 +60,53 @@ enum hy_stage {
 };
 
 struct hy_model_prof {
-    int      enabled;                   /* set by hy_model_prof_enable */
-    double   sec[HY_STAGE_COUNT];       /* accumulated seconds per stage (OTHER = total - the rest) */
-    double   total_sec;                 /* accumulated seconds inside hy_model_forward / _forward_mtp */
-    int64_t  calls;                     /* forward calls accumulated */
-    int64_t  tokens;                    /* batch tokens accumulated */
-    int32_t  n_layers;                  /* rows of expert_hits */
-    int32_t  n_experts;                 /* columns of expert_hits */
-    int64_t *expert_hits;               /* [n_layers, n_experts]: (token, expert) selections counted
+    int enabled;                /* set by hy_model_prof_enable */
+    double sec[HY_STAGE_COUNT]; /* accumulated seconds per stage (OTHER = total - the rest) */
+    double total_sec;           /* accumulated seconds inside hy_model_forward / _forward_mtp */
+    int64_t calls;              /* forward calls accumulated */
+    int64_t tokens;             /* batch tokens accumulated */
+    int32_t n_layers;           /* rows of expert_hits */
+    int32_t n_experts;          /* columns of expert_hits */
+    int64_t *expert_hits;       /* [n_layers, n_experts]: (token, expert) selections counted
                                            per layer since the last reset; owned, NULL when disabled */
 };
 
 enum hy_compute_dtype {
-    HY_COMPUTE_F32 = 0,   /* activations + KV cache fp32 (golden comparisons) */
-    HY_COMPUTE_BF16 = 1,  /* activations rounded to bf16 at op boundaries, KV cache bf16 */
+    HY_COMPUTE_F32 = 0,  /* activations + KV cache fp32 (golden comparisons) */
+    HY_COMPUTE_BF16 = 1, /* activations rounded to bf16 at op boundaries, KV cache bf16 */
 };
 
 struct hy_forward_scratch;
 
 struct hy_model {
     struct hy_model_config cfg;
-    struct hy_checkpoint   ck;
-    struct hy_quant_config quant;      /* config.json quantization_config; per-group tensor counts */
-    enum hy_compute_dtype  compute;
-    struct hy_tensor       embed;      /* [vocab, H] */
-    struct hy_tensor       lm_head;    /* [vocab, H] (= embed when tied) */
-    float                 *final_norm; /* [H] */
-    struct hy_layer       *layers;     /* [num_hidden_layers + num_nextn_predict_layers] */
-    int                    has_mtp;    /* MTP layer weights present and loaded */
-    float                 *inv_freq;   /* [head_dim/2] RoPE inverse frequencies */
-    double                 load_seconds;
-    void                  *arena;      /* HY_LOAD_COPY: the weight arena (mmap'd, owned), else NULL */
-    size_t                 arena_size; /* bytes mapped at arena */
-    struct hy_placement    place;      /* what hy_model_place did (place.h) */
-    int                    moe_per_expert; /* 1: always the per-expert MoE/MLP path (hy_load_params.moe_grouped
+    struct hy_checkpoint ck;
+    struct hy_quant_config quant; /* config.json quantization_config; per-group tensor counts */
+    enum hy_compute_dtype compute;
+    struct hy_tensor embed;   /* [vocab, H] */
+    struct hy_tensor lm_head; /* [vocab, H] (= embed when tied) */
+    float *final_norm;        /* [H] */
+    struct hy_layer *layers;  /* [num_hidden_layers + num_nextn_predict_layers] */
+    int has_mtp;              /* MTP layer weights present and loaded */
+    float *inv_freq;          /* [head_dim/2] RoPE inverse frequencies */
+    double load_seconds;
+    void *arena;               /* HY_LOAD_COPY: the weight arena (mmap'd, owned), else NULL */
+    size_t arena_size;         /* bytes mapped at arena */
+    struct hy_placement place; /* what hy_model_place did (place.h) */
+    int moe_per_expert;        /* 1: always the per-expert MoE/MLP path (hy_load_params.moe_grouped
                                               = 0, HYINFER_MOE_GROUPED=0; A/B, tests); 0 (default): the grouped
                                               pass for T <= 32. Both give bitwise the same results. */
-    struct hy_model_prof   prof;       /* stage timers, off unless hy_model_prof_enable(m, 1) */
-    float                **v_cache_scale;    /* [main + MTP layers] -> NULL or [n_kv_heads]: static FP8 V
+    struct hy_model_prof prof; /* stage timers, off unless hy_model_prof_enable(m, 1) */
+    float **v_cache_scale;     /* [main + MTP layers] -> NULL or [n_kv_heads]: static FP8 V
                                                 cache scales from the checkpoint (kv_scales.c) */
-    int32_t                n_v_cache_scales; /* layers that have one */
+    int32_t n_v_cache_scales;  /* layers that have one */
     /* Calibration observer (quantize/calib.h), NULL normally: called by every linear layer of the forward
      * pass, after the product, with its weight, its whole input x [T, W->cols] and its output y [T, W->rows]
      * (f32, valid during the call only), from the calling thread outside parallel regions. While it is set
      * the per-expert / per-matrix path runs (as moe_per_expert = 1), so each matrix sees its input in one
      * call. */
     void (*observe)(void *ctx, const struct hy_tensor *W, const float *x, const float *y, int64_t T);
-    void  *observe_ctx;
+    void *observe_ctx;
     /* With observe: called with the routing weights w [n] (f32, after renormalization and
      * router_scaling_factor) of the n tokens a routed expert is about to see, before its linears are
      * observed, and with (NULL, 0) after them; NULL when not needed. */
@@ -127,8 +127,8 @@ void hy_model_free(struct hy_model *m);
  * (base/env.h: HYINFER_LOAD_FORMAT, HYINFER_MOE_GROUPED); callers override what their flags set. */
 struct hy_load_params {
     enum hy_compute_dtype compute;
-    enum hy_load_format   format;      /* weights copied into the huge-page arena, or mmapped (place.h) */
-    int                   moe_grouped; /* 1: the grouped MoE pass for T <= 32 tokens; 0: per-expert always
+    enum hy_load_format format; /* weights copied into the huge-page arena, or mmapped (place.h) */
+    int moe_grouped;            /* 1: the grouped MoE pass for T <= 32 tokens; 0: per-expert always
                                           (m->moe_per_expert = 1); the results are bitwise the same */
 };
 void hy_load_params_default(struct hy_load_params *p, enum hy_compute_dtype compute);
@@ -146,8 +146,7 @@ int hy_model_prof_enable(struct hy_model *m, int on);
 void hy_model_prof_reset(struct hy_model *m);
 
 /* Creates a KV cache for the model: main layers + MTP layer, dtype from the compute mode. */
-int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size,
-                           int32_t n_blocks);
+int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks);
 
 /* KV cache dtype actually used for a --kv-cache-dtype choice: HY_DTYPE_UNKNOWN (auto) -> F32 in
  * float32 compute mode, BF16 in bfloat16 mode; F32 / BF16 / F8_E4M3 as given. */
@@ -158,8 +157,8 @@ size_t hy_model_kv_token_bytes(const struct hy_model *m, enum hy_dtype kv_dtype)
 
 /* Like hy_model_kv_cache_init with an explicit dtype (HY_DTYPE_UNKNOWN = auto); an FP8 cache takes
  * the checkpoint's static V scales (m->v_cache_scale) for the layers that have them. */
-int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size,
-                                 int32_t n_blocks, enum hy_dtype kv_dtype);
+int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks,
+                                 enum hy_dtype kv_dtype);
 
 /* Reads model.layers.L.self_attn.v_cache.scale (F32 [n_kv_heads] or [1]; BF16/F16 accepted) for
  * every cache layer from the checkpoint or, failing that, <model_dir>/kv_cache_scales.safetensors,
@@ -174,14 +173,14 @@ void hy_model_free_kv_scales(struct hy_model *m);
  * it attends to that sequence's positions 0..positions[t] (all must already be cached or in this
  * batch). Logits are produced for the rows listed in logits_rows (n_logits of them). */
 struct hy_batch {
-    int32_t         n_tokens;
-    const int32_t  *token_ids;      /* [n_tokens] */
-    const int32_t  *positions;      /* [n_tokens] */
-    const int64_t  *slot_mapping;   /* [n_tokens] */
-    const int32_t  *seq_ids;        /* [n_tokens] index into block_tables */
+    int32_t n_tokens;
+    const int32_t *token_ids;           /* [n_tokens] */
+    const int32_t *positions;           /* [n_tokens] */
+    const int64_t *slot_mapping;        /* [n_tokens] */
+    const int32_t *seq_ids;             /* [n_tokens] index into block_tables */
     const int32_t *const *block_tables; /* [n_seqs] -> [ceil(max_pos+1 / block_size)] block ids */
-    int32_t         n_logits;
-    const int32_t  *logits_rows;    /* [n_logits] token indices */
+    int32_t n_logits;
+    const int32_t *logits_rows; /* [n_logits] token indices */
 };
 
 /* Sizes the forward pass's activations, once, for up to max_tokens tokens per call, contexts of up to
@@ -199,8 +198,8 @@ void hy_model_release_scratch(struct hy_model *m);
 /* Main model. logits[n_logits, vocab] (fp32) when non-NULL; hidden_out[n_tokens, H] receives the
  * final-normed hidden states (the MTP input) when non-NULL. Returns 0, or -1 (bad ids/positions,
  * out of memory) with hy_err_msg(). */
-int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b,
-                     float *logits, float *hidden_out);
+int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, float *logits,
+                     float *hidden_out);
 
 /* Part of the main model, for calibration (quantize/calib.c): decoder layers [from, to) of batch b over
  * the residual stream x [n_tokens, hidden_size] (f32, in place). from = 0 first fills x with the
@@ -217,7 +216,7 @@ int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const st
  * main model's final-normed hidden hidden_in[t, H] at position positions[t]; the layer's own KV
  * cache layer is written at slot_mapping[t]. logits[n_logits, vocab]; hidden_out[n_tokens, H]
  * (final_layernorm output, fed back for chained drafts) when non-NULL. -1 if the model has no MTP layer. */
-int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b,
-                         const float *hidden_in, float *logits, float *hidden_out);
+int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, const float *hidden_in,
+                         float *logits, float *hidden_out);
 
 #endif

@@ -89,14 +89,14 @@ int64_t hy_proc_file_pmd_bytes(void)
 
 struct range {
     const char *src; /* start in a checkpoint mapping */
-    size_t      len;
-    size_t      dst; /* offset in the arena */
+    size_t len;
+    size_t dst; /* offset in the arena */
 };
 
 struct ranges {
     struct range *r;
-    size_t        n, cap;
-    int           oom;
+    size_t n, cap;
+    int oom;
 };
 
 static int in_mapping(const struct hy_checkpoint *ck, const char *p, size_t len)
@@ -146,8 +146,9 @@ static void for_each_tensor(struct hy_model *m, void (*fn)(struct hy_tensor *, v
     fn(&m->embed, ctx);
     for (int L = 0; m->layers && L < n_layers_of(m); L++) {
         struct hy_layer *ly = &m->layers[L];
-        struct hy_tensor *ts[] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->mlp.gate, &ly->mlp.up, &ly->mlp.down,
-                                  &ly->shared.gate, &ly->shared.up, &ly->shared.down, &ly->eh_proj};
+        struct hy_tensor *ts[] = {&ly->wq,        &ly->wk,          &ly->wv,       &ly->wo,
+                                  &ly->mlp.gate,  &ly->mlp.up,      &ly->mlp.down, &ly->shared.gate,
+                                  &ly->shared.up, &ly->shared.down, &ly->eh_proj};
         for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++)
             fn(ts[i], ctx);
         for (int64_t e = 0; ly->experts && e < m->cfg.num_experts; e++) {
@@ -160,7 +161,7 @@ static void for_each_tensor(struct hy_model *m, void (*fn)(struct hy_tensor *, v
 }
 
 struct collect_ctx {
-    struct ranges              *rs;
+    struct ranges *rs;
     const struct hy_checkpoint *ck;
 };
 
@@ -195,7 +196,7 @@ static const struct range *find_range(const struct ranges *rs, const char *p, si
 
 struct repoint_ctx {
     const struct ranges *rs;
-    char                *arena;
+    char *arena;
 };
 
 static const void *moved(const struct repoint_ctx *c, const void *p, size_t len)
@@ -218,8 +219,8 @@ static void repoint_fn(struct hy_tensor *t, void *ctx)
 
 struct chunk {
     const char *src;
-    char       *dst;
-    size_t      len;
+    char *dst;
+    size_t len;
 };
 
 static int copy_into_arena(struct hy_model *m)
@@ -266,7 +267,8 @@ static int copy_into_arena(struct hy_model *m)
         free(ch);
         free(rs.r);
         return hy_err_set("load: cannot allocate the %.2f GB weight arena (--load-format copy); mmap would "
-                          "not need it", (double)total / 1e9);
+                          "not need it",
+                          (double)total / 1e9);
     }
     char *arena = (char *)(((uintptr_t)raw + HUGE_SZ - 1) & ~(uintptr_t)(HUGE_SZ - 1));
 #ifdef MADV_HUGEPAGE
@@ -308,8 +310,8 @@ static int copy_into_arena(struct hy_model *m)
 
 struct nan_scan_ctx {
     struct hy_tensor **t;
-    size_t             n, cap;
-    int                oom;
+    size_t n, cap;
+    int oom;
 };
 
 static void nan_collect_fn(struct hy_tensor *t, void *ctx)

@@ -25,12 +25,12 @@ enum hy_load_format {
 
 /* What placement did (struct hy_model.place). Byte counts in bytes, times in seconds. */
 struct hy_placement {
-    enum hy_load_format format;     /* format applied */
-    int64_t             bytes;      /* weight bytes copied into the arena (0 for mmap) */
-    double              seconds;    /* wall time of the copy + unmap */
-    int64_t             anon_huge;  /* AnonHugePages of the process after placement (-1 unknown) */
-    int64_t             rss_before; /* VmRSS before / after placement (-1 unknown) */
-    int64_t             rss_after;
+    enum hy_load_format format; /* format applied */
+    int64_t bytes;              /* weight bytes copied into the arena (0 for mmap) */
+    double seconds;             /* wall time of the copy + unmap */
+    int64_t anon_huge;          /* AnonHugePages of the process after placement (-1 unknown) */
+    int64_t rss_before;         /* VmRSS before / after placement (-1 unknown) */
+    int64_t rss_after;
 };
 
 /* "mmap" | "copy" -> *out. Returns 0, or -1 with hy_err_msg() naming the accepted values. */

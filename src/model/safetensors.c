@@ -10,8 +10,8 @@
 
 #define HY_ST_MAX_HEADER (256u << 20) /* 256 MiB of JSON is already absurd */
 
-static int parse_tensor(const char *label, const char *name, json_t *info, const uint8_t *data,
-                        uint64_t data_size, struct hy_st_tensor *t)
+static int parse_tensor(const char *label, const char *name, json_t *info, const uint8_t *data, uint64_t data_size,
+                        struct hy_st_tensor *t)
 {
     if (!json_is_object(info))
         return hy_err_set("%s: tensor \"%s\": header entry is not an object", label, name);
@@ -48,8 +48,9 @@ static int parse_tensor(const char *label, const char *name, json_t *info, const
     uint64_t begin = (uint64_t)json_integer_value(b), end = (uint64_t)json_integer_value(e);
     if (end > data_size)
         return hy_err_set("%s: tensor \"%s\": data_offsets [%llu, %llu) run past the end of the data "
-                          "(%llu bytes; file truncated?)", label, name, (unsigned long long)begin,
-                          (unsigned long long)end, (unsigned long long)data_size);
+                          "(%llu bytes; file truncated?)",
+                          label, name, (unsigned long long)begin, (unsigned long long)end,
+                          (unsigned long long)data_size);
     size_t esz = hy_dtype_size(t->dtype);
     if (esz && numel * esz != end - begin) {
         char sh[160] = "";
@@ -61,7 +62,8 @@ static int parse_tensor(const char *label, const char *name, json_t *info, const
     /* Kernels read F32/F16/BF16 weights in place through typed pointers: they must be aligned. */
     if (esz > 1 && hy_dtype_is_kernel_float(t->dtype) && (uintptr_t)(data + begin) % esz)
         return hy_err_set("%s: tensor \"%s\": %s data at data offset %llu is not aligned to %zu bytes "
-                          "(header length or offsets not padded)", label, name, dt, (unsigned long long)begin, esz);
+                          "(header length or offsets not padded)",
+                          label, name, dt, (unsigned long long)begin, esz);
     t->data = data + begin;
     t->nbytes = (size_t)(end - begin);
     return 0;
@@ -84,8 +86,8 @@ int hy_st_parse(const void *buf, size_t size, const char *label, struct hy_st_fi
     for (int i = 7; i >= 0; i--)
         hl = (hl << 8) | p[i];
     if (hl > size - 8 || hl > HY_ST_MAX_HEADER)
-        return hy_err_set("%s: header length %llu exceeds the file (%zu bytes; truncated or not safetensors)",
-                          label, (unsigned long long)hl, size);
+        return hy_err_set("%s: header length %llu exceeds the file (%zu bytes; truncated or not safetensors)", label,
+                          (unsigned long long)hl, size);
     json_error_t je;
     json_t *root = json_loadb((const char *)p + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &je);
     if (!root)
@@ -128,8 +130,7 @@ int hy_st_parse(const void *buf, size_t size, const char *label, struct hy_st_fi
         if (!sorted[i].nbytes)
             continue;
         if (reach && (const char *)sorted[i].data < (const char *)reach->data + reach->nbytes) {
-            hy_err_set("%s: tensors \"%s\" and \"%s\" overlap in the data region", label, reach->name,
-                       sorted[i].name);
+            hy_err_set("%s: tensors \"%s\" and \"%s\" overlap in the data region", label, reach->name, sorted[i].name);
             free(sorted);
             goto out;
         }
@@ -250,8 +251,7 @@ static int find_single_file(const char *dir, char **name)
         return 0;
     free(*name);
     *name = NULL;
-    return hy_err_set("%s: no model.safetensors or model.safetensors.index.json (%d *.safetensors files)",
-                      dir, count);
+    return hy_err_set("%s: no model.safetensors or model.safetensors.index.json (%d *.safetensors files)", dir, count);
 }
 
 int hy_checkpoint_open(const char *dir, struct hy_checkpoint *ck)

@@ -17,21 +17,21 @@
 #define HY_ST_MAX_DIMS 8
 
 struct hy_st_tensor {
-    char          *name;
-    enum hy_dtype  dtype;            /* HY_DTYPE_UNKNOWN when the dtype string is not one we know */
-    char           dtype_name[16];   /* as written in the header */
-    int            ndim;
-    int64_t        shape[HY_ST_MAX_DIMS];
-    const void    *data;             /* into the mapping */
-    size_t         nbytes;
-    int            file_index;       /* which shard */
+    char *name;
+    enum hy_dtype dtype; /* HY_DTYPE_UNKNOWN when the dtype string is not one we know */
+    char dtype_name[16]; /* as written in the header */
+    int ndim;
+    int64_t shape[HY_ST_MAX_DIMS];
+    const void *data; /* into the mapping */
+    size_t nbytes;
+    int file_index; /* which shard */
 };
 
 struct hy_st_file {
-    char                 *path;
+    char *path;
     struct hy_mapped_file map;
-    struct hy_st_tensor  *tensors;
-    size_t                n_tensors;
+    struct hy_st_tensor *tensors;
+    size_t n_tensors;
 };
 
 /* Parses a safetensors image held in memory (buf[size], e.g. a mapping). `label` names the file in
@@ -46,11 +46,11 @@ void hy_st_file_free(struct hy_st_file *f);
 
 /* A checkpoint: one model.safetensors, or the shards named by model.safetensors.index.json. */
 struct hy_checkpoint {
-    struct hy_st_file   *files;
-    size_t               n_files;
-    struct hy_st_tensor **index;     /* all tensors, sorted by name */
-    size_t               n_index;
-    uint64_t             total_bytes;
+    struct hy_st_file *files;
+    size_t n_files;
+    struct hy_st_tensor **index; /* all tensors, sorted by name */
+    size_t n_index;
+    uint64_t total_bytes;
 };
 
 /* Opens <dir>/model.safetensors.index.json (weight_map) or <dir>/model.safetensors (or the only

@@ -4,14 +4,11 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_info[HY_DTYPE_COUNT] = {
-    [HY_DTYPE_UNKNOWN] = {"?", 0},        [HY_DTYPE_F32] = {"F32", 4},
-    [HY_DTYPE_F16] = {"F16", 2},          [HY_DTYPE_BF16] = {"BF16", 2},
-    [HY_DTYPE_F64] = {"F64", 8},          [HY_DTYPE_F8_E4M3] = {"F8_E4M3", 1},
-    [HY_DTYPE_F8_E5M2] = {"F8_E5M2", 1},  [HY_DTYPE_F8_E8M0] = {"F8_E8M0", 1},
-    [HY_DTYPE_I64] = {"I64", 8},          [HY_DTYPE_I32] = {"I32", 4},
-    [HY_DTYPE_I16] = {"I16", 2},          [HY_DTYPE_I8] = {"I8", 1},
-    [HY_DTYPE_U8] = {"U8", 1},            [HY_DTYPE_BOOL] = {"BOOL", 1},
-    [HY_DTYPE_F4_E2M1] = {"F4_E2M1", 0},
+    [HY_DTYPE_UNKNOWN] = {"?", 0},       [HY_DTYPE_F32] = {"F32", 4},         [HY_DTYPE_F16] = {"F16", 2},
+    [HY_DTYPE_BF16] = {"BF16", 2},       [HY_DTYPE_F64] = {"F64", 8},         [HY_DTYPE_F8_E4M3] = {"F8_E4M3", 1},
+    [HY_DTYPE_F8_E5M2] = {"F8_E5M2", 1}, [HY_DTYPE_F8_E8M0] = {"F8_E8M0", 1}, [HY_DTYPE_I64] = {"I64", 8},
+    [HY_DTYPE_I32] = {"I32", 4},         [HY_DTYPE_I16] = {"I16", 2},         [HY_DTYPE_I8] = {"I8", 1},
+    [HY_DTYPE_U8] = {"U8", 1},           [HY_DTYPE_BOOL] = {"BOOL", 1},       [HY_DTYPE_F4_E2M1] = {"F4_E2M1", 0},
 };
 
 enum hy_dtype hy_dtype_from_name(const char *name)

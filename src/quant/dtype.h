@@ -54,7 +54,10 @@ static inline uint16_t hy_f32_to_bf16(float f)
 }
 
 /* f32 -> nearest bf16 value, returned as f32 (activation rounding in bf16 compute mode). */
-static inline float hy_round_bf16(float f) { return hy_bf16_to_f32(hy_f32_to_bf16(f)); }
+static inline float hy_round_bf16(float f)
+{
+    return hy_bf16_to_f32(hy_f32_to_bf16(f));
+}
 
 float hy_f16_to_f32(uint16_t h);
 

@@ -24,14 +24,14 @@ enum hy_qscheme {
 };
 
 struct hy_tensor {
-    enum hy_dtype   dtype;     /* element type: F32, F16, BF16, F8_E4M3, F4_E2M1 */
-    int64_t         rows;      /* out features (N) */
-    int64_t         cols;      /* in features (K), in elements */
-    const void     *data;      /* NULL = absent */
+    enum hy_dtype dtype; /* element type: F32, F16, BF16, F8_E4M3, F4_E2M1 */
+    int64_t rows;        /* out features (N) */
+    int64_t cols;        /* in features (K), in elements */
+    const void *data;    /* NULL = absent */
     enum hy_qscheme qscheme;
-    float           scale;     /* HY_QS_PER_TENSOR: dequantization multiplier */
-    const uint8_t  *mx_scales; /* HY_QS_MX32: [rows, ceil(cols/32)] E8M0 bytes */
-    uint8_t         nan_free;  /* F8_E4M3: 1 = the loader checked that no element is a NaN code (0x7f /
+    float scale;              /* HY_QS_PER_TENSOR: dequantization multiplier */
+    const uint8_t *mx_scales; /* HY_QS_MX32: [rows, ceil(cols/32)] E8M0 bytes */
+    uint8_t nan_free;         /* F8_E4M3: 1 = the loader checked that no element is a NaN code (0x7f /
                                 * 0xff), so kernels may skip their NaN handling; 0 = unknown */
 };
 

@@ -19,7 +19,7 @@
 /* Growing arrays of the set-up pass. */
 struct builder {
     struct hy_calib *c;
-    int32_t          cap_acc, cap_names;
+    int32_t cap_acc, cap_names;
 };
 
 /* Room for one more element in *arr (n used, *cap allocated, es bytes each): 0, or -1 out of memory. */
@@ -76,7 +76,8 @@ static int add_mlp(struct builder *b, const struct hy_expert *x, int L, const ch
 
 static int cmp_acc(const void *a, const void *b)
 {
-    const uintptr_t x = (uintptr_t)((const struct hy_calib_acc *)a)->w, y = (uintptr_t)((const struct hy_calib_acc *)b)->w;
+    const uintptr_t x = (uintptr_t)((const struct hy_calib_acc *)a)->w,
+                    y = (uintptr_t)((const struct hy_calib_acc *)b)->w;
     return x < y ? -1 : x > y;
 }
 
@@ -99,7 +100,8 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
         /* q/k/v share their input; with qk_weight, q_proj of a QK-norm layer takes its own, weighted group
          * (observed through wq) and k/v_proj one observed through wk */
         const int split = (weighting & HY_CALIB_QK_NORM) && ly->q_norm;
-        const int qkv = new_acc(&b, split ? &ly->wk : &ly->wq, L), q = !split || qkv < 0 ? qkv : new_acc(&b, &ly->wq, L);
+        const int qkv = new_acc(&b, split ? &ly->wk : &ly->wq, L),
+                  q = !split || qkv < 0 ? qkv : new_acc(&b, &ly->wq, L);
         const int o = q < 0 ? -1 : new_acc(&b, &ly->wo, L);
         if (o < 0 || add_name(&b, q, "self_attn.", L, 0, "q_proj") || add_name(&b, qkv, "self_attn.", L, 0, "k_proj") ||
             add_name(&b, qkv, "self_attn.", L, 0, "v_proj") || add_name(&b, o, "self_attn.", L, 0, "o_proj"))
@@ -147,8 +149,8 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
             char name[96];
             snprintf(name, sizeof(name), "model.layers.%d.self_attn.q_proj", L);
             const struct hy_calib_acc *a = find_acc(c, name);
-            c->attn[L] = (struct hy_calib_attn_stat){.wq = &m->layers[L].wq, .wk = &m->layers[L].wk,
-                                                     .acc = a ? (int32_t)(a - c->acc) : -1};
+            c->attn[L] = (struct hy_calib_attn_stat){
+                .wq = &m->layers[L].wq, .wk = &m->layers[L].wk, .acc = a ? (int32_t)(a - c->acc) : -1};
         }
     }
     return 0;
@@ -157,7 +159,10 @@ oom:
     return hy_err_set("GPTQ calibration: out of memory");
 }
 
-static uint64_t acc_bytes(const struct hy_calib_acc *a) { return (uint64_t)(a->K * a->K) * sizeof(double); }
+static uint64_t acc_bytes(const struct hy_calib_acc *a)
+{
+    return (uint64_t)(a->K * a->K) * sizeof(double);
+}
 
 /* hy_calib_gram_add's tiling: x is widened to f64 in chunks of GRAM_CHUNK tokens, packed in panels of
  * GRAM_PANEL columns ([panel][token][column], zero past K); each task owns GRAM_ROWS rows of g, and a
@@ -173,8 +178,8 @@ size_t hy_calib_gram_scratch(int64_t K)
 
 void hy_calib_gram_add(double *g, int64_t K, const float *x, int64_t T, double *pack)
 {
-    void (*acc)(double *, int64_t, const double *, int64_t, const double *, int64_t, int64_t, int64_t,
-                int64_t) = hy_kernels_active()->gemm_tn_acc_f64;
+    void (*acc)(double *, int64_t, const double *, int64_t, const double *, int64_t, int64_t, int64_t, int64_t) =
+        hy_kernels_active()->gemm_tn_acc_f64;
     const int64_t np = (K + GRAM_PANEL - 1) / GRAM_PANEL, nblk = (K + GRAM_ROWS - 1) / GRAM_ROWS;
     for (int64_t t0 = 0; t0 < T; t0 += GRAM_CHUNK) {
         const int64_t tb = T - t0 < GRAM_CHUNK ? T - t0 : GRAM_CHUNK;
@@ -225,7 +230,7 @@ void hy_calib_routing_weights(const float *route_w, int64_t T, double *w)
 }
 
 void hy_calib_weighted_gram_add(double *g, int64_t K, const float *x, int64_t T, const double *w, float *xs,
-                          double *pack)
+                                double *pack)
 {
     for (int64_t t = 0; t < T; t++) {
         const double r = sqrt(w[t]);
@@ -260,9 +265,9 @@ static void observe(void *ctx, const struct hy_tensor *W, const float *x, const 
         } else if (W == s->wk && c->stash_layer == L && c->stash_T == T) {
             const struct hy_model_config *mc = &c->m->cfg;
             const struct hy_layer *ly = &c->m->layers[L];
-            const struct hy_calib_attn_shape sh = {mc->num_attention_heads, mc->num_key_value_heads, mc->head_dim,
-                                                   ly->q_norm, ly->q_norm ? ly->k_norm : NULL, mc->rms_norm_eps,
-                                                   c->m->inv_freq, mc->rope_interleaved};
+            const struct hy_calib_attn_shape sh = {
+                mc->num_attention_heads,        mc->num_key_value_heads, mc->head_dim,   ly->q_norm,
+                ly->q_norm ? ly->k_norm : NULL, mc->rms_norm_eps,        c->m->inv_freq, mc->rope_interleaved};
             if (hy_calib_attn_g_add(s->g, c->q_stash, y, T, &sh, c->attn_stride) == 0)
                 s->windows++;
             else /* G unchanged; run_pass fails the pass with this error after the window */
@@ -305,8 +310,8 @@ int hy_calib_bind(struct hy_calib *c, struct hy_model *m, const int32_t *ids, in
                           (long long)per);
     for (int64_t i = 0; i < n_ids; i++)
         if (ids[i] < 0 || ids[i] >= V)
-            return hy_err_set("calibration token %lld has id %d, outside the vocabulary [0, %d)", (long long)i,
-                              ids[i], V);
+            return hy_err_set("calibration token %lld has id %d, outside the vocabulary [0, %d)", (long long)i, ids[i],
+                              V);
     if ((int64_t)samples > n_ids / per)
         samples = (int32_t)(n_ids / per);
     const int64_t used = (int64_t)samples * per;
@@ -499,7 +504,8 @@ static int run_pass(struct hy_calib *c, int32_t p)
     const int64_t qw = (int64_t)mc->num_attention_heads * mc->head_dim;
     for (int32_t L = 0; L < c->n_attn; L++) {
         struct hy_calib_attn_stat *s = &c->attn[L];
-        if (s->acc < 0 || c->acc[s->acc].pass != p || s->wq->rows != qw || s->wk->rows != (int64_t)mc->num_key_value_heads * mc->head_dim)
+        if (s->acc < 0 || c->acc[s->acc].pass != p || s->wq->rows != qw ||
+            s->wk->rows != (int64_t)mc->num_key_value_heads * mc->head_dim)
             continue;
         if (!(s->g = calloc((size_t)(qw * mc->head_dim), sizeof(double))) ||
             (!c->q_stash && !(c->q_stash = malloc((size_t)(c->seq_len * qw) * sizeof(float))))) {
@@ -620,8 +626,7 @@ out:
     return rc;
 }
 
-int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64_t *K, int64_t *rows,
-                 int32_t *group)
+int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64_t *K, int64_t *rows, int32_t *group)
 {
     *h = NULL;
     struct hy_calib_acc *a = find_acc(c, module);

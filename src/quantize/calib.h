@@ -33,65 +33,65 @@
 #include <stdint.h>
 
 struct hy_calib_acc {
-    const struct hy_tensor *w;   /* the linear whose input is observed (the first of the group) */
-    int64_t                 K;   /* input width */
-    double                 *g;   /* [K, K] sum of x x^T, then the mean; NULL outside its pass */
-    int64_t                 n;   /* input rows seen */
-    int32_t                 pass; /* hy_calib_plan's pass, -1 when no asked-for module reads it */
-    int32_t                 layer; /* its decoder layer (num_hidden_layers: the MTP layer) */
-    int32_t                 qk_heads; /* > 0: q_proj of a QK-norm layer with this many heads, its tokens
+    const struct hy_tensor *w; /* the linear whose input is observed (the first of the group) */
+    int64_t K;                 /* input width */
+    double *g;                 /* [K, K] sum of x x^T, then the mean; NULL outside its pass */
+    int64_t n;                 /* input rows seen */
+    int32_t pass;              /* hy_calib_plan's pass, -1 when no asked-for module reads it */
+    int32_t layer;             /* its decoder layer (num_hidden_layers: the MTP layer) */
+    int32_t qk_heads;          /* > 0: q_proj of a QK-norm layer with this many heads, its tokens
                                          weighted (hy_calib_qk_weights); 0: every token alike */
-    int32_t                 routed;   /* 1: a routed expert's group, its tokens weighted by
+    int32_t routed;            /* 1: a routed expert's group, its tokens weighted by
                                          hy_calib_routing_weights */
 };
 
 /* q_proj's attention statistics of one layer (calib_attn.h), with HY_CALIB_ATTN. */
 struct hy_calib_attn_stat {
     const struct hy_tensor *wq, *wk; /* the layer's q_proj / k_proj (the observer's lookup) */
-    int32_t                 acc;     /* q_proj's accumulator (its pass), -1 when q_proj is not quantizable */
-    double                 *g;       /* [n_heads, head_dim, head_dim] while its pass is resident, else NULL */
-    int64_t                 windows; /* sequences added */
+    int32_t acc;                     /* q_proj's accumulator (its pass), -1 when q_proj is not quantizable */
+    double *g;                       /* [n_heads, head_dim, head_dim] while its pass is resident, else NULL */
+    int64_t windows;                 /* sequences added */
 };
 
 struct hy_calib_name {
-    char    module[96];
-    int32_t acc;                 /* index into acc */
+    char module[96];
+    int32_t acc; /* index into acc */
 };
 
 struct hy_calib {
-    struct hy_calib_acc  *acc;   /* sorted by w (the observer's lookup) */
-    int32_t               n_acc;
+    struct hy_calib_acc *acc; /* sorted by w (the observer's lookup) */
+    int32_t n_acc;
     struct hy_calib_name *names; /* sorted by module */
-    int32_t               n_names;
-    uint64_t              max_bytes; /* statistics resident at once (one pass) */
+    int32_t n_names;
+    uint64_t max_bytes; /* statistics resident at once (one pass) */
     /* hy_calib_bind */
-    struct hy_model      *m;     /* borrowed */
-    int32_t              *ids;   /* owned copy of the token ids the windows read */
-    int32_t               bos, seq_len;
-    int32_t               samples; /* windows each pass runs (fewer than asked when the text is short) */
+    struct hy_model *m; /* borrowed */
+    int32_t *ids;       /* owned copy of the token ids the windows read */
+    int32_t bos, seq_len;
+    int32_t samples; /* windows each pass runs (fewer than asked when the text is short) */
     /* hy_calib_plan / hy_calib_get */
-    int32_t               n_passes;
-    int32_t               planned; /* groups read by the planned modules */
-    uint64_t              planned_bytes; /* their statistics' bytes */
-    uint64_t              pass_bytes_max; /* the largest pass's statistics */
-    int32_t               cur_pass; /* resident pass, -1 none */
-    float                *resid;  /* [samples, seq_len, hidden_size] streams entering resid_layer, or NULL */
-    int32_t               resid_layer; /* -1: no checkpoint */
-    int64_t               layers_run; /* decoder layers (MTP: 1) run per window, summed over the passes */
-    int32_t               passes_run;
-    double                seconds; /* spent in calibration forward passes */
-    double               *pack;   /* the observer's f64 copy of one chunk of inputs, while a pass runs */
-    double               *wt_buf; /* the observer's scratch for weighted groups, while a pass runs: [seq_len]
+    int32_t n_passes;
+    int32_t planned;         /* groups read by the planned modules */
+    uint64_t planned_bytes;  /* their statistics' bytes */
+    uint64_t pass_bytes_max; /* the largest pass's statistics */
+    int32_t cur_pass;        /* resident pass, -1 none */
+    float *resid;            /* [samples, seq_len, hidden_size] streams entering resid_layer, or NULL */
+    int32_t resid_layer;     /* -1: no checkpoint */
+    int64_t layers_run;      /* decoder layers (MTP: 1) run per window, summed over the passes */
+    int32_t passes_run;
+    double seconds;       /* spent in calibration forward passes */
+    double *pack;         /* the observer's f64 copy of one chunk of inputs, while a pass runs */
+    double *wt_buf;       /* the observer's scratch for weighted groups, while a pass runs: [seq_len]
                                          f64 token weights, then [seq_len, K] f32 */
-    const float          *route_w; /* while a routed expert runs: its tokens' routing weights [route_n] */
-    int64_t               route_n;
+    const float *route_w; /* while a routed expert runs: its tokens' routing weights [route_n] */
+    int64_t route_n;
     struct hy_calib_attn_stat *attn; /* [layers incl. MTP] with HY_CALIB_ATTN, else NULL */
-    int32_t               n_attn;
-    int64_t               attn_stride; /* hy_calib_attn_g_add's query stride: seq_len / 16, at least 1 */
-    float                *q_stash; /* the observer's copy of the last q_proj output [seq_len, n_heads * head_dim] */
-    int32_t               stash_layer; /* whose it is, -1 none */
-    int                   obs_failed;  /* the observer hit an error (hy_err_msg()); run_pass fails the pass */
-    int64_t               stash_T;
+    int32_t n_attn;
+    int64_t attn_stride; /* hy_calib_attn_g_add's query stride: seq_len / 16, at least 1 */
+    float *q_stash;      /* the observer's copy of the last q_proj output [seq_len, n_heads * head_dim] */
+    int32_t stash_layer; /* whose it is, -1 none */
+    int obs_failed;      /* the observer hit an error (hy_err_msg()); run_pass fails the pass */
+    int64_t stash_T;
 };
 
 /* g [K, K] f64 += x^T x for x [T, K] f32 (GPTQ's H = X^T X summed, before the mean): each entry of the
@@ -120,7 +120,7 @@ void hy_calib_routing_weights(const float *route_w, int64_t T, double *w);
 /* g [K, K] += sum_t w[t] x_t x_t^T as hy_calib_gram_add on the rows sqrt(w[t]) x_t (f32, written to xs
  * [T, K], caller-owned); w from hy_calib_qk_weights or hy_calib_routing_weights. */
 void hy_calib_weighted_gram_add(double *g, int64_t K, const float *x, int64_t T, const double *w, float *xs,
-                          double *pack);
+                                double *pack);
 
 /* hy_calib_init's flags. */
 enum {
@@ -158,8 +158,7 @@ int hy_calib_plan(struct hy_calib *c, const char *const *modules, int32_t n);
  * routed to). Runs the module's pass first when it is not the resident one. *K, *rows and *group (may be
  * NULL) get the width, the rows seen and the group's index (the same for modules that share inputs).
  * Returns 0, or -1 with hy_err_msg() when a pass fails (out of memory, a forward error). */
-int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64_t *K, int64_t *rows,
-                 int32_t *group);
+int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64_t *K, int64_t *rows, int32_t *group);
 
 /* q_proj's attention statistics G for module (`model.layers.L.self_attn.q_proj`, after hy_calib_get of
  * it ran its pass): *g [n_heads, head_dim, head_dim] (owned by c, valid as hy_calib_get's) and

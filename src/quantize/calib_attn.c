@@ -52,7 +52,7 @@ static double norm_head(const float *x, int64_t D, const float *gain, float eps,
 /* One thread's scratch for one query head. */
 struct scratch {
     double *p, *c, *qn, *kb, *cs, *sn, *pack;
-    float  *xs;
+    float *xs;
 };
 
 static int scratch_init(struct scratch *s, int64_t T, int64_t D)
@@ -165,22 +165,22 @@ int hy_calib_attn_g_add(double *G, const float *q, const float *k, int64_t T, co
     /* every thread's scratch is in place before any head is touched: out of memory leaves G as it was */
     if (!oom) {
 #pragma omp parallel
-    {
-        struct scratch s;
-        if (!scratch_init(&s, T, D)) {
+        {
+            struct scratch s;
+            if (!scratch_init(&s, T, D)) {
 #pragma omp atomic write
-            oom = 1;
-        }
+                oom = 1;
+            }
 #pragma omp barrier
-        int failed;
+            int failed;
 #pragma omp atomic read
-        failed = oom;
+            failed = oom;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t h = 0; h < nh; h++)
-            for (int64_t t = stride - 1; !failed && t < T; t += stride)
-                add_query(G + h * D * D, q, kn, t, h, h / grp, a, &s);
-        scratch_free(&s);
-    }
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t t = stride - 1; !failed && t < T; t += stride)
+                    add_query(G + h * D * D, q, kn, t, h, h / grp, a, &s);
+            scratch_free(&s);
+        }
     }
     free(kn);
     return oom ? hy_err_set("calibration: out of memory for the attention statistics") : 0;

@@ -22,11 +22,11 @@
 
 /* The shapes and constants of one layer's attention. */
 struct hy_calib_attn_shape {
-    int64_t      n_heads, n_kv_heads, head_dim; /* query head h reads kv head h / (n_heads / n_kv_heads) */
-    const float *q_norm, *k_norm; /* [head_dim] QK-norm gains, or both NULL (no QK-norm) */
-    float        eps;             /* rms_norm_eps */
-    const float *inv_freq;        /* [head_dim / 2] RoPE inverse frequencies */
-    int          interleaved;     /* RoPE pairs (2i, 2i+1) instead of (i, i + head_dim/2) */
+    int64_t n_heads, n_kv_heads, head_dim; /* query head h reads kv head h / (n_heads / n_kv_heads) */
+    const float *q_norm, *k_norm;          /* [head_dim] QK-norm gains, or both NULL (no QK-norm) */
+    float eps;                             /* rms_norm_eps */
+    const float *inv_freq;                 /* [head_dim / 2] RoPE inverse frequencies */
+    int interleaved;                       /* RoPE pairs (2i, 2i+1) instead of (i, i + head_dim/2) */
 };
 
 /* G [n_heads, head_dim, head_dim] (f64, full symmetric matrices) += sum over the sampled queries t of

@@ -29,8 +29,8 @@ double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8
  * positive definite). */
 static int chol_lower(double *a, int64_t n, double (*dot)(const double *, const double *, int64_t))
 {
-    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t,
-                     int64_t) = hy_kernels_active()->gemm_sub_f64;
+    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t, int64_t) =
+        hy_kernels_active()->gemm_sub_f64;
     for (int64_t j0 = 0; j0 < n; j0 += CHOL_BLOCK) {
         const int64_t j1 = j0 + CHOL_BLOCK < n ? j0 + CHOL_BLOCK : n;
         for (int64_t j = j0; j < j1; j++) {
@@ -208,8 +208,8 @@ static int objectives(const double *dd, int64_t S, const double *h, int64_t K, d
     double *y = calloc((size_t)(S * K), sizeof(double));
     if (!y)
         return -1;
-    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t,
-                     int64_t) = hy_kernels_active()->gemm_sub_f64;
+    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t, int64_t) =
+        hy_kernels_active()->gemm_sub_f64;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t j0 = 0; j0 < K; j0 += 64)
         gemm_sub(y + j0, K, S, dd, K, h + j0 * K, K, K, K - j0 < 64 ? K - j0 : 64);
@@ -281,16 +281,16 @@ int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum
 
 /* The shared state of one matrix's rounding. */
 struct job {
-    const float                 *w;   /* [N, K] the original rows (scales, objectives) */
-    const double                *src; /* [N, K] the rows' values to round (coupled rows), or NULL: w */
+    const float *w;    /* [N, K] the original rows (scales, objectives) */
+    const double *src; /* [N, K] the rows' values to round (coupled rows), or NULL: w */
     const struct hy_gptq_factor *f;
-    int64_t                      N, K, rb, nb;
-    enum hy_qformat              fmt;
-    float                        fp8_scale;
-    const struct hy_gptq_opts   *o;
-    uint8_t                     *wq, *sq;
-    double                      *dd;  /* objectives' row errors: RTN [0, S), GPTQ [S, 2S) */
-    int64_t                      S;
+    int64_t N, K, rb, nb;
+    enum hy_qformat fmt;
+    float fp8_scale;
+    const struct hy_gptq_opts *o;
+    uint8_t *wq, *sq;
+    double *dd; /* objectives' row errors: RTN [0, S), GPTQ [S, 2S) */
+    int64_t S;
 };
 
 /* GPTQ of the n rows rows[0..n) of j (any order, each once per call), in tiles of GPTQ_ROWS in
@@ -303,8 +303,8 @@ static int round_rows(const struct job *j, const int64_t *rows, int64_t n)
     const float fp8_scale = j->fp8_scale;
     const int64_t *p = j->f->perm;
     const double *ut = j->f->ut;
-    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t,
-                     int64_t) = hy_kernels_active()->gemm_sub_f64;
+    void (*gemm_sub)(double *, int64_t, int64_t, const double *, int64_t, const double *, int64_t, int64_t, int64_t) =
+        hy_kernels_active()->gemm_sub_f64;
     int oom = 0;
 #pragma omp parallel
     {
@@ -384,9 +384,18 @@ static int job_init(struct job *j, const float *w, const double *h, const struct
     const int64_t K = f ? f->K : 0;
     if (check_args(w, h, N, K, fmt, fp8_scale, o, wq, sq))
         return -1;
-    *j = (struct job){.w = w, .f = f, .N = N, .K = K, .rb = fmt == HY_QF_MXFP4 ? K / 2 : K,
-                      .nb = (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK, .fmt = fmt, .fp8_scale = fp8_scale, .o = o,
-                      .wq = wq, .sq = sq, .S = obj ? (N < OBJ_ROWS ? N : OBJ_ROWS) : 0};
+    *j = (struct job){.w = w,
+                      .f = f,
+                      .N = N,
+                      .K = K,
+                      .rb = fmt == HY_QF_MXFP4 ? K / 2 : K,
+                      .nb = (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK,
+                      .fmt = fmt,
+                      .fp8_scale = fp8_scale,
+                      .o = o,
+                      .wq = wq,
+                      .sq = sq,
+                      .S = obj ? (N < OBJ_ROWS ? N : OBJ_ROWS) : 0};
     if (j->S && !(j->dd = malloc((size_t)(2 * j->S * K) * sizeof(double))))
         return hy_err_set("gptq: out of memory");
     return 0;

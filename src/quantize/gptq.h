@@ -27,8 +27,8 @@
 #include <stdint.h>
 
 struct hy_gptq_opts {
-    double dampening_frac; /* λ / mean(diag H); 0.01 is GPTQ's and llm-compressor's default */
-    int    actorder;       /* 1: columns by decreasing diag H; 0: in index order */
+    double dampening_frac;          /* λ / mean(diag H); 0.01 is GPTQ's and llm-compressor's default */
+    int actorder;                   /* 1: columns by decreasing diag H; 0: in index order */
     enum hy_mx_scale_rule mx_scale; /* MX block scales (quant/formats.h), fixed from W before rounding */
 };
 
@@ -63,9 +63,9 @@ int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum
 /* The factor of one H (column order and upper Cholesky factor of the damped inverse), which every
  * matrix reading the same inputs (q/k/v, gate/up) can share: hy_gptq_quantize = init + factored + free. */
 struct hy_gptq_factor {
-    int64_t  K;
+    int64_t K;
     int64_t *perm; /* [K] processing order of the columns */
-    double  *ut;   /* [K, K] U^T (lower triangle, zeros above) for U the upper factor in that order */
+    double *ut;    /* [K, K] U^T (lower triangle, zeros above) for U the upper factor in that order */
 };
 
 /* Factor of h [K, K] under o (dampening_frac, actorder). Returns 0, 1 (indefinite, as above; *f empty),

@@ -115,7 +115,10 @@ static int cat_targeted(enum cat c, unsigned t)
     }
 }
 
-static int cat_routed(enum cat c) { return c == CAT_ROUTED || c == CAT_ROUTED_FUSED_GU || c == CAT_ROUTED_FUSED_DN; }
+static int cat_routed(enum cat c)
+{
+    return c == CAT_ROUTED || c == CAT_ROUTED_FUSED_GU || c == CAT_ROUTED_FUSED_DN;
+}
 
 static enum hy_qformat format_for(enum hy_quant_dtype d, enum cat c)
 {
@@ -134,35 +137,35 @@ static enum hy_qformat format_for(enum hy_quant_dtype d, enum cat c)
 
 /* One quantized matrix: rows x cols of src starting at element offset `elem0`. */
 struct qmat {
-    char                        module[NAME_CAP]; /* output module name */
-    const struct hy_st_tensor  *src;
-    int64_t                     elem0, rows, cols;
-    enum hy_qformat             f;
-    float                       scale; /* fp8 */
+    char module[NAME_CAP]; /* output module name */
+    const struct hy_st_tensor *src;
+    int64_t elem0, rows, cols;
+    enum hy_qformat f;
+    float scale; /* fp8 */
 };
 
 /* One header entry of the output, in file order after sorting. */
 enum role { R_COPY, R_QWEIGHT, R_QSCALE_MX, R_QSCALE_FP8 };
 struct entry {
-    char                       name[NAME_CAP];
-    const char                *dtype;
-    int                        ndim;
-    int64_t                    shape[HY_ST_MAX_DIMS];
-    uint64_t                   nbytes;
-    int                        esize; /* sort key: element size */
-    int                        seq;   /* creation order (stable sort) */
-    enum role                  role;
-    const struct hy_st_tensor *src;   /* R_COPY */
-    struct qmat               *q;     /* quantized roles */
+    char name[NAME_CAP];
+    const char *dtype;
+    int ndim;
+    int64_t shape[HY_ST_MAX_DIMS];
+    uint64_t nbytes;
+    int esize; /* sort key: element size */
+    int seq;   /* creation order (stable sort) */
+    enum role role;
+    const struct hy_st_tensor *src; /* R_COPY */
+    struct qmat *q;                 /* quantized roles */
 };
 
 struct plan {
     struct entry *e;
-    size_t        n, cap;
+    size_t n, cap;
     struct qmat **q;
-    size_t        nq, capq;
-    json_t       *ignored;            /* fp8: unquantized linear modules */
-    unsigned      cats_quantized[2];  /* bitmask of cats quantized as [0] = main group, [1] = mxfp4 group */
+    size_t nq, capq;
+    json_t *ignored;            /* fp8: unquantized linear modules */
+    unsigned cats_quantized[2]; /* bitmask of cats quantized as [0] = main group, [1] = mxfp4 group */
 };
 
 static struct entry *add_entry(struct plan *p)
@@ -342,12 +345,11 @@ static int build_plan(const struct hy_checkpoint *ck, const struct hy_model_conf
         }
         if (!hy_dtype_is_kernel_float(t->dtype))
             return hy_err_set("tensor \"%s\" has dtype %s; quantize reads BF16, F16 or F32 weights (is the input "
-                              "already quantized?)", t->name, t->dtype_name);
+                              "already quantized?)",
+                              t->name, t->dtype_name);
         enum hy_qformat f = format_for(o->dtype, c);
-        p->cats_quantized[f == HY_QF_MXFP4 && o->dtype == HY_QD_HYBRID] |= 1u << (c == CAT_ROUTED_FUSED_GU ||
-                                                                                   c == CAT_ROUTED_FUSED_DN
-                                                                               ? CAT_ROUTED
-                                                                               : c);
+        p->cats_quantized[f == HY_QF_MXFP4 && o->dtype == HY_QD_HYBRID] |=
+            1u << (c == CAT_ROUTED_FUSED_GU || c == CAT_ROUTED_FUSED_DN ? CAT_ROUTED : c);
         if (!fused) {
             if (plan_quant(p, t, module, 0, t->shape[0], t->shape[1], f))
                 return -1;
@@ -433,9 +435,9 @@ static int cmp_entry(const void *a, const void *b)
  * three matrices of each other. */
 #define FACTOR_CACHE 3
 struct factor_cache {
-    int32_t               group[FACTOR_CACHE]; /* hy_calib_get's group of each entry, -1 empty */
+    int32_t group[FACTOR_CACHE]; /* hy_calib_get's group of each entry, -1 empty */
     struct hy_gptq_factor f[FACTOR_CACHE];
-    int                   next;
+    int next;
 };
 
 static void factor_cache_init(struct factor_cache *c)
@@ -496,8 +498,7 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
                           (long long)K, (long long)q->cols);
     float *buf = malloc((size_t)(q->rows * q->cols) * sizeof(float));
     if (!buf)
-        return hy_err_set("out of memory for %s (%lld x %lld f32)", q->module, (long long)q->rows,
-                          (long long)q->cols);
+        return hy_err_set("out of memory for %s (%lld x %lld f32)", q->module, (long long)q->rows, (long long)q->cols);
     for (int64_t r = 0; r < q->rows; r++)
         if (src_row(q, r, buf + r * q->cols)) {
             free(buf);
@@ -610,7 +611,8 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
             json_decref(o);
             json_decref(h);
             return hy_err_set("output tensor \"%s\" would be written twice (input has both fused and per-expert "
-                              "spellings?)", e->name);
+                              "spellings?)",
+                              e->name);
         }
         json_object_set_new(h, e->name, o);
         off += e->nbytes;
@@ -660,9 +662,8 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
             rc = write_all(f, &e->q->scale, 4, path); /* little-endian host (x86-64) */
         } else if (e->role == R_QWEIGHT) {
             const struct qmat *q = e->q;
-            const uint64_t ns = q->f == HY_QF_FP8_TENSOR
-                                    ? 0
-                                    : (uint64_t)(q->rows * ((q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK));
+            const uint64_t ns =
+                q->f == HY_QF_FP8_TENSOR ? 0 : (uint64_t)(q->rows * ((q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK));
             free(wbuf);
             free(sbuf);
             wbuf = malloc(e->nbytes ? e->nbytes : 1);

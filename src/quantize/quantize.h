@@ -32,31 +32,31 @@ enum { HY_QT_MOE = 1, HY_QT_ATTN = 2, HY_QT_MLP = 4, HY_QT_ALL = 7 };
 struct hy_calib;
 
 struct hy_quantize_opts {
-    enum hy_quant_dtype     dtype;
-    unsigned                targets; /* HY_QT_* bits, non-zero */
-    struct hy_calib        *calib;   /* NULL: round-to-nearest; else GPTQ (quantize/gptq.h) with these
+    enum hy_quant_dtype dtype;
+    unsigned targets;               /* HY_QT_* bits, non-zero */
+    struct hy_calib *calib;         /* NULL: round-to-nearest; else GPTQ (quantize/gptq.h) with these
                                         statistics for every matrix that has them (quantize/calib.h: bound,
                                         planned here in file order, passes run as the matrices need them) */
-    struct hy_gptq_opts     gptq;    /* used with calib (its mx_scale is taken from mx_scale below) */
-    enum hy_mx_scale_rule   mx_scale; /* MX block-scale rule (formats.h); default HY_MX_SCALE_OCP */
+    struct hy_gptq_opts gptq;       /* used with calib (its mx_scale is taken from mx_scale below) */
+    enum hy_mx_scale_rule mx_scale; /* MX block-scale rule (formats.h); default HY_MX_SCALE_OCP */
 };
 
 struct hy_quantize_stats {
-    int64_t  n_quant[4];     /* weight matrices written per enum hy_qformat (index HY_QF_FP8_TENSOR ...) */
-    int64_t  n_copied;       /* tensors copied unchanged */
-    int64_t  n_files;        /* other files copied */
-    uint64_t bytes_in;       /* tensor data bytes of IN */
-    uint64_t bytes_out;      /* size of OUT/model.safetensors */
-    int64_t  n_gptq;         /* matrices rounded by GPTQ (with calib) */
-    int64_t  n_gptq_rtn;     /* with calib, matrices left to round-to-nearest: no statistics (an expert no
+    int64_t n_quant[4];        /* weight matrices written per enum hy_qformat (index HY_QF_FP8_TENSOR ...) */
+    int64_t n_copied;          /* tensors copied unchanged */
+    int64_t n_files;           /* other files copied */
+    uint64_t bytes_in;         /* tensor data bytes of IN */
+    uint64_t bytes_out;        /* size of OUT/model.safetensors */
+    int64_t n_gptq;            /* matrices rounded by GPTQ (with calib) */
+    int64_t n_gptq_rtn;        /* with calib, matrices left to round-to-nearest: no statistics (an expert no
                                 calibration token was routed to) ... */
-    int64_t  n_gptq_indefinite; /* ... or (counted here, not in n_gptq_rtn) a Hessian indefinite after damping */
-    double   gptq_ratio_sum; /* sum over the GPTQ matrices of objective(GPTQ) / objective(RTN) */
-    int64_t  n_gptq_factors; /* H factorizations computed (matrices that share inputs share one) */
-    int64_t  n_gptq_coupled; /* GPTQ matrices whose rows were rounded jointly per head (q_proj with attention
+    int64_t n_gptq_indefinite; /* ... or (counted here, not in n_gptq_rtn) a Hessian indefinite after damping */
+    double gptq_ratio_sum;     /* sum over the GPTQ matrices of objective(GPTQ) / objective(RTN) */
+    int64_t n_gptq_factors;    /* H factorizations computed (matrices that share inputs share one) */
+    int64_t n_gptq_coupled;    /* GPTQ matrices whose rows were rounded jointly per head (q_proj with attention
                                 statistics, quantize/calib_attn.h) */
-    int64_t  n_gptq_few_tokens; /* GPTQ matrices whose statistics came from fewer tokens than K (rank-deficient H) */
-    double   seconds;
+    int64_t n_gptq_few_tokens; /* GPTQ matrices whose statistics came from fewer tokens than K (rank-deficient H) */
+    double seconds;
 };
 
 /* "fp8" | "mxfp8" | "mxfp4" | "hybrid" -> *out; -1 with hy_err_msg() otherwise. */

@@ -3,8 +3,7 @@
 
 #include <math.h>
 
-float hy_logprobs_compute(const float *logits, int32_t V, int32_t token, int32_t n_top,
-                          int32_t *top_ids, float *top_lp)
+float hy_logprobs_compute(const float *logits, int32_t V, int32_t token, int32_t n_top, int32_t *top_ids, float *top_lp)
 {
     float mx = -INFINITY;
     for (int32_t i = 0; i < V; i++)

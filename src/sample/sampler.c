@@ -23,7 +23,7 @@
 #define HY_TEMPERATURE_EPS 1e-5f
 
 struct cand {
-    float v;    /* logit, then unnormalized probability */
+    float v; /* logit, then unnormalized probability */
     int32_t id;
 };
 
@@ -31,14 +31,14 @@ struct hy_sampler {
     struct hy_sampling_params p;
     int32_t vocab;
     uint64_t seed;
-    uint64_t rng[4];          /* xoshiro256** state */
-    uint8_t *seen;            /* [vocab/8] bitmap: in prompt or output (repetition penalty only) */
-    int32_t *seen_ids;        /* [vocab] distinct ids with their bit set, in first-seen order */
+    uint64_t rng[4];   /* xoshiro256** state */
+    uint8_t *seen;     /* [vocab/8] bitmap: in prompt or output (repetition penalty only) */
+    int32_t *seen_ids; /* [vocab] distinct ids with their bit set, in first-seen order */
     size_t n_seen;
-    uint32_t *out_count;      /* [vocab] output occurrences (presence/frequency only) */
-    int32_t *out_ids;         /* [vocab] distinct output ids */
+    uint32_t *out_count; /* [vocab] output occurrences (presence/frequency only) */
+    int32_t *out_ids;    /* [vocab] distinct output ids */
     size_t n_out;
-    struct cand *scratch;     /* [vocab], allocated at the first non-greedy draw */
+    struct cand *scratch; /* [vocab], allocated at the first non-greedy draw */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -52,7 +52,10 @@ static uint64_t splitmix64(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl64(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 static uint64_t rng_next(uint64_t st[4])
 {
@@ -68,7 +71,10 @@ static uint64_t rng_next(uint64_t st[4])
 }
 
 /* Uniform double in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t st[4]) { return (double)(rng_next(st) >> 11) * 0x1.0p-53; }
+static double rng_uniform(uint64_t st[4])
+{
+    return (double)(rng_next(st) >> 11) * 0x1.0p-53;
+}
 
 static uint64_t fresh_seed(void)
 {
@@ -78,8 +84,7 @@ static uint64_t fresh_seed(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     static _Thread_local uint64_t counter;
-    return ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^ (++counter << 40) ^
-           (uint64_t)(uintptr_t)&s;
+    return ((uint64_t)ts.tv_sec * 1000000007ULL) ^ (uint64_t)ts.tv_nsec ^ (++counter << 40) ^ (uint64_t)(uintptr_t)&s;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -111,11 +116,9 @@ int hy_sampling_params_validate(const struct hy_sampling_params *p)
         return hy_err_set("sampling: repetition_penalty=%g: must be a finite number > 0 (1 = off)",
                           (double)p->repetition_penalty);
     if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
-        return hy_err_set("sampling: presence_penalty=%g: must be in [-2, 2] (0 = off)",
-                          (double)p->presence_penalty);
+        return hy_err_set("sampling: presence_penalty=%g: must be in [-2, 2] (0 = off)", (double)p->presence_penalty);
     if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
-        return hy_err_set("sampling: frequency_penalty=%g: must be in [-2, 2] (0 = off)",
-                          (double)p->frequency_penalty);
+        return hy_err_set("sampling: frequency_penalty=%g: must be in [-2, 2] (0 = off)", (double)p->frequency_penalty);
     if (p->max_new_tokens < 0)
         return hy_err_set("sampling: max_new_tokens=%d: must be >= 0", (int)p->max_new_tokens);
     return 0;
@@ -256,7 +259,10 @@ void hy_sampler_free(struct hy_sampler *s)
     free(s);
 }
 
-uint64_t hy_sampler_seed(const struct hy_sampler *s) { return s->seed; }
+uint64_t hy_sampler_seed(const struct hy_sampler *s)
+{
+    return s->seed;
+}
 
 static void note_token(struct hy_sampler *s, int32_t id, int is_output)
 {

@@ -13,17 +13,17 @@
 #include <stdint.h>
 
 struct hy_sampling_params {
-    float    temperature;        /* >= 0; 0 = greedy */
-    float    top_p;              /* (0, 1]; 1 = off */
-    int32_t  top_k;              /* <= 0 = off */
-    float    min_p;              /* [0, 1]; 0 = off */
-    float    repetition_penalty; /* > 0; 1 = off */
-    float    presence_penalty;   /* [-2, 2]; 0 = off */
-    float    frequency_penalty;  /* [-2, 2]; 0 = off */
-    uint64_t seed;               /* used when has_seed */
-    int      has_seed;           /* 0: seed drawn from the clock/urandom at init */
-    int32_t  max_new_tokens;     /* >= 0 */
-    int      ignore_eos;
+    float temperature;        /* >= 0; 0 = greedy */
+    float top_p;              /* (0, 1]; 1 = off */
+    int32_t top_k;            /* <= 0 = off */
+    float min_p;              /* [0, 1]; 0 = off */
+    float repetition_penalty; /* > 0; 1 = off */
+    float presence_penalty;   /* [-2, 2]; 0 = off */
+    float frequency_penalty;  /* [-2, 2]; 0 = off */
+    uint64_t seed;            /* used when has_seed */
+    int has_seed;             /* 0: seed drawn from the clock/urandom at init */
+    int32_t max_new_tokens;   /* >= 0 */
+    int ignore_eos;
 };
 
 /* Greedy defaults (temperature 0, everything off), max_new_tokens 128. */

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct hy_request *hy_request_create(uint64_t id, const int32_t *ids, int32_t n_prompt, int32_t cap,
-                                     int32_t block_size)
+struct hy_request *hy_request_create(uint64_t id, const int32_t *ids, int32_t n_prompt, int32_t cap, int32_t block_size)
 {
     struct hy_request *r = calloc(1, sizeof(*r));
     if (!r)

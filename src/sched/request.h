@@ -14,11 +14,10 @@ struct hy_sampler;
 /* Why a request stopped (the engine sets it; the scheduler frees finished requests). */
 enum hy_engine_finish {
     HY_ENGINE_RUNNING = 0,
-    HY_ENGINE_FINISHED_STOP,     /* EOS or a stop token id */
-    HY_ENGINE_FINISHED_LENGTH,   /* max_tokens or max_model_len */
-    HY_ENGINE_FINISHED_ABORT,    /* hy_engine_abort_request (engine/engine.h) */
+    HY_ENGINE_FINISHED_STOP,   /* EOS or a stop token id */
+    HY_ENGINE_FINISHED_LENGTH, /* max_tokens or max_model_len */
+    HY_ENGINE_FINISHED_ABORT,  /* hy_engine_abort_request (engine/engine.h) */
 };
-
 
 enum hy_request_status {
     HY_REQ_WAITING = 0,
@@ -27,31 +26,31 @@ enum hy_request_status {
 };
 
 struct hy_request {
-    uint64_t  id;
+    uint64_t id;
     enum hy_request_status status;
-    int32_t  *tokens;          /* [cap] prompt then output ids */
-    int32_t   n_prompt;
-    int32_t   n_tokens;        /* known tokens: n_prompt + outputs */
-    int32_t   cap;             /* most tokens this request can have */
-    int32_t   n_computed;      /* leading tokens whose KV is in the cache */
-    int32_t  *blocks;          /* [blocks_cap] block table (append-only while running) */
-    int32_t   n_blocks;
-    int32_t   blocks_cap;
-    uint64_t *hashes;          /* [blocks_cap] chained hashes of full blocks, computed lazily */
-    int32_t   n_hashes;
-    int32_t   n_cached_blocks; /* leading blocks found in or offered to the prefix cache */
-    int32_t   canon_prev;      /* cached block holding block n_cached_blocks-1's content (-1 none,
+    int32_t *tokens; /* [cap] prompt then output ids */
+    int32_t n_prompt;
+    int32_t n_tokens;   /* known tokens: n_prompt + outputs */
+    int32_t cap;        /* most tokens this request can have */
+    int32_t n_computed; /* leading tokens whose KV is in the cache */
+    int32_t *blocks;    /* [blocks_cap] block table (append-only while running) */
+    int32_t n_blocks;
+    int32_t blocks_cap;
+    uint64_t *hashes; /* [blocks_cap] chained hashes of full blocks, computed lazily */
+    int32_t n_hashes;
+    int32_t n_cached_blocks; /* leading blocks found in or offered to the prefix cache */
+    int32_t canon_prev;      /* cached block holding block n_cached_blocks-1's content (-1 none,
                                   -2: the chain broke, register no more) */
-    uint32_t  canon_gen;       /* its generation when seen */
-    int32_t   plan_idx;        /* index in the current step's plan, -1 if not scheduled */
-    uint32_t  n_preemptions;
+    uint32_t canon_gen;      /* its generation when seen */
+    int32_t plan_idx;        /* index in the current step's plan, -1 if not scheduled */
+    uint32_t n_preemptions;
     /* generation settings and state (engine) */
-    struct hy_sampler *sampler;   /* survives preemption */
-    int32_t   max_tokens;
-    int       ignore_eos;
-    int32_t   logprobs;           /* -1: none */
-    int32_t  *stop_ids;           /* [n_stop] */
-    size_t    n_stop;
+    struct hy_sampler *sampler; /* survives preemption */
+    int32_t max_tokens;
+    int ignore_eos;
+    int32_t logprobs;  /* -1: none */
+    int32_t *stop_ids; /* [n_stop] */
+    size_t n_stop;
     enum hy_engine_finish finish;
 };
 

@@ -6,16 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int32_t cdiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
+static int32_t cdiv(int32_t a, int32_t b)
+{
+    return (a + b - 1) / b;
+}
 
-int hy_scheduler_init(struct hy_scheduler *s, const struct hy_sched_config *cfg,
-                      struct hy_block_pool *pool, int32_t max_blocks_per_req)
+int hy_scheduler_init(struct hy_scheduler *s, const struct hy_sched_config *cfg, struct hy_block_pool *pool,
+                      int32_t max_blocks_per_req)
 {
     memset(s, 0, sizeof(*s));
-    if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_waiting < 0 ||
-        max_blocks_per_req < 1)
-        return hy_err_set("scheduler: bad config max_num_seqs=%d max_num_batched_tokens=%d",
-                          cfg->max_num_seqs, cfg->max_num_batched_tokens);
+    if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_waiting < 0 || max_blocks_per_req < 1)
+        return hy_err_set("scheduler: bad config max_num_seqs=%d max_num_batched_tokens=%d", cfg->max_num_seqs,
+                          cfg->max_num_batched_tokens);
     s->cfg = *cfg;
     s->pool = pool;
     s->running = calloc((size_t)cfg->max_num_seqs, sizeof(*s->running));
@@ -124,8 +126,7 @@ static int grow_blocks(struct hy_scheduler *s, struct hy_request *r, int32_t n)
 
 /* Schedules running request r for up to *budget tokens, preempting newer requests while blocks
  * run out. Returns 1 if r itself was preempted. */
-static int schedule_running(struct hy_scheduler *s, struct hy_request *r, int32_t *budget,
-                            int *preempted)
+static int schedule_running(struct hy_scheduler *s, struct hy_request *r, int32_t *budget, int *preempted)
 {
     int32_t n = r->n_tokens - r->n_computed;
     if (n > *budget)
@@ -156,8 +157,7 @@ static int32_t lookup_prefix(struct hy_scheduler *s, struct hy_request *r)
     int32_t k = 0;
     for (; k < max_blocks; k++) {
         int32_t parent = k ? s->hit_ids[k - 1] : -1;
-        int32_t id =
-            hy_block_pool_lookup(s->pool, r->hashes[k], parent, r->tokens + (size_t)k * bs);
+        int32_t id = hy_block_pool_lookup(s->pool, r->hashes[k], parent, r->tokens + (size_t)k * bs);
         if (id < 0)
             break;
         s->hit_ids[k] = id;
@@ -240,8 +240,8 @@ void hy_scheduler_update(struct hy_scheduler *s, const struct hy_sched_plan *pla
         int32_t full = r->n_computed / bs;
         hy_request_hash_blocks(r, full, bs);
         for (int32_t k = r->n_cached_blocks; k < full && r->canon_prev != -2; k++) {
-            int32_t c = hy_block_pool_cache(s->pool, r->blocks[k], r->hashes[k], r->canon_prev,
-                                            r->canon_gen, r->tokens + (size_t)k * bs);
+            int32_t c = hy_block_pool_cache(s->pool, r->blocks[k], r->hashes[k], r->canon_prev, r->canon_gen,
+                                            r->tokens + (size_t)k * bs);
             r->canon_prev = c >= 0 ? c : -2;
             r->canon_gen = c >= 0 ? s->pool->blocks[c].gen : 0;
         }

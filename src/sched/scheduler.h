@@ -21,8 +21,8 @@
 struct hy_sched_config {
     int32_t max_num_seqs;           /* >= 1 */
     int32_t max_num_batched_tokens; /* >= 1 */
-    int     enable_prefix_caching;
-    int32_t max_waiting;            /* room for new waiting requests (preempted ones come on top) */
+    int enable_prefix_caching;
+    int32_t max_waiting; /* room for new waiting requests (preempted ones come on top) */
 };
 
 /* One scheduled request: compute tokens[start, start + n_tokens) of req. */
@@ -30,41 +30,41 @@ struct hy_sched_entry {
     struct hy_request *req;
     int32_t start;
     int32_t n_tokens;
-    int     wants_logits;   /* start + n_tokens == req->n_tokens: sample after this step */
+    int wants_logits; /* start + n_tokens == req->n_tokens: sample after this step */
 };
 
 struct hy_sched_plan {
-    struct hy_sched_entry *entries;  /* [n] in batch order */
+    struct hy_sched_entry *entries; /* [n] in batch order */
     int32_t n;
-    int32_t n_tokens;                /* sum of entries' n_tokens (<= max_num_batched_tokens) */
+    int32_t n_tokens; /* sum of entries' n_tokens (<= max_num_batched_tokens) */
 };
 
 struct hy_sched_stats {
-    uint64_t prefix_queries;   /* tokens of admitted requests looked up in the prefix cache */
-    uint64_t prefix_hits;      /* of those, tokens found */
+    uint64_t prefix_queries; /* tokens of admitted requests looked up in the prefix cache */
+    uint64_t prefix_hits;    /* of those, tokens found */
     uint64_t num_preemptions;
-    uint64_t prompt_chunks;    /* entries that compute prompt tokens */
-    uint64_t num_steps;        /* non-empty plans */
-    int32_t  max_batch_seqs;   /* most entries in one plan */
+    uint64_t prompt_chunks; /* entries that compute prompt tokens */
+    uint64_t num_steps;     /* non-empty plans */
+    int32_t max_batch_seqs; /* most entries in one plan */
 };
 
 struct hy_scheduler {
     struct hy_sched_config cfg;
-    struct hy_block_pool  *pool;      /* not owned */
-    struct hy_request    **running;   /* [max_num_seqs] in admission order (last = newest) */
-    int32_t                n_running;
-    struct hy_request    **waiting;   /* [max_waiting + max_num_seqs] FIFO, front first */
-    int32_t                n_waiting;
-    struct hy_sched_plan   plan;      /* entries[max_num_seqs] */
-    int32_t               *hit_ids;   /* scratch for prefix lookups */
-    int32_t                hit_cap;
-    struct hy_sched_stats  stats;
+    struct hy_block_pool *pool;  /* not owned */
+    struct hy_request **running; /* [max_num_seqs] in admission order (last = newest) */
+    int32_t n_running;
+    struct hy_request **waiting; /* [max_waiting + max_num_seqs] FIFO, front first */
+    int32_t n_waiting;
+    struct hy_sched_plan plan; /* entries[max_num_seqs] */
+    int32_t *hit_ids;          /* scratch for prefix lookups */
+    int32_t hit_cap;
+    struct hy_sched_stats stats;
 };
 
 /* max_blocks_per_req bounds a request's block table (for the lookup scratch). Returns 0, or -1
  * with hy_err_msg(). */
-int hy_scheduler_init(struct hy_scheduler *s, const struct hy_sched_config *cfg,
-                      struct hy_block_pool *pool, int32_t max_blocks_per_req);
+int hy_scheduler_init(struct hy_scheduler *s, const struct hy_sched_config *cfg, struct hy_block_pool *pool,
+                      int32_t max_blocks_per_req);
 void hy_scheduler_free(struct hy_scheduler *s);
 
 /* Queues a new request at the back of the waiting queue. Returns 0, or -1 when max_waiting

@@ -22,46 +22,46 @@
 #define OUT_BATCH 256
 
 struct choice {
-    int                    index;
-    struct hy_detok        detok;
+    int index;
+    struct hy_detok detok;
     struct hy_stop_matcher stop;
-    struct hy_reasoning    rs;
-    struct hy_sbuf         scratch, piece;
-    struct hy_sbuf         content, reasoning;   /* whole text (non-stream) or pending delta (stream) */
-    size_t                 text_offset;          /* completion bytes released so far (completions logprobs) */
-    json_t                *lp;                   /* pending logprobs (array for chat, object for completions) */
-    int32_t                n_tokens;
-    int                    finished;
-    const char            *finish_reason;
-    json_t                *stop_reason;          /* vLLM: the stop string / stop token id, else null */
-    int                    finish_emitted;
-    int                    sent_role;
-    double                 t_first, t_last;
+    struct hy_reasoning rs;
+    struct hy_sbuf scratch, piece;
+    struct hy_sbuf content, reasoning; /* whole text (non-stream) or pending delta (stream) */
+    size_t text_offset;                /* completion bytes released so far (completions logprobs) */
+    json_t *lp;                        /* pending logprobs (array for chat, object for completions) */
+    int32_t n_tokens;
+    int finished;
+    const char *finish_reason;
+    json_t *stop_reason; /* vLLM: the stop string / stop token id, else null */
+    int finish_emitted;
+    int sent_role;
+    double t_first, t_last;
 };
 
 struct gen {
-    struct hy_server      *s;
-    struct hy_oai_request  req;
-    int32_t               *prompt_ids;
-    size_t                 n_prompt;
-    int                    start_in_reasoning;
+    struct hy_server *s;
+    struct hy_oai_request req;
+    int32_t *prompt_ids;
+    size_t n_prompt;
+    int start_in_reasoning;
     struct hy_engine_request *ereqs;
-    struct hy_srv_job     *job;
-    int                    n;
-    struct choice         *ch;
-    int                    n_finished;
-    char                   id[64];
-    long long              created;
-    double                 t_start;
-    int                    all_done;
+    struct hy_srv_job *job;
+    int n;
+    struct choice *ch;
+    int n_finished;
+    char id[64];
+    long long created;
+    double t_start;
+    int all_done;
     /* streaming */
     struct MHD_Connection *conn;
-    int                    fd;
-    struct hy_sbuf         out;
-    size_t                 out_off;
-    int                    sent_done;
-    int                    metrics_done;
-    struct hy_srv_out      outs[OUT_BATCH];
+    int fd;
+    struct hy_sbuf out;
+    size_t out_off;
+    int sent_done;
+    int metrics_done;
+    struct hy_srv_out outs[OUT_BATCH];
 };
 
 /* ---------------- helpers ---------------- */
@@ -103,9 +103,9 @@ static void add_logprobs(struct gen *g, struct choice *c, const struct hy_engine
             c->lp = json_array();
         json_t *top = json_array();
         for (int k = 0; k < o->n_top && k < g->req.logprobs; k++)
-            json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", token_json(s, o->top_ids[k]), "logprob",
-                                                 (double)o->top_logprobs[k], "bytes",
-                                                 token_bytes_json(s, o->top_ids[k])));
+            json_array_append_new(top,
+                                  json_pack("{s:o, s:f, s:o}", "token", token_json(s, o->top_ids[k]), "logprob",
+                                            (double)o->top_logprobs[k], "bytes", token_bytes_json(s, o->top_ids[k])));
         json_array_append_new(c->lp, json_pack("{s:o, s:f, s:o, s:o}", "token", token_json(s, o->token_id), "logprob",
                                                (double)o->logprob, "bytes", token_bytes_json(s, o->token_id),
                                                "top_logprobs", top));
@@ -207,9 +207,10 @@ static void process_output(struct gen *g, const struct hy_srv_out *so)
             c->scratch.len = 0;
             hy_stop_flush(&c->stop, &c->scratch);
             route(g, c, c->scratch.p, c->scratch.len);
-            finish_choice(g, c, o->finish == HY_ENGINE_FINISHED_STOP     ? "stop"
-                                : o->finish == HY_ENGINE_FINISHED_LENGTH ? "length"
-                                                                         : "abort");
+            finish_choice(g, c,
+                          o->finish == HY_ENGINE_FINISHED_STOP     ? "stop"
+                          : o->finish == HY_ENGINE_FINISHED_LENGTH ? "length"
+                                                                   : "abort");
         }
     }
 }
@@ -292,8 +293,8 @@ static json_t *usage_json(const struct gen *g)
     long long comp = 0;
     for (int i = 0; i < g->n; i++)
         comp += g->ch[i].n_tokens;
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)g->n_prompt, "completion_tokens",
-                     (json_int_t)comp, "total_tokens", (json_int_t)(g->n_prompt + (size_t)comp));
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)g->n_prompt, "completion_tokens", (json_int_t)comp,
+                     "total_tokens", (json_int_t)(g->n_prompt + (size_t)comp));
 }
 
 static json_t *take_lp(struct choice *c, int kind)
@@ -314,14 +315,13 @@ static char *final_json(struct gen *g)
         struct choice *c = &g->ch[i];
         json_t *ch;
         if (g->req.kind == HY_OAI_CHAT) {
-            json_t *msg = json_pack("{s:s, s:o, s:o}", "role", "assistant", "content",
-                                    hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len),
-                                    "reasoning_content",
-                                    c->reasoning.len ? hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len)
-                                                     : json_null());
+            json_t *msg = json_pack(
+                "{s:s, s:o, s:o}", "role", "assistant", "content",
+                hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len), "reasoning_content",
+                c->reasoning.len ? hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len) : json_null());
             json_object_set_new(msg, "tool_calls", json_array());
-            ch = json_pack("{s:i, s:o, s:o, s:s, s:O}", "index", i, "message", msg, "logprobs",
-                           take_lp(c, g->req.kind), "finish_reason", c->finish_reason, "stop_reason",
+            ch = json_pack("{s:i, s:o, s:o, s:s, s:O}", "index", i, "message", msg, "logprobs", take_lp(c, g->req.kind),
+                           "finish_reason", c->finish_reason, "stop_reason",
                            c->stop_reason ? c->stop_reason : json_null());
         } else {
             ch = json_pack("{s:i, s:o, s:o, s:s, s:O}", "index", i, "text",
@@ -331,10 +331,10 @@ static char *final_json(struct gen *g)
         }
         json_array_append_new(choices, ch);
     }
-    json_t *root = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", g->id, "object",
-                             g->req.kind == HY_OAI_CHAT ? "chat.completion" : "text_completion", "created",
-                             (json_int_t)g->created, "model", g->s->model_name, "choices", choices, "usage",
-                             usage_json(g));
+    json_t *root =
+        json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", g->id, "object",
+                  g->req.kind == HY_OAI_CHAT ? "chat.completion" : "text_completion", "created", (json_int_t)g->created,
+                  "model", g->s->model_name, "choices", choices, "usage", usage_json(g));
     char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     return out;
@@ -372,8 +372,8 @@ static void stream_emit(struct gen *g)
         if (g->req.kind == HY_OAI_CHAT && !c->sent_role) {
             c->sent_role = 1;
             json_t *delta = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
-            sse_append(g, chunk_envelope(g, json_pack("[{s:i, s:o, s:n, s:n}]", "index", i, "delta", delta,
-                                                      "logprobs", "finish_reason")));
+            sse_append(g, chunk_envelope(g, json_pack("[{s:i, s:o, s:n, s:n}]", "index", i, "delta", delta, "logprobs",
+                                                      "finish_reason")));
         }
         if (!c->content.len && !c->reasoning.len && !c->lp && !finishing)
             continue;
@@ -404,8 +404,7 @@ static void stream_emit(struct gen *g)
         if (g->req.include_usage) {
             json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", g->id, "object",
                                   g->req.kind == HY_OAI_CHAT ? "chat.completion.chunk" : "text_completion", "created",
-                                  (json_int_t)g->created, "model", g->s->model_name, "choices", "usage",
-                                  usage_json(g));
+                                  (json_int_t)g->created, "model", g->s->model_name, "choices", "usage", usage_json(g));
             sse_append(g, u);
         }
         hy_sbuf_puts(&g->out, "data: [DONE]\n\n");
@@ -494,8 +493,8 @@ static int setup_choices(struct gen *g, struct hy_oai_error *e)
     g->ereqs = calloc((size_t)g->n, sizeof(struct hy_engine_request));
     if (!g->ch || !g->ereqs)
         return hy_oai_error_set(e, 500, NULL, "out of memory");
-    int32_t max_tokens = g->req.max_tokens > 0 ? g->req.max_tokens
-                                               : (int32_t)(s->limits.max_model_len - (int32_t)g->n_prompt);
+    int32_t max_tokens =
+        g->req.max_tokens > 0 ? g->req.max_tokens : (int32_t)(s->limits.max_model_len - (int32_t)g->n_prompt);
     for (int i = 0; i < g->n; i++) {
         struct choice *c = &g->ch[i];
         c->index = i;
@@ -545,19 +544,19 @@ enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connec
         goto fail;
     }
     if (build_prompt(g, &e) ||
-        hy_oai_check_context(g->n_prompt, g->req.max_tokens, s->limits.max_model_len, kind, &e) ||
-        setup_choices(g, &e))
+        hy_oai_check_context(g->n_prompt, g->req.max_tokens, s->limits.max_model_len, kind, &e) || setup_choices(g, &e))
         goto fail;
     pthread_mutex_lock(&s->mu);
     unsigned long long seq = ++s->next_id;
     pthread_mutex_unlock(&s->mu);
-    snprintf(g->id, sizeof(g->id), "%s-%016llx%08x", kind == HY_OAI_CHAT ? "chatcmpl" : "cmpl", seq,
-             (unsigned)rand());
+    snprintf(g->id, sizeof(g->id), "%s-%016llx%08x", kind == HY_OAI_CHAT ? "chatcmpl" : "cmpl", seq, (unsigned)rand());
     char err[512];
     int rc = hy_srv_submit(s->se, g->ereqs, g->n, &g->job, err, sizeof(err));
     if (rc == HY_ENGINE_QUEUE_FULL) {
-        hy_oai_error_set(&e, 503, NULL, "The server is overloaded: too many requests are waiting (%d). "
-                         "Retry later.", (int)s->cfg->engine.max_waiting_requests);
+        hy_oai_error_set(&e, 503, NULL,
+                         "The server is overloaded: too many requests are waiting (%d). "
+                         "Retry later.",
+                         (int)s->cfg->engine.max_waiting_requests);
         goto fail;
     }
     if (rc != HY_ENGINE_OK) {
@@ -570,8 +569,8 @@ enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connec
     g->conn = conn;
 
     if (g->req.stream) {
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_cb, g,
-                                                                      stream_free);
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_cb, g, stream_free);
         if (!resp) {
             gen_free(g);
             inflight_add(s, -1);

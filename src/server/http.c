@@ -22,7 +22,7 @@
 
 struct conn_ctx {
     struct hy_sbuf body;
-    int            too_large;
+    int too_large;
 };
 
 enum MHD_Result hy_server_respond_json(struct MHD_Connection *conn, unsigned status, const char *body)
@@ -36,8 +36,7 @@ enum MHD_Result hy_server_respond_json(struct MHD_Connection *conn, unsigned sta
     return rc;
 }
 
-enum MHD_Result hy_server_respond_error(struct hy_server *s, struct MHD_Connection *conn,
-                                        const struct hy_oai_error *e)
+enum MHD_Result hy_server_respond_error(struct hy_server *s, struct MHD_Connection *conn, const struct hy_oai_error *e)
 {
     pthread_mutex_lock(&s->mu);
     s->metrics.requests_error++;
@@ -47,14 +46,14 @@ enum MHD_Result hy_server_respond_error(struct hy_server *s, struct MHD_Connecti
     else
         hy_log_debug("HTTP %d: %s", e->status, e->message);
     char *body = hy_oai_error_json(e);
-    enum MHD_Result rc = hy_server_respond_json(conn, (unsigned)e->status,
-                                                body ? body : "{\"error\":{\"message\":\"out of memory\"}}");
+    enum MHD_Result rc =
+        hy_server_respond_json(conn, (unsigned)e->status, body ? body : "{\"error\":{\"message\":\"out of memory\"}}");
     free(body);
     return rc;
 }
 
-static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned status, const char *ctype,
-                                    const char *body, size_t len)
+static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned status, const char *ctype, const char *body,
+                                    size_t len)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r)
@@ -83,9 +82,9 @@ static int auth_ok(const struct hy_server *s, struct MHD_Connection *conn)
 
 static enum MHD_Result handle_models(struct hy_server *s, struct MHD_Connection *conn)
 {
-    json_t *root = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s, s:i}]}", "object", "list", "data", "id",
-                             s->model_name, "object", "model", "created", (json_int_t)time(NULL), "owned_by",
-                             "hyinfer", "root", s->cfg->model_dir, "max_model_len", (int)s->limits.max_model_len);
+    json_t *root = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s, s:i}]}", "object", "list", "data", "id", s->model_name,
+                             "object", "model", "created", (json_int_t)time(NULL), "owned_by", "hyinfer", "root",
+                             s->cfg->model_dir, "max_model_len", (int)s->limits.max_model_len);
     char *out = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     enum MHD_Result rc = hy_server_respond_json(conn, MHD_HTTP_OK, out ? out : "{}");
@@ -135,7 +134,8 @@ static enum MHD_Result handle_tokenize(struct hy_server *s, struct MHD_Connectio
         goto err;
     }
     if (json_is_string(p)) {
-        if (hy_prompt_encode(s->tok, json_string_value(p), json_string_length(p), !ast || json_is_true(ast), &ids, &n)) {
+        if (hy_prompt_encode(s->tok, json_string_value(p), json_string_length(p), !ast || json_is_true(ast), &ids,
+                             &n)) {
             hy_oai_error_set(&e, 500, NULL, "%s", hy_err_msg());
             goto err;
         }
@@ -179,8 +179,7 @@ done:
     return rc;
 }
 
-static enum MHD_Result handle_detokenize(struct hy_server *s, struct MHD_Connection *conn, const char *body,
-                                         size_t len)
+static enum MHD_Result handle_detokenize(struct hy_server *s, struct MHD_Connection *conn, const char *body, size_t len)
 {
     struct hy_oai_error e;
     json_error_t jerr;
@@ -189,8 +188,9 @@ static enum MHD_Result handle_detokenize(struct hy_server *s, struct MHD_Connect
     enum MHD_Result rc;
     json_t *toks = json_is_object(root) ? json_object_get(root, "tokens") : NULL;
     if (!json_is_array(toks)) {
-        hy_oai_error_set(&e, 400, "tokens", json_is_object(root) ? "'tokens' must be a list of integers"
-                                                                 : "Invalid JSON in request body: expected an object");
+        hy_oai_error_set(&e, 400, "tokens",
+                         json_is_object(root) ? "'tokens' must be a list of integers"
+                                              : "Invalid JSON in request body: expected an object");
         goto err;
     }
     size_t n = json_array_size(toks);
@@ -341,8 +341,8 @@ static int load(struct hy_server *s)
     s->se = hy_srv_engine_start(s->engine, c->threads);
     if (!s->se)
         return -1;
-    s->limits.max_model_len = c->engine.max_model_len > 0 ? c->engine.max_model_len
-                                                          : s->model->cfg.max_position_embeddings;
+    s->limits.max_model_len =
+        c->engine.max_model_len > 0 ? c->engine.max_model_len : s->model->cfg.max_position_embeddings;
     s->limits.vocab_size = s->model->cfg.vocab_size;
     int32_t tv = hy_tokenizer_vocab_size(s->tok);
     if (tv < s->limits.vocab_size)

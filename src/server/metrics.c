@@ -24,12 +24,12 @@ void hy_histogram_observe(struct hy_histogram *h, double v)
 
 void hy_server_metrics_init(struct hy_server_metrics *m)
 {
-    static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
-                                  0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
-    static const double tpot[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
-                                  0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0};
-    static const double e2e[] = {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0,
-                                 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0};
+    static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+                                  0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+    static const double tpot[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,
+                                  0.4,   0.5,   0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0};
+    static const double e2e[] = {0.01, 0.05, 0.1,  0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,
+                                 5.0,  10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0};
     memset(m, 0, sizeof(*m));
     hy_histogram_init(&m->ttft, ttft, (int)(sizeof(ttft) / sizeof(ttft[0])));
     hy_histogram_init(&m->tpot, tpot, (int)(sizeof(tpot) / sizeof(tpot[0])));
@@ -52,14 +52,13 @@ static int render_hist(struct hy_sbuf *o, const char *name, const char *help, co
     return rc ? -1 : 0;
 }
 
-static int metric(struct hy_sbuf *o, const char *name, const char *type, const char *help, const char *lbl,
-                  double v)
+static int metric(struct hy_sbuf *o, const char *name, const char *type, const char *help, const char *lbl, double v)
 {
     return hy_sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %.17g\n", name, help, name, type, name, lbl, v);
 }
 
-int hy_metrics_render(const struct hy_server_metrics *m, const struct hy_engine_stats *st,
-                      const char *model_name, struct hy_sbuf *o)
+int hy_metrics_render(const struct hy_server_metrics *m, const struct hy_engine_stats *st, const char *model_name,
+                      struct hy_sbuf *o)
 {
     char lbl[300];
     /* label values: escape backslash, quote and newline */
@@ -86,8 +85,8 @@ int hy_metrics_render(const struct hy_server_metrics *m, const struct hy_engine_
     rc |= metric(o, "hyinfer:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", lbl, st->num_waiting);
     rc |= metric(o, "hyinfer:kv_cache_usage_perc", "gauge", "KV cache usage (1 = all blocks referenced).", lbl,
                  st->kv_usage);
-    rc |= metric(o, "hyinfer:kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.", lbl,
-                 st->num_blocks_total);
+    rc |=
+        metric(o, "hyinfer:kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.", lbl, st->num_blocks_total);
     rc |= metric(o, "hyinfer:kv_cache_blocks_used", "gauge", "KV cache blocks referenced by running requests.", lbl,
                  st->num_blocks_used);
     rc |= metric(o, "hyinfer:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
@@ -98,8 +97,8 @@ int hy_metrics_render(const struct hy_server_metrics *m, const struct hy_engine_
                  lbl, hit_rate);
     rc |= metric(o, "hyinfer:num_preemptions_total", "counter", "Requests preempted (recomputed later).", lbl,
                  (double)st->num_preemptions);
-    rc |= metric(o, "hyinfer:prompt_tokens_total", "counter", "Prompt tokens processed.", lbl,
-                 (double)st->prompt_tokens);
+    rc |=
+        metric(o, "hyinfer:prompt_tokens_total", "counter", "Prompt tokens processed.", lbl, (double)st->prompt_tokens);
     rc |= metric(o, "hyinfer:generation_tokens_total", "counter", "Tokens generated.", lbl,
                  (double)st->generation_tokens);
     rc |= metric(o, "hyinfer:engine_steps_total", "counter", "Engine steps run.", lbl, (double)st->num_steps);
@@ -115,8 +114,7 @@ int hy_metrics_render(const struct hy_server_metrics *m, const struct hy_engine_
                              (unsigned long long)m->requests_ok[i]);
     rc |= metric(o, "hyinfer:request_errors_total", "counter", "Requests answered with an HTTP error.", lbl,
                  (double)m->requests_error);
-    rc |= metric(o, "hyinfer:http_requests_total", "counter", "HTTP requests received.", lbl,
-                 (double)m->http_requests);
+    rc |= metric(o, "hyinfer:http_requests_total", "counter", "HTTP requests received.", lbl, (double)m->http_requests);
     rc |= render_hist(o, "hyinfer:time_to_first_token_seconds", "Time to first token.", &m->ttft, lbl);
     rc |= render_hist(o, "hyinfer:time_per_output_token_seconds", "Time per output token after the first.", &m->tpot,
                       lbl);

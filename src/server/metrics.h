@@ -19,10 +19,10 @@
 #define HY_HIST_MAX_BOUNDS 24
 
 struct hy_histogram {
-    int      n_bounds;                          /* upper bounds (seconds), ascending */
-    double   bounds[HY_HIST_MAX_BOUNDS];
-    uint64_t counts[HY_HIST_MAX_BOUNDS + 1];    /* per bucket (not cumulative); last = +Inf */
-    double   sum;
+    int n_bounds; /* upper bounds (seconds), ascending */
+    double bounds[HY_HIST_MAX_BOUNDS];
+    uint64_t counts[HY_HIST_MAX_BOUNDS + 1]; /* per bucket (not cumulative); last = +Inf */
+    double sum;
     uint64_t count;
 };
 
@@ -31,17 +31,17 @@ void hy_histogram_init(struct hy_histogram *h, const double *bounds, int n);
 void hy_histogram_observe(struct hy_histogram *h, double v);
 
 struct hy_server_metrics {
-    struct hy_histogram ttft, tpot, e2e;       /* seconds */
-    uint64_t requests_ok[3];                   /* finished with "stop", "length", "abort" */
-    uint64_t requests_error;                   /* rejected with an HTTP error */
-    uint64_t http_requests;                    /* all HTTP requests seen */
+    struct hy_histogram ttft, tpot, e2e; /* seconds */
+    uint64_t requests_ok[3];             /* finished with "stop", "length", "abort" */
+    uint64_t requests_error;             /* rejected with an HTTP error */
+    uint64_t http_requests;              /* all HTTP requests seen */
 };
 
 /* Default buckets (vLLM-like). */
 void hy_server_metrics_init(struct hy_server_metrics *m);
 
 /* Appends the exposition text. model_name labels the series. Returns 0 or -1 on OOM. */
-int hy_metrics_render(const struct hy_server_metrics *m, const struct hy_engine_stats *st,
-                      const char *model_name, struct hy_sbuf *out);
+int hy_metrics_render(const struct hy_server_metrics *m, const struct hy_engine_stats *st, const char *model_name,
+                      struct hy_sbuf *out);
 
 #endif

@@ -13,12 +13,24 @@ int hy_oai_error_set(struct hy_oai_error *e, int status, const char *param, cons
 {
     e->status = status;
     switch (status) {
-    case 400: e->type = "BadRequestError"; break;
-    case 401: e->type = "AuthenticationError"; break;
-    case 404: e->type = "NotFoundError"; break;
-    case 413: e->type = "BadRequestError"; break;
-    case 503: e->type = "ServiceUnavailableError"; break;
-    default: e->type = "InternalServerError"; break;
+    case 400:
+        e->type = "BadRequestError";
+        break;
+    case 401:
+        e->type = "AuthenticationError";
+        break;
+    case 404:
+        e->type = "NotFoundError";
+        break;
+    case 413:
+        e->type = "BadRequestError";
+        break;
+    case 503:
+        e->type = "ServiceUnavailableError";
+        break;
+    default:
+        e->type = "InternalServerError";
+        break;
     }
     snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
     va_list ap;
@@ -70,9 +82,8 @@ json_t *hy_oai_json_string_lossy(const char *s, size_t len)
 
 char *hy_oai_error_json(const struct hy_oai_error *e)
 {
-    json_t *err = json_pack("{s:o, s:s, s:o, s:i}", "message",
-                            hy_oai_json_string_lossy(e->message, strlen(e->message)), "type",
-                            e->type ? e->type : "InternalServerError", "param",
+    json_t *err = json_pack("{s:o, s:s, s:o, s:i}", "message", hy_oai_json_string_lossy(e->message, strlen(e->message)),
+                            "type", e->type ? e->type : "InternalServerError", "param",
                             e->param[0] ? json_string(e->param) : json_null(), "code", e->status);
     if (!err)
         return NULL;
@@ -142,8 +153,7 @@ static int read_ids(json_t *arr, const char *what, int32_t vocab, int32_t **ids,
             return hy_oai_error_set(e, 400, what, "'%s' must be a list of integers (token ids)", what);
         json_int_t id = json_integer_value(v);
         if (id < 0 || id >= vocab)
-            return hy_oai_error_set(e, 400, what,
-                                    "Token id %lld in '%s' is out of vocabulary (vocabulary size %d)",
+            return hy_oai_error_set(e, 400, what, "Token id %lld in '%s' is out of vocabulary (vocabulary size %d)",
                                     (long long)id, what, (int)vocab);
         (*ids)[(*n)++] = (int32_t)id;
     }
@@ -251,7 +261,8 @@ static int parse_common(struct hy_oai_request *r, const struct hy_oai_limits *li
                 return hy_oai_error_set(e, 400, "stop", "'stop' may hold at most %d strings", HY_OAI_MAX_STOP);
             size_t i;
             json_t *v;
-            json_array_foreach(stop, i, v) {
+            json_array_foreach(stop, i, v)
+            {
                 if (!json_is_string(v))
                     return hy_oai_error_set(e, 400, "stop", "'stop' must be a string or a list of strings");
                 if (json_string_length(v))
@@ -361,7 +372,8 @@ static int parse_chat(struct hy_oai_request *r, struct hy_oai_error *e)
         return hy_oai_error_set(e, 400, "messages", "'messages' must not be empty");
     size_t i;
     json_t *m;
-    json_array_foreach(msgs, i, m) {
+    json_array_foreach(msgs, i, m)
+    {
         if (!json_is_object(m))
             return hy_oai_error_set(e, 400, "messages", "messages[%zu] must be an object", i);
         json_t *role = json_object_get(m, "role");
@@ -370,22 +382,25 @@ static int parse_chat(struct hy_oai_request *r, struct hy_oai_error *e)
         const char *rs = json_string_value(role);
         if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool") &&
             strcmp(rs, "developer"))
-            return hy_oai_error_set(e, 400, "messages", "messages[%zu].role '%s' is not one of system, developer, "
-                                    "user, assistant, tool", i, rs);
+            return hy_oai_error_set(e, 400, "messages",
+                                    "messages[%zu].role '%s' is not one of system, developer, "
+                                    "user, assistant, tool",
+                                    i, rs);
         json_t *c = json_object_get(m, "content");
         if (c && !json_is_null(c) && !json_is_string(c) && !json_is_array(c))
-            return hy_oai_error_set(e, 400, "messages", "messages[%zu].content must be a string or a list of parts",
-                                    i);
+            return hy_oai_error_set(e, 400, "messages", "messages[%zu].content must be a string or a list of parts", i);
         if (json_is_array(c)) {
             size_t k;
             json_t *part;
-            json_array_foreach(c, k, part) {
+            json_array_foreach(c, k, part)
+            {
                 json_t *ty = json_object_get(part, "type");
                 if (!json_is_object(part) || !json_is_string(ty) || strcmp(json_string_value(ty), "text") ||
                     !json_is_string(json_object_get(part, "text")))
                     return hy_oai_error_set(e, 400, "messages",
                                             "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} "
-                                            "parts are supported", i, k);
+                                            "parts are supported",
+                                            i, k);
             }
         }
     }

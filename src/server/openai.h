@@ -19,10 +19,10 @@
 #define HY_OAI_MAX_TOP_LOGPROBS 20
 
 struct hy_oai_error {
-    int         status;        /* HTTP status: 400, 401, 404, 413, 503, 500 */
-    const char *type;          /* "invalid_request_error", ... (static) */
-    char        param[64];     /* offending parameter or "" */
-    char        message[1024];
+    int status;       /* HTTP status: 400, 401, 404, 413, 503, 500 */
+    const char *type; /* "invalid_request_error", ... (static) */
+    char param[64];   /* offending parameter or "" */
+    char message[1024];
 };
 
 /* Fills *e and returns -1 (printf-style message). */
@@ -37,35 +37,35 @@ enum hy_oai_kind { HY_OAI_CHAT = 0, HY_OAI_COMPLETION = 1 };
 
 /* Limits the parser checks against. */
 struct hy_oai_limits {
-    int32_t                   max_model_len;   /* max_tokens must be <= this */
-    int32_t                   vocab_size;      /* token ids (prompt, stop_token_ids) must be below */
-    struct hy_sampling_params defaults;        /* server defaults (generation_config.json) */
+    int32_t max_model_len;              /* max_tokens must be <= this */
+    int32_t vocab_size;                 /* token ids (prompt, stop_token_ids) must be below */
+    struct hy_sampling_params defaults; /* server defaults (generation_config.json) */
 };
 
 struct hy_oai_request {
-    enum hy_oai_kind          kind;
-    json_t                   *root;              /* the parsed body (owned); strings below point into it */
-    const char               *model;             /* NULL when absent */
+    enum hy_oai_kind kind;
+    json_t *root;      /* the parsed body (owned); strings below point into it */
+    const char *model; /* NULL when absent */
     /* chat */
-    json_t                   *messages;          /* borrowed from root */
-    json_t                   *tools;             /* borrowed or NULL */
-    json_t                   *template_kwargs;   /* owned: chat_template_kwargs + add_generation_prompt */
+    json_t *messages;        /* borrowed from root */
+    json_t *tools;           /* borrowed or NULL */
+    json_t *template_kwargs; /* owned: chat_template_kwargs + add_generation_prompt */
     /* completions: exactly one of prompt_text / prompt_ids */
-    const char               *prompt_text;
-    size_t                    prompt_text_len;
-    int32_t                  *prompt_ids;        /* malloc'd [n_prompt_ids] */
-    size_t                    n_prompt_ids;
+    const char *prompt_text;
+    size_t prompt_text_len;
+    int32_t *prompt_ids; /* malloc'd [n_prompt_ids] */
+    size_t n_prompt_ids;
     /* common */
-    struct hy_sampling_params sp;                /* max_new_tokens = max_tokens (when given) */
-    int32_t                   max_tokens;        /* -1 when not given (then max_model_len - prompt) */
-    const char               *stop[HY_OAI_MAX_STOP];
-    size_t                    n_stop;
-    int32_t                  *stop_token_ids;    /* malloc'd */
-    size_t                    n_stop_token_ids;
-    int                       n;                 /* choices */
-    int                       logprobs;          /* -1 none, else top logprobs per token (0..20) */
-    int                       stream;
-    int                       include_usage;
+    struct hy_sampling_params sp; /* max_new_tokens = max_tokens (when given) */
+    int32_t max_tokens;           /* -1 when not given (then max_model_len - prompt) */
+    const char *stop[HY_OAI_MAX_STOP];
+    size_t n_stop;
+    int32_t *stop_token_ids; /* malloc'd */
+    size_t n_stop_token_ids;
+    int n;        /* choices */
+    int logprobs; /* -1 none, else top logprobs per token (0..20) */
+    int stream;
+    int include_usage;
 };
 
 /* Parses len bytes of JSON. Returns 0 (free with hy_oai_request_free) or -1 with *e filled

@@ -16,16 +16,16 @@
 #include <stddef.h>
 
 struct hy_server_config {
-    const char              *model_dir;
-    const char              *host;               /* default "127.0.0.1" */
-    int                      port;               /* default 8000 */
-    const char              *served_model_name;  /* default: model_dir */
-    const char              *api_key;            /* NULL: no auth */
-    enum hy_compute_dtype    dtype;
-    struct hy_engine_config  engine;
-    size_t                   max_body_bytes;     /* default 4 MiB */
-    int                      threads;            /* OpenMP threads of the engine (<= 0: default) */
-    volatile sig_atomic_t   *stop_flag;          /* set (by a signal handler) to drain and exit */
+    const char *model_dir;
+    const char *host;              /* default "127.0.0.1" */
+    int port;                      /* default 8000 */
+    const char *served_model_name; /* default: model_dir */
+    const char *api_key;           /* NULL: no auth */
+    enum hy_compute_dtype dtype;
+    struct hy_engine_config engine;
+    size_t max_body_bytes;            /* default 4 MiB */
+    int threads;                      /* OpenMP threads of the engine (<= 0: default) */
+    volatile sig_atomic_t *stop_flag; /* set (by a signal handler) to drain and exit */
 };
 
 /* Starts listening, loads the model, serves until *stop_flag, then stops accepting, drains the

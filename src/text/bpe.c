@@ -17,7 +17,7 @@
 struct hy_arena_block {
     struct hy_arena_block *next;
     size_t used, cap;
-    char   data[];
+    char data[];
 };
 
 char *hy_arena_dup(struct hy_arena *a, const char *s, size_t n)
@@ -155,7 +155,10 @@ void hy_strmap_free(struct hy_strmap *m)
 
 /* ---------------- pair map ---------------- */
 
-static uint64_t pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
+static uint64_t pair_key(int32_t a, int32_t b)
+{
+    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+}
 
 static size_t pair_hash(uint64_t k)
 {
@@ -187,8 +190,8 @@ static int pairmap_grow(struct hy_pairmap *m)
     }
     for (size_t i = 0; i <= old.mask; i++)
         if (old.slots[i].key != UINT64_MAX)
-            hy_pairmap_put(m, (int32_t)(old.slots[i].key >> 32), (int32_t)(uint32_t)old.slots[i].key,
-                           old.slots[i].prio, old.slots[i].id);
+            hy_pairmap_put(m, (int32_t)(old.slots[i].key >> 32), (int32_t)(uint32_t)old.slots[i].key, old.slots[i].prio,
+                           old.slots[i].id);
     free(old.slots);
     return 0;
 }
@@ -290,10 +293,20 @@ int hy_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
     }
     int len;
     uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; v = c & 0x1F; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; v = c & 0x0F; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; v = c & 0x07; min = 0x10000; }
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        v = c & 0x1F;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        v = c & 0x0F;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        v = c & 0x07;
+        min = 0x10000;
+    } else
+        return 0;
     if (n < (size_t)len)
         return 0;
     for (int i = 1; i < len; i++) {
@@ -309,8 +322,15 @@ int hy_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 
 int hy_utf8_encode(uint32_t cp, char *out)
 {
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
     if (cp < 0x10000) {
         out[0] = (char)(0xE0 | (cp >> 12));
         out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
@@ -404,8 +424,13 @@ static struct hy_heap_ent heap_pop(struct hy_tok_scratch *s)
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
         const struct hy_heap_ent *best = &last;
-        if (l < n && heap_less(&s->heap[l], best)) { m = l; best = &s->heap[l]; }
-        if (r < n && heap_less(&s->heap[r], best)) { m = r; }
+        if (l < n && heap_less(&s->heap[l], best)) {
+            m = l;
+            best = &s->heap[l];
+        }
+        if (r < n && heap_less(&s->heap[r], best)) {
+            m = r;
+        }
         if (m == i)
             break;
         s->heap[i] = s->heap[m];
@@ -426,7 +451,7 @@ static int push_pair(const struct hy_tokenizer *t, struct hy_tok_scratch *s, int
     int32_t prio, id;
     if (!hy_pairmap_get(&t->merges, s->sym[i], s->sym[j], &prio, &id))
         return 0;
-    struct hy_heap_ent e = { prio, i, s->sym[i], s->sym[j] };
+    struct hy_heap_ent e = {prio, i, s->sym[i], s->sym[j]};
     return heap_push(s, e);
 }
 
@@ -512,8 +537,7 @@ static int bpe_range(const struct hy_tokenizer *t, struct hy_tok_scratch *s, int
 
 #define HY_CUT_MIN 32 /* pieces with more symbols are cut at boundaries no merge can cross */
 
-int hy_tok_bpe_piece(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *p,
-                     size_t n)
+int hy_tok_bpe_piece(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *p, size_t n)
 {
     if (n == 0)
         return 0;
@@ -577,8 +601,7 @@ int hy_tok_bpe_piece(const struct hy_tokenizer *t, struct hy_tok_scratch *s, con
                         s->cut[ns] = 0;
                         s->sym[ns++] = t->fallback_id[u[i + k]];
                     }
-                } else if (t->unk_id >= 0 &&
-                           !(t->fuse_unk && ns > 0 && s->sym[ns - 1] == t->unk_id)) {
+                } else if (t->unk_id >= 0 && !(t->fuse_unk && ns > 0 && s->sym[ns - 1] == t->unk_id)) {
                     s->cut[ns] = 0;
                     s->sym[ns++] = t->unk_id;
                 }

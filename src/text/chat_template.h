@@ -10,12 +10,12 @@
 
 /* Template variables besides messages/tools. Use NULL / -1 for "not defined". */
 struct hy_chat_template_opts {
-    int         add_generation_prompt;  /* 0 or 1 */
-    const char *reasoning_effort;       /* "no_think" | "low" | "high"; NULL = undefined (→ no_think) */
-    int         preserved_thinking;     /* -1 undefined (→ true iff tools), 0, 1 */
-    int         is_training;            /* -1 undefined (→ false), 0, 1 */
-    int         raw_last_assistant;     /* -1 undefined (→ false), 0, 1 */
-    const char *fallback_strategy;      /* NULL or e.g. "reasoning_toolcall_retry" */
+    int add_generation_prompt;     /* 0 or 1 */
+    const char *reasoning_effort;  /* "no_think" | "low" | "high"; NULL = undefined (→ no_think) */
+    int preserved_thinking;        /* -1 undefined (→ true iff tools), 0, 1 */
+    int is_training;               /* -1 undefined (→ false), 0, 1 */
+    int raw_last_assistant;        /* -1 undefined (→ false), 0, 1 */
+    const char *fallback_strategy; /* NULL or e.g. "reasoning_toolcall_retry" */
 };
 
 /* Defaults: add_generation_prompt 1, everything else undefined. */
@@ -25,8 +25,7 @@ void hy_chat_template_opts_init(struct hy_chat_template_opts *o);
  * may be a string, null or an array of {type:"text", text} parts) and `tools` (JSON array or NULL)
  * into a malloc'd NUL-terminated prompt string (caller frees). Returns NULL with hy_err_msg() set on
  * invalid input or where the template raises (e.g. an unknown reasoning_effort; message text names it). */
-char *hy_chat_template_render(const json_t *messages, const json_t *tools,
-                              const struct hy_chat_template_opts *opts);
+char *hy_chat_template_render(const json_t *messages, const json_t *tools, const struct hy_chat_template_opts *opts);
 
 /* Same, with the template variables as a JSON object of kwargs, exactly as jinja2 would see them
  * (e.g. an OpenAI request's chat_template_kwargs plus add_generation_prompt): a key that is absent
@@ -39,8 +38,7 @@ char *hy_chat_template_render(const json_t *messages, const json_t *tools,
  * text of the exception jinja2 raises for the same input, e.g.
  * "reasoning_effort error : None, should be no_think/low/high" or
  * "'str object' has no attribute 'items'" (tool-call `arguments` given as a JSON string). */
-char *hy_chat_template_render_kwargs(const json_t *messages, const json_t *tools,
-                                     const json_t *kwargs);
+char *hy_chat_template_render_kwargs(const json_t *messages, const json_t *tools, const json_t *kwargs);
 
 /* OpenAI clients send tool_calls[*].function.arguments as a JSON *string*; the template (like
  * jinja2) needs an object there and fails on a string ("'str object' has no attribute 'items'").

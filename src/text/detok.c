@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char REPLACEMENT[3] = { (char)0xEF, (char)0xBF, (char)0xBD };
+static const char REPLACEMENT[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
 
 /* Length of the longest prefix of s[0..n) that can start a valid UTF-8 sequence, and through
  * *need the full length that sequence would have. Returns 0 when s[0] cannot start one. */
@@ -21,16 +21,24 @@ static size_t valid_prefix(const unsigned char *s, size_t n, size_t *need)
 {
     unsigned c = s[0];
     unsigned lo = 0x80, hi = 0xBF;
-    if (c < 0x80) { *need = 1; return 1; }
-    if (c >= 0xC2 && c <= 0xDF) *need = 2;
+    if (c < 0x80) {
+        *need = 1;
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF)
+        *need = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
         *need = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
+        if (c == 0xE0)
+            lo = 0xA0;
+        if (c == 0xED)
+            hi = 0x9F;
     } else if (c >= 0xF0 && c <= 0xF4) {
         *need = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
+        if (c == 0xF0)
+            lo = 0x90;
+        if (c == 0xF4)
+            hi = 0x8F;
     } else {
         *need = 1;
         return 0;
@@ -72,8 +80,7 @@ void hy_detok_init(struct hy_detok *d, const struct hy_tokenizer *tok, int skip_
 }
 
 /* Emits what can be emitted from pending + data; keeps an incomplete valid tail in pending. */
-static int feed(struct hy_detok *d, const char *data, size_t n, char **out, size_t *out_len,
-                size_t *out_cap)
+static int feed(struct hy_detok *d, const char *data, size_t n, char **out, size_t *out_len, size_t *out_cap)
 {
     size_t total = d->n_pending + n;
     unsigned char small[64];

@@ -18,8 +18,7 @@ pcre2_code *hy_tok_regex_compile(const char *pattern, size_t len)
 {
     int errcode;
     PCRE2_SIZE erroff;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len,
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode,
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode,
                                    &erroff, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];
@@ -108,8 +107,7 @@ static size_t char_len(const char *p, size_t n)
 }
 
 /* Lists the matches and the gaps between them of one piece into s->segs (covering it). */
-static int find_matches(const struct hy_pt_step *st, struct hy_tok_scratch *s, const char *p,
-                        size_t n, size_t *nseg)
+static int find_matches(const struct hy_pt_step *st, struct hy_tok_scratch *s, const char *p, size_t n, size_t *nseg)
 {
     *nseg = 0;
     size_t prev = 0, off = 0;
@@ -160,8 +158,8 @@ static int find_matches(const struct hy_pt_step *st, struct hy_tok_scratch *s, c
 }
 
 /* Splits piece `pc` with `st`, appending the resulting pieces to `out`. */
-static int split_piece(const struct hy_pt_step *st, struct hy_tok_scratch *s,
-                       const struct hy_piece *pc, int behavior, struct hy_pieces *out)
+static int split_piece(const struct hy_pt_step *st, struct hy_tok_scratch *s, const struct hy_piece *pc, int behavior,
+                       struct hy_pieces *out)
 {
     size_t nseg;
     if (find_matches(st, s, pc->p, pc->n, &nseg) != 0)
@@ -227,8 +225,8 @@ static int split_piece(const struct hy_pt_step *st, struct hy_tok_scratch *s,
 
 /* Returns a copy of p with every occurrence of `pat` replaced by `rep` (arena), or p itself when
  * there is none. */
-static const char *replace_all(struct hy_arena *a, const char *p, size_t n, const char *pat,
-                               size_t pat_len, const char *rep, size_t rep_len, size_t *out_n)
+static const char *replace_all(struct hy_arena *a, const char *p, size_t n, const char *pat, size_t pat_len,
+                               const char *rep, size_t rep_len, size_t *out_n)
 {
     size_t count = 0;
     for (const char *q = p; pat_len && (q = memmem(q, n - (size_t)(q - p), pat, pat_len)); q += pat_len)
@@ -257,8 +255,7 @@ static const char *replace_all(struct hy_arena *a, const char *p, size_t n, cons
     return r;
 }
 
-static const char *prepend(struct hy_arena *a, const char *pre, size_t pre_len, const char *p,
-                           size_t n)
+static const char *prepend(struct hy_arena *a, const char *pre, size_t pre_len, const char *p, size_t n)
 {
     char *buf = malloc(pre_len + n + 1);
     if (!buf)
@@ -270,8 +267,7 @@ static const char *prepend(struct hy_arena *a, const char *pre, size_t pre_len, 
     return r;
 }
 
-int hy_tok_pretokenize(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *text,
-                       size_t len, int first)
+int hy_tok_pretokenize(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *text, size_t len, int first)
 {
     const char *cur = text;
     size_t n = len;
@@ -283,8 +279,7 @@ int hy_tok_pretokenize(const struct hy_tokenizer *t, struct hy_tok_scratch *s, c
             cur = prepend(&s->arena, ns->content, ns->content_len, cur, n);
             n += ns->content_len;
         } else {
-            cur = replace_all(&s->arena, cur, n, ns->pattern, ns->pattern_len, ns->content,
-                              ns->content_len, &n);
+            cur = replace_all(&s->arena, cur, n, ns->pattern, ns->pattern_len, ns->content, ns->content_len, &n);
         }
         if (!cur)
             return hy_err_set("tokenizer: out of memory");
@@ -322,7 +317,7 @@ int hy_tok_pretokenize(const struct hy_tokenizer *t, struct hy_tok_scratch *s, c
                         return hy_err_set("tokenizer: out of memory");
                 }
                 if (st->split) {
-                    struct hy_pt_step lit = { .kind = HY_PT_SPLIT };
+                    struct hy_pt_step lit = {.kind = HY_PT_SPLIT};
                     lit.lit = (char *)st->replacement;
                     lit.lit_len = rl;
                     rc = split_piece(&lit, s, &pc, HY_SPLIT_MERGED_NEXT, &s->b);

@@ -18,10 +18,10 @@
 /* Growable byte buffer; data is NUL-terminated whenever len > 0 or after hy_pyjson_buf_take.
  * `failed` is set once an allocation fails; later appends are then no-ops. */
 struct hy_pyjson_buf {
-    char  *data;
-    size_t len;   /* bytes used, excluding the trailing NUL */
-    size_t cap;   /* bytes allocated */
-    int    failed;
+    char *data;
+    size_t len; /* bytes used, excluding the trailing NUL */
+    size_t cap; /* bytes allocated */
+    int failed;
 };
 
 /* Zeroes the buffer (no allocation). */

@@ -15,7 +15,7 @@
 #define HY_THINK_CLOSE "</think:opensource>"
 
 struct hy_reasoning {
-    int            in_reasoning;
+    int in_reasoning;
     struct hy_sbuf held;
 };
 

@@ -13,11 +13,11 @@
 #include <stddef.h>
 
 struct hy_stop_matcher {
-    char         **stops;    /* [n] copies, non-empty */
-    size_t         n;
-    struct hy_sbuf held;     /* text not yet released */
-    int            matched;  /* 1 once a stop string was seen (later feeds are ignored) */
-    const char    *which;    /* the stop string that matched (points into stops), else NULL */
+    char **stops; /* [n] copies, non-empty */
+    size_t n;
+    struct hy_sbuf held; /* text not yet released */
+    int matched;         /* 1 once a stop string was seen (later feeds are ignored) */
+    const char *which;   /* the stop string that matched (points into stops), else NULL */
 };
 
 /* Copies the n stop strings (empty strings are skipped). Returns 0 or -1 on OOM. */

@@ -26,8 +26,7 @@ static const char HY_DEFAULT_PAT_STR[] =
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* GPT-2 pre-tokenizer pattern (ByteLevel with use_regex true). */
-static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 /* ------------------------------------------------------------------------------------------ */
 /* decoder steps (applied per token at load time; see header comment of hy_tokenizer_decode) */
@@ -37,13 +36,13 @@ struct dec_step {
     int kind;
     char *pat, *rep; /* REPLACE */
     size_t pat_len, rep_len;
-    char ch;          /* STRIP: the character */
-    int start, stop;  /* STRIP */
+    char ch;         /* STRIP: the character */
+    int start, stop; /* STRIP */
 };
 struct dec_list {
     struct dec_step v[16];
     int n;
-    int fused;        /* a Fuse step was seen: later Strip applies to the whole output */
+    int fused; /* a Fuse step was seen: later Strip applies to the whole output */
     int strip_leading;
 };
 
@@ -202,8 +201,7 @@ static int alloc_vocab(struct hy_tokenizer *t, int32_t n_vocab, size_t n_expecte
 {
     t->n_vocab = n_vocab;
     t->tok = calloc(n_vocab > 0 ? (size_t)n_vocab : 1, sizeof(*t->tok));
-    if (!t->tok || hy_strmap_init(&t->by_surf, n_expected) != 0 ||
-        hy_strmap_init(&t->by_model, n_expected) != 0)
+    if (!t->tok || hy_strmap_init(&t->by_surf, n_expected) != 0 || hy_strmap_init(&t->by_model, n_expected) != 0)
         return hy_err_set("out of memory");
     return 0;
 }
@@ -234,8 +232,8 @@ static void index_added(struct hy_tokenizer *t)
 }
 
 /* Records added token `id` (content, flags). The decoder transform gives its bytes. */
-static int set_added(struct hy_tokenizer *t, const struct dec_list *dec, int32_t id,
-                     const char *content, size_t len, int special, int lstrip, int rstrip)
+static int set_added(struct hy_tokenizer *t, const struct dec_list *dec, int32_t id, const char *content, size_t len,
+                     int special, int lstrip, int rstrip)
 {
     const char *surf = hy_arena_dup(&t->arena, content, len);
     size_t bn;
@@ -286,7 +284,7 @@ static int add_norm(struct hy_tokenizer *t, const json_t *n, const char *path, i
         json_array_foreach(arr, i, v) if (add_norm(t, v, path, depth + 1) != 0) return -1;
         return 0;
     }
-    struct hy_norm_step st = { 0 };
+    struct hy_norm_step st = {0};
     const char *pat = NULL, *content = NULL;
     if (strcmp(type, "Prepend") == 0) {
         st.kind = HY_NORM_PREPEND;
@@ -300,7 +298,8 @@ static int add_norm(struct hy_tokenizer *t, const json_t *n, const char *path, i
         content = jstr(n, "content");
         if (!pat || !content)
             return hy_err_set("%s: Replace normalizer: only {\"String\": ...} patterns with a "
-                              "\"content\" string are supported", path);
+                              "\"content\" string are supported",
+                              path);
     } else {
         return hy_err_set("%s: normalizer type \"%s\" is not supported", path, type);
     }
@@ -353,7 +352,7 @@ static int add_pretok(struct hy_tokenizer *t, const json_t *n, const char *path,
     }
     if (t->byte_level)
         return hy_err_set("%s: pre_tokenizer \"%s\" after ByteLevel is not supported", path, type);
-    struct hy_pt_step st = { 0 };
+    struct hy_pt_step st = {0};
     if (strcmp(type, "Split") == 0) {
         st.kind = HY_PT_SPLIT;
         const json_t *p = json_object_get(n, "pattern");
@@ -362,12 +361,18 @@ static int add_pretok(struct hy_tokenizer *t, const json_t *n, const char *path,
         st.invert = jbool(n, "invert", 0);
         if (!beh)
             return hy_err_set("%s: Split pre_tokenizer without \"behavior\"", path);
-        if (strcmp(beh, "Removed") == 0) st.behavior = HY_SPLIT_REMOVED;
-        else if (strcmp(beh, "Isolated") == 0) st.behavior = HY_SPLIT_ISOLATED;
-        else if (strcmp(beh, "MergedWithPrevious") == 0) st.behavior = HY_SPLIT_MERGED_PREV;
-        else if (strcmp(beh, "MergedWithNext") == 0) st.behavior = HY_SPLIT_MERGED_NEXT;
-        else if (strcmp(beh, "Contiguous") == 0) st.behavior = HY_SPLIT_CONTIGUOUS;
-        else return hy_err_set("%s: Split behavior \"%s\" is not supported", path, beh);
+        if (strcmp(beh, "Removed") == 0)
+            st.behavior = HY_SPLIT_REMOVED;
+        else if (strcmp(beh, "Isolated") == 0)
+            st.behavior = HY_SPLIT_ISOLATED;
+        else if (strcmp(beh, "MergedWithPrevious") == 0)
+            st.behavior = HY_SPLIT_MERGED_PREV;
+        else if (strcmp(beh, "MergedWithNext") == 0)
+            st.behavior = HY_SPLIT_MERGED_NEXT;
+        else if (strcmp(beh, "Contiguous") == 0)
+            st.behavior = HY_SPLIT_CONTIGUOUS;
+        else
+            return hy_err_set("%s: Split behavior \"%s\" is not supported", path, beh);
         if (re) {
             st.re = hy_tok_regex_compile(re, strlen(re));
             if (!st.re)
@@ -440,7 +445,7 @@ static int add_decoder(struct dec_list *d, const json_t *n, const char *path, in
     }
     if (d->n + 2 > (int)(sizeof(d->v) / sizeof(d->v[0])))
         return hy_err_set("%s: too many decoder steps", path);
-    struct dec_step st = { 0 };
+    struct dec_step st = {0};
     if (strcmp(type, "ByteLevel") == 0) {
         st.kind = DEC_BYTELEVEL;
     } else if (strcmp(type, "ByteFallback") == 0) {
@@ -452,7 +457,8 @@ static int add_decoder(struct dec_list *d, const json_t *n, const char *path, in
             rep = jstr(n, "content");
             if (!pat || !rep)
                 return hy_err_set("%s: Replace decoder: only {\"String\": ...} patterns with a "
-                                  "\"content\" string are supported", path);
+                                  "\"content\" string are supported",
+                                  path);
         } else {
             pat = jstr(n, "replacement");
             if (!pat)
@@ -506,7 +512,8 @@ static int32_t bos_from_post_processor(const json_t *pp)
     if (strcmp(type, "Sequence") == 0) {
         size_t i;
         const json_t *v;
-        json_array_foreach(json_object_get(pp, "processors"), i, v) {
+        json_array_foreach(json_object_get(pp, "processors"), i, v)
+        {
             int32_t id = bos_from_post_processor(v);
             if (id >= 0)
                 return id;
@@ -560,7 +567,8 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
     int32_t max_id = -1;
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)vocab, key, v) {
+    json_object_foreach((json_t *)vocab, key, v)
+    {
         int32_t id;
         if (get_id(v, path, key, &id) != 0)
             return -1;
@@ -568,7 +576,8 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
             max_id = id;
     }
     size_t i;
-    json_array_foreach(added, i, v) {
+    json_array_foreach(added, i, v)
+    {
         int32_t id;
         if (!json_is_object(v) || !jstr(v, "content"))
             return hy_err_set("%s: added_tokens[%zu] needs \"id\" and \"content\"", path, i);
@@ -587,7 +596,7 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
     if (add_norm(t, json_object_get(root, "normalizer"), path, 0) != 0 ||
         add_pretok(t, json_object_get(root, "pre_tokenizer"), path, 0) != 0)
         return -1;
-    struct dec_list dec = { .n = 0 };
+    struct dec_list dec = {.n = 0};
     const json_t *jdec = json_object_get(root, "decoder");
     if ((!jdec || json_is_null(jdec)) && t->byte_level) {
         dec.v[dec.n++].kind = DEC_BYTELEVEL;
@@ -606,7 +615,8 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
 
     /* vocab */
     int rc = 0;
-    json_object_foreach((json_t *)vocab, key, v) {
+    json_object_foreach((json_t *)vocab, key, v)
+    {
         int32_t id = (int32_t)json_integer_value(v);
         size_t kl = strlen(key), bn;
         char *b = decode_surface(&dec, key, kl, &bn);
@@ -665,7 +675,8 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
     }
     char *buf = NULL;
     size_t buf_cap = 0;
-    json_array_foreach(merges, i, v) {
+    json_array_foreach(merges, i, v)
+    {
         const char *a, *b;
         size_t al, bl;
         if (json_is_string(v)) {
@@ -679,8 +690,8 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
             al = (size_t)(sp - s);
             b = sp + 1;
             bl = strlen(b);
-        } else if (json_is_array(v) && json_array_size(v) == 2 &&
-                   json_is_string(json_array_get(v, 0)) && json_is_string(json_array_get(v, 1))) {
+        } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_string(json_array_get(v, 0)) &&
+                   json_is_string(json_array_get(v, 1))) {
             a = json_string_value(json_array_get(v, 0));
             b = json_string_value(json_array_get(v, 1));
             al = strlen(a);
@@ -703,8 +714,8 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
         int32_t ia = hy_strmap_get(&t->by_surf, a, al), ib = hy_strmap_get(&t->by_surf, b, bl);
         int32_t ic = hy_strmap_get(&t->by_surf, buf, al + bl);
         if (ia < 0 || ib < 0 || ic < 0) {
-            rc = hy_err_set("%s: merges[%zu] (\"%.*s\" + \"%.*s\") uses a token not in the vocab",
-                            path, i, (int)al, a, (int)bl, b);
+            rc = hy_err_set("%s: merges[%zu] (\"%.*s\" + \"%.*s\") uses a token not in the vocab", path, i, (int)al, a,
+                            (int)bl, b);
             break;
         }
         if (hy_pairmap_put(&t->merges, ia, ib, (int32_t)i, ic) != 0) {
@@ -719,11 +730,12 @@ static int build_from_hf(struct hy_tokenizer *t, const json_t *root, const char 
     }
 
     /* added tokens */
-    json_array_foreach(added, i, v) {
+    json_array_foreach(added, i, v)
+    {
         int32_t id = (int32_t)json_integer_value(json_object_get(v, "id"));
         const json_t *c = json_object_get(v, "content");
-        if (set_added(t, &dec, id, json_string_value(c), json_string_length(c),
-                      jbool(v, "special", 0), jbool(v, "lstrip", 0), jbool(v, "rstrip", 0)) != 0) {
+        if (set_added(t, &dec, id, json_string_value(c), json_string_length(c), jbool(v, "special", 0),
+                      jbool(v, "lstrip", 0), jbool(v, "rstrip", 0)) != 0) {
             rc = -1;
             break;
         }
@@ -745,14 +757,12 @@ static int load_json_text(const char *data, size_t len, const char *path, json_t
     json_error_t jerr;
     *out = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
     if (!*out)
-        return hy_err_set("%s: invalid JSON at line %d column %d: %s", path, jerr.line,
-                          jerr.column, jerr.text);
+        return hy_err_set("%s: invalid JSON at line %d column %d: %s", path, jerr.line, jerr.column, jerr.text);
     return 0;
 }
 
 /* Loads a tokenizer.json from memory; `name` is used in messages. Returns 0 or -1. */
-int hy_tokenizer_load_json_mem(const char *data, size_t len, const char *name,
-                               struct hy_tokenizer **out)
+int hy_tokenizer_load_json_mem(const char *data, size_t len, const char *name, struct hy_tokenizer **out)
 {
     *out = NULL;
     json_t *root;
@@ -790,11 +800,16 @@ int hy_tokenizer_load_json(const char *path, struct hy_tokenizer **out)
 
 static int b64val(int c)
 {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
     return -1;
 }
 
@@ -829,13 +844,17 @@ static long b64decode(const char *s, size_t n, unsigned char *out)
     return (long)w;
 }
 
-struct tt_line { const char *b64; size_t b64_len; int32_t rank; };
+struct tt_line {
+    const char *b64;
+    size_t b64_len;
+    int32_t rank;
+};
 
 /* tiktoken specials when tokenizer_config.json names the Hunyuan remote-code tokenizer
  * (HYTokenizer) without listing them: appended after the ranks, as tokenization_hy.py does. */
 static int hy_default_specials(char ***names, int *n)
 {
-    static const char *fixed[] = { "<|endoftext|>", "<|startoftext|>", "<|bos|>", "<|eos|>", "<|pad|>" };
+    static const char *fixed[] = {"<|endoftext|>", "<|startoftext|>", "<|bos|>", "<|eos|>", "<|pad|>"};
     int total = 5 + 205;
     char **v = calloc((size_t)total, sizeof(*v));
     if (!v)
@@ -859,8 +878,7 @@ static int hy_default_specials(char ***names, int *n)
     return 0;
 }
 
-int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *config_path,
-                               struct hy_tokenizer **out)
+int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *config_path, struct hy_tokenizer **out)
 {
     *out = NULL;
     char *data = NULL, *cdata = NULL;
@@ -875,8 +893,7 @@ int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *config_pat
     if (hy_file_read_all(tiktoken_path, &data, &len) != 0)
         return -1;
     if (config_path) {
-        if (hy_file_read_all(config_path, &cdata, &clen) != 0 ||
-            load_json_text(cdata, clen, config_path, &cfg) != 0)
+        if (hy_file_read_all(config_path, &cdata, &clen) != 0 || load_json_text(cdata, clen, config_path, &cfg) != 0)
             goto done;
         if (!json_is_object(cfg)) {
             hy_err_set("%s: top level is not a JSON object", config_path);
@@ -942,13 +959,12 @@ int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *config_pat
     }
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)atd, key, v) {
+    json_object_foreach((json_t *)atd, key, v)
+    {
         char *endp;
         long long id = strtoll(key, &endp, 10);
-        if (*key == '\0' || *endp || id < 0 || id >= HY_TOK_MAX_ID || !json_is_object(v) ||
-            !jstr(v, "content")) {
-            hy_err_set("%s: added_tokens_decoder[\"%s\"] needs an integer key and a \"content\"",
-                       config_path, key);
+        if (*key == '\0' || *endp || id < 0 || id >= HY_TOK_MAX_ID || !json_is_object(v) || !jstr(v, "content")) {
+            hy_err_set("%s: added_tokens_decoder[\"%s\"] needs an integer key and a \"content\"", config_path, key);
             goto done;
         }
         if (id > max_id)
@@ -997,8 +1013,7 @@ int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *config_pat
             hy_err_set("%s: token of rank %d appears twice", tiktoken_path, id);
             goto done;
         }
-        if (hy_strmap_put(&t->by_model, s, (size_t)bl, id) != 0 ||
-            hy_strmap_put(&t->by_surf, s, (size_t)bl, id) != 0) {
+        if (hy_strmap_put(&t->by_model, s, (size_t)bl, id) != 0 || hy_strmap_put(&t->by_surf, s, (size_t)bl, id) != 0) {
             hy_err_set("%s: out of memory", tiktoken_path);
             goto done;
         }
@@ -1028,24 +1043,24 @@ int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *config_pat
         hy_err_set("out of memory");
         goto done;
     }
-    struct dec_list nodec = { .n = 0 };
-    json_object_foreach((json_t *)atd, key, v) {
+    struct dec_list nodec = {.n = 0};
+    json_object_foreach((json_t *)atd, key, v)
+    {
         int32_t id = (int32_t)strtoll(key, NULL, 10);
         const json_t *c = json_object_get(v, "content");
-        if (set_added(t, &nodec, id, json_string_value(c), json_string_length(c),
-                      jbool(v, "special", 1), jbool(v, "lstrip", 0), jbool(v, "rstrip", 0)) != 0)
+        if (set_added(t, &nodec, id, json_string_value(c), json_string_length(c), jbool(v, "special", 1),
+                      jbool(v, "lstrip", 0), jbool(v, "rstrip", 0)) != 0)
             goto done;
     }
     for (int k = 0; k < n_def; k++)
-        if (set_added(t, &nodec, n_ranks_end + 1 + k, def_specials[k], strlen(def_specials[k]), 1,
-                      0, 0) != 0)
+        if (set_added(t, &nodec, n_ranks_end + 1 + k, def_specials[k], strlen(def_specials[k]), 1, 0, 0) != 0)
             goto done;
     index_added(t);
 
     const char *pat = cfg ? jstr(cfg, "pat_str") : NULL;
     if (!pat)
         pat = HY_DEFAULT_PAT_STR;
-    struct hy_pt_step st = { .kind = HY_PT_SPLIT, .behavior = HY_SPLIT_KEEP_MATCHES };
+    struct hy_pt_step st = {.kind = HY_PT_SPLIT, .behavior = HY_SPLIT_KEEP_MATCHES};
     st.re = hy_tok_regex_compile(pat, strlen(pat));
     if (!st.re) {
         hy_err_prefix("%s: pat_str", config_path ? config_path : tiktoken_path);
@@ -1113,8 +1128,7 @@ static int apply_config(struct hy_tokenizer *t, const char *config_path)
             t->bos_id = name ? hy_tokenizer_token_to_id(t, name) : -1;
             if (t->bos_id < 0) {
                 json_decref(cfg);
-                return hy_err_set("%s: add_bos_token is true but bos_token is not a known token",
-                                  config_path);
+                return hy_err_set("%s: add_bos_token is true but bos_token is not a known token", config_path);
             }
         }
     }
@@ -1178,10 +1192,12 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* encode / decode */
 
-static int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+static int is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
-static int encode_segment(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *p,
-                          size_t n, int first)
+static int encode_segment(const struct hy_tokenizer *t, struct hy_tok_scratch *s, const char *p, size_t n, int first)
 {
     if (n == 0)
         return 0;
@@ -1193,8 +1209,8 @@ static int encode_segment(const struct hy_tokenizer *t, struct hy_tok_scratch *s
     return 0;
 }
 
-int hy_tokenizer_encode(const struct hy_tokenizer *t, const char *text, size_t len,
-                        int allow_special, int32_t **ids, size_t *n_ids)
+int hy_tokenizer_encode(const struct hy_tokenizer *t, const char *text, size_t len, int allow_special, int32_t **ids,
+                        size_t *n_ids)
 {
     *ids = NULL;
     *n_ids = 0;
@@ -1256,15 +1272,14 @@ const char *hy_tokenizer_token_bytes(const struct hy_tokenizer *t, int32_t id, s
     return e->bytes;
 }
 
-char *hy_tokenizer_decode(const struct hy_tokenizer *t, const int32_t *ids, size_t n,
-                          int skip_special)
+char *hy_tokenizer_decode(const struct hy_tokenizer *t, const int32_t *ids, size_t n, int skip_special)
 {
     size_t len;
     return hy_tokenizer_decode_len(t, ids, n, skip_special, &len);
 }
 
-char *hy_tokenizer_decode_len(const struct hy_tokenizer *t, const int32_t *ids, size_t n,
-                              int skip_special, size_t *out_len)
+char *hy_tokenizer_decode_len(const struct hy_tokenizer *t, const int32_t *ids, size_t n, int skip_special,
+                              size_t *out_len)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1300,7 +1315,10 @@ char *hy_tokenizer_decode_len(const struct hy_tokenizer *t, const int32_t *ids, 
     return out;
 }
 
-int32_t hy_tokenizer_vocab_size(const struct hy_tokenizer *t) { return t->n_vocab; }
+int32_t hy_tokenizer_vocab_size(const struct hy_tokenizer *t)
+{
+    return t->n_vocab;
+}
 
 int32_t hy_tokenizer_token_to_id(const struct hy_tokenizer *t, const char *token)
 {
@@ -1312,6 +1330,12 @@ int hy_tokenizer_is_special(const struct hy_tokenizer *t, int32_t id)
     return id >= 0 && id < t->n_vocab && t->tok[id].special;
 }
 
-int32_t hy_tokenizer_add_bos(const struct hy_tokenizer *t) { return t->bos_id; }
+int32_t hy_tokenizer_add_bos(const struct hy_tokenizer *t)
+{
+    return t->bos_id;
+}
 
-int hy_tokenizer_strip_leading(const struct hy_tokenizer *t) { return t->strip_leading; }
+int hy_tokenizer_strip_leading(const struct hy_tokenizer *t)
+{
+    return t->strip_leading;
+}

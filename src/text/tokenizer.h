@@ -40,13 +40,11 @@ int hy_tokenizer_load_json(const char *tokenizer_json_path, struct hy_tokenizer 
 /* Loads a tiktoken rank file ("base64(bytes) rank" lines). tokenizer_config_path may be NULL;
  * when given, its "pat_str" is the split regex and "added_tokens_decoder" gives special tokens.
  * Returns 0 or -1 with hy_err_msg(). */
-int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *tokenizer_config_path,
-                               struct hy_tokenizer **out);
+int hy_tokenizer_load_tiktoken(const char *tiktoken_path, const char *tokenizer_config_path, struct hy_tokenizer **out);
 
 /* Like hy_tokenizer_load_json, from `len` bytes of JSON in memory (need not be NUL-terminated);
  * `name` stands for the file in error messages. Returns 0 or -1 with hy_err_msg(). */
-int hy_tokenizer_load_json_mem(const char *data, size_t len, const char *name,
-                               struct hy_tokenizer **out);
+int hy_tokenizer_load_json_mem(const char *data, size_t len, const char *name, struct hy_tokenizer **out);
 
 void hy_tokenizer_free(struct hy_tokenizer *tok);
 
@@ -57,8 +55,8 @@ void hy_tokenizer_free(struct hy_tokenizer *tok);
  * split_special_tokens=True and tiktoken's encode_ordinary. Never adds BOS/EOS (see hy_tokenizer_add_bos). Invalid UTF-8 is encoded byte-wise, never
  * rejected. On success *ids is a malloc'd array of *n_ids ids (caller frees; may be NULL when
  * *n_ids == 0). Returns 0, or -1 on OOM / regex failure with hy_err_msg(). */
-int hy_tokenizer_encode(const struct hy_tokenizer *tok, const char *text, size_t len,
-                        int allow_special, int32_t **ids, size_t *n_ids);
+int hy_tokenizer_encode(const struct hy_tokenizer *tok, const char *text, size_t len, int allow_special, int32_t **ids,
+                        size_t *n_ids);
 
 /* The raw bytes token `id` stands for (what it contributes to decoded text; special tokens give
  * their literal text; an id inside the range that no token uses gives "" with *len 0). Returns
@@ -68,12 +66,11 @@ const char *hy_tokenizer_token_bytes(const struct hy_tokenizer *tok, int32_t id,
 
 /* Decodes ids into a malloc'd NUL-terminated string (raw bytes; may hold partial UTF-8 at the
  * end). Special tokens are included when skip_special == 0. Returns NULL on a bad id or OOM. */
-char *hy_tokenizer_decode(const struct hy_tokenizer *tok, const int32_t *ids, size_t n,
-                          int skip_special);
+char *hy_tokenizer_decode(const struct hy_tokenizer *tok, const int32_t *ids, size_t n, int skip_special);
 
 /* Same as hy_tokenizer_decode, and *out_len gets the byte count (text may contain NUL bytes). */
-char *hy_tokenizer_decode_len(const struct hy_tokenizer *tok, const int32_t *ids, size_t n,
-                              int skip_special, size_t *out_len);
+char *hy_tokenizer_decode_len(const struct hy_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
+                              size_t *out_len);
 
 /* Number of leading spaces the decoder drops from the start of decoded text (SentencePiece-style
  * Strip / Metaspace decoders: 1; byte-level and tiktoken: 0). */
@@ -99,11 +96,11 @@ int32_t hy_tokenizer_add_bos(const struct hy_tokenizer *tok);
  * U+FFFD). For SentencePiece-style tokenizers the leading-space rule of the first token applies. */
 struct hy_detok {
     const struct hy_tokenizer *tok;
-    int    skip_special;   /* don't emit special tokens' text */
-    char   pending[8];     /* held bytes of an incomplete UTF-8 sequence */
+    int skip_special; /* don't emit special tokens' text */
+    char pending[8];  /* held bytes of an incomplete UTF-8 sequence */
     size_t n_pending;
-    int    n_emitted;      /* tokens pushed so far */
-    int    strip_left;     /* leading spaces still to drop (SentencePiece Strip decoder) */
+    int n_emitted;  /* tokens pushed so far */
+    int strip_left; /* leading spaces still to drop (SentencePiece Strip decoder) */
 };
 
 void hy_detok_init(struct hy_detok *d, const struct hy_tokenizer *tok, int skip_special);

@@ -16,7 +16,8 @@ static const char TEXT[] =
     "\xe2\x96\x81x <0x41> caf\xc3\xa9 don't";
 
 static const char FIXED[] =
-    "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xc4\xa0\":3,\"\xc4\xa0" "a\":4},"
+    "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xc4\xa0\":3,\"\xc4\xa0"
+    "a\":4},"
     "\"merges\":[\"a b\",[\"\xc4\xa0\",\"a\"]]},"
     "\"added_tokens\":[{\"id\":5,\"content\":\"<x>\",\"special\":true,\"lstrip\":true,\"rstrip\":true}],"
     "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["

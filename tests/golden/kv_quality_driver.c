@@ -155,8 +155,8 @@ int main(int argc, char **argv)
            "\"mean_abs_dlogit\": %.6g, \"max_abs_dlogit\": %.6g, \"tokens_encoded\": %zu, "
            "\"positions_margin_ge_%.1f\": %lld, \"top1_agreement_margin_ge_%.1f\": %.6f, "
            "\"ref_margin_at_disagreements\": [",
-           (long long)npos, (double)agree / (double)npos, sum_kl / (double)npos, kls[npos - 1],
-           kls[(npos * 99) / 100], sum_abs / ((double)npos * V), max_abs, n_ids, WIDE, (long long)n_wide, WIDE,
+           (long long)npos, (double)agree / (double)npos, sum_kl / (double)npos, kls[npos - 1], kls[(npos * 99) / 100],
+           sum_abs / ((double)npos * V), max_abs, n_ids, WIDE, (long long)n_wide, WIDE,
            n_wide ? (double)agree_wide / (double)n_wide : 1.0);
     for (int64_t i = 0; i < n_dis; i++)
         printf(i ? ", %.4g" : "%.4g", margins_dis[i]);

@@ -39,11 +39,26 @@ static int valid_utf8(const char *s, size_t n)
         unsigned c = u[i];
         size_t need;
         unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) { i++; continue; }
-        if (c >= 0xC2 && c <= 0xDF) need = 2;
-        else if (c >= 0xE0 && c <= 0xEF) { need = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-        else if (c >= 0xF0 && c <= 0xF4) { need = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-        else return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            need = 3;
+            if (c == 0xE0)
+                lo = 0xA0;
+            if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 4;
+            if (c == 0xF0)
+                lo = 0x90;
+            if (c == 0xF4)
+                hi = 0x8F;
+        } else
+            return 0;
         if (i + need > n)
             return 0;
         for (size_t k = 1; k < need; k++) {
@@ -56,8 +71,7 @@ static int valid_utf8(const char *s, size_t n)
     return 1;
 }
 
-static int stream_matches(const struct hy_tokenizer *t, const int32_t *ids, size_t n, const char *dec,
-                          size_t dl)
+static int stream_matches(const struct hy_tokenizer *t, const int32_t *ids, size_t n, const char *dec, size_t dl)
 {
     struct hy_detok d;
     hy_detok_init(&d, t, 0);
@@ -79,7 +93,10 @@ static double now_clock(clockid_t c)
     clock_gettime(c, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
-static double now(void) { return now_clock(CLOCK_MONOTONIC); }
+static double now(void)
+{
+    return now_clock(CLOCK_MONOTONIC);
+}
 
 int main(int argc, char **argv)
 {
@@ -118,8 +135,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[i++];
     json_t *res = NULL;
     if (strcmp(cmd, "info") == 0) {
-        res = json_pack("{s:i,s:i}", "vocab_size", (int)hy_tokenizer_vocab_size(t), "bos",
-                        (int)hy_tokenizer_add_bos(t));
+        res =
+            json_pack("{s:i,s:i}", "vocab_size", (int)hy_tokenizer_vocab_size(t), "bos", (int)hy_tokenizer_add_bos(t));
     } else if (strcmp(cmd, "encode-list") == 0 && i < argc) {
         json_error_t jerr;
         json_t *in = json_load_file(argv[i], JSON_ALLOW_NUL, &jerr);
@@ -130,13 +147,13 @@ int main(int argc, char **argv)
         res = json_array();
         size_t k;
         json_t *v;
-        json_array_foreach(in, k, v) {
+        json_array_foreach(in, k, v)
+        {
             const char *s = json_string_value(v);
             size_t n = json_string_length(v);
             int32_t *a, *b;
             size_t na, nb;
-            if (hy_tokenizer_encode(t, s, n, 1, &a, &na) != 0 ||
-                hy_tokenizer_encode(t, s, n, 0, &b, &nb) != 0)
+            if (hy_tokenizer_encode(t, s, n, 1, &a, &na) != 0 || hy_tokenizer_encode(t, s, n, 0, &b, &nb) != 0)
                 goto fail;
             size_t dl;
             char *dec = hy_tokenizer_decode_len(t, a, na, 0, &dl);
@@ -149,10 +166,9 @@ int main(int argc, char **argv)
             hex[0] = '\0';
             for (size_t q = 0; q < dl; q++)
                 snprintf(hex + 2 * q, 3, "%02x", (unsigned char)dec[q]);
-            json_array_append_new(res, json_pack("{s:o,s:o,s:b,s:b,s:s}", "special", ids_json(a, na),
-                                                 "ordinary", ids_json(b, nb), "roundtrip", rt,
-                                                 "stream_ok", stream_matches(t, a, na, dec, dl),
-                                                 "decoded_hex", hex));
+            json_array_append_new(res, json_pack("{s:o,s:o,s:b,s:b,s:s}", "special", ids_json(a, na), "ordinary",
+                                                 ids_json(b, nb), "roundtrip", rt, "stream_ok",
+                                                 stream_matches(t, a, na, dec, dl), "decoded_hex", hex));
             free(hex);
             free(dec);
             free(a);
@@ -175,8 +191,8 @@ int main(int argc, char **argv)
         size_t dl;
         char *dec = hy_tokenizer_decode_len(t, a, na, 0, &dl);
         int rt = dec && dl == len && memcmp(dec, data, len) == 0;
-        res = json_pack("{s:o,s:I,s:f,s:f,s:b}", "ids", ids_json(a, na), "bytes", (json_int_t)len,
-                        "seconds", dt, "cpu_seconds", dc, "roundtrip", rt);
+        res = json_pack("{s:o,s:I,s:f,s:f,s:b}", "ids", ids_json(a, na), "bytes", (json_int_t)len, "seconds", dt,
+                        "cpu_seconds", dc, "roundtrip", rt);
         free(dec);
         free(a);
         free(data);

@@ -53,7 +53,7 @@ static inline __mmask32 emu_test_epi16_mask(__m512i a, __m512i b)
  * where wrap-around and shifts of negative values are undefined in C and UBSan stops the test; the
  * hardware wraps. These do the lane arithmetic in unsigned types (the same bits). */
 #define EMU_LANES(name, T, n, expr)                                                                                    \
-    static inline __m512i name(__m512i a, __m512i b)                                                                  \
+    static inline __m512i name(__m512i a, __m512i b)                                                                   \
     {                                                                                                                  \
         T x[n], y[n];                                                                                                  \
         memcpy(x, &a, 64);                                                                                             \

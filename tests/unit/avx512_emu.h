@@ -18,8 +18,8 @@ int hy_test_avx512_emu_wanted(void);
 int hy_test_avx512_emu_table(struct hy_kernel_table *t);
 
 /* hy_avx512q_rows / hy_avx512q_widen_rows (kernels/avx512_quant.h) on the emulated intrinsics. */
-void emu512_q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W,
-                   int64_t n0, int64_t nb);
+void emu512_q_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t T, const struct hy_tensor *W, int64_t n0,
+                   int64_t nb);
 void emu512_q_widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb, int64_t ldw, float *dst);
 
 /* hy_avx512bf16_panel_routes (kernels/avx512_bf16.h) of the emulated AVX512-BF16 path. */

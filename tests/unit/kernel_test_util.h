@@ -62,7 +62,9 @@ static inline struct hy_tensor kt_make_q(enum kt_qfmt f, int64_t N, int64_t K)
             amax = fmaxf(amax, fabsf(v));
         }
     const int64_t nsb = (K + 31) / 32;
-    struct hy_tensor W = {.dtype = f == KT_MXFP4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3, .rows = N, .cols = K,
+    struct hy_tensor W = {.dtype = f == KT_MXFP4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3,
+                          .rows = N,
+                          .cols = K,
                           .qscheme = f == KT_FP8 ? HY_QS_PER_TENSOR : HY_QS_MX32};
     const int64_t rb = hy_tensor_row_bytes(&W);
     uint8_t *d = malloc((size_t)(N * rb) + 1), *s = f == KT_FP8 ? NULL : malloc((size_t)(N * nsb));

@@ -30,7 +30,11 @@ typedef void (*multi_fn)(const struct hy_kv_view *, const float *, int32_t, int3
 static void check(single_fn one, multi_fn many)
 {
     static const int32_t cfg[][3] = {/* n_kv_heads, group, head_dim */
-                                     {2, 8, 128}, {1, 3, 64}, {2, 12, 16}, {1, 5, 8}, {3, 1, 24}};
+                                     {2, 8, 128},
+                                     {1, 3, 64},
+                                     {2, 12, 16},
+                                     {1, 5, 8},
+                                     {3, 1, 24}};
     static const int32_t ctx0s[] = {1, 2, 29, 31, 32, 33, 63, 70};
     static const int32_t nqs[] = {1, 2, 3, 4, 5, 9};
     static const enum hy_dtype dts[] = {HY_DTYPE_F32, HY_DTYPE_BF16, HY_DTYPE_F8_E4M3};

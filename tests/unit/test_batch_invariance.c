@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BS 4     /* small blocks so sequences span several, non-contiguous blocks */
+#define BS 4 /* small blocks so sequences span several, non-contiguous blocks */
 #define NBLK 64
 
 static struct hy_model *model;
@@ -168,8 +168,8 @@ static void test_chunking_and_batching_bitwise_fp8_kv(void **state)
 }
 
 /* 40 tokens: with A (17) it makes 57-token steps, past the bf16 panels' 32 and the grouped MoE pass's 32 */
-static const int32_t D40[] = {471, 12, 99, 380, 5,   77,  301, 44,  260, 19,  104, 66,  280, 400,
-                              33,  75, 10, 402, 281, 300, 32,  401, 35,  471, 99,  12,  44,  301,
+static const int32_t D40[] = {471, 12, 99, 380, 5,   77,  301, 44,  260, 19,  104, 66, 280, 400,
+                              33,  75, 10, 402, 281, 300, 32,  401, 35,  471, 99,  12, 44,  301,
                               60,  61, 62, 63,  64,  65,  66,  67,  68,  69,  70,  71};
 
 static void test_bf16_mode_bitwise(void **state)

@@ -67,8 +67,7 @@ static void test_hash_hit_miss_evict(void **state)
     assert_int_equal(p.n_cached, 1);
     assert_int_equal(hy_block_pool_lookup(&p, ha, -1, a), ids[0]);
     assert_int_equal(hy_block_pool_lookup(&p, hb, -1, b), -1);
-    assert_int_equal(hy_block_pool_lookup(&p, ha, -1, b),
-                     -1); /* same hash, other tokens: collision */
+    assert_int_equal(hy_block_pool_lookup(&p, ha, -1, b), -1); /* same hash, other tokens: collision */
     assert_int_equal(hy_block_pool_lookup(&p, ha, 2, a), -1);  /* other parent */
     /* a duplicate registration under the same hash returns the cached block, leaves its own */
     assert_int_equal(hy_block_pool_alloc(&p, 1, ids + 1), 0);
@@ -151,10 +150,8 @@ static void test_chain_survives_collisions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alloc_all_or_nothing),
-        cmocka_unit_test(test_lru_order),
-        cmocka_unit_test(test_hash_hit_miss_evict),
-        cmocka_unit_test(test_refcount),
+        cmocka_unit_test(test_alloc_all_or_nothing),      cmocka_unit_test(test_lru_order),
+        cmocka_unit_test(test_hash_hit_miss_evict),       cmocka_unit_test(test_refcount),
         cmocka_unit_test(test_chain_survives_collisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

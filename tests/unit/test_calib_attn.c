@@ -108,8 +108,8 @@ static void ref_g(double *g, const float *q, const float *k, const struct hy_cal
                 }
             for (int d = 0; d < D; d++)
                 for (int e = 0; e < D; e++)
-                    g[(h * D + d) * D + e] += w / D * (a->q_norm ? (double)a->q_norm[d] * a->q_norm[e] : 1.0) *
-                                              m2[d * D + e];
+                    g[(h * D + d) * D + e] +=
+                        w / D * (a->q_norm ? (double)a->q_norm[d] * a->q_norm[e] : 1.0) * m2[d * D + e];
         }
     }
 }
@@ -131,8 +131,8 @@ static void test_against_formula(void **state)
     for (int norm = 0; norm < 2; norm++)
         for (int il = 0; il < 2; il++)
             for (int stride = 1; stride <= 3; stride += 2) {
-                const struct hy_calib_attn_shape a = {NH, NKV, D, norm ? qg : NULL, norm ? kg : NULL, 1e-5f, inv_freq,
-                                                      il};
+                const struct hy_calib_attn_shape a = {NH,    NKV,      D, norm ? qg : NULL, norm ? kg : NULL,
+                                                      1e-5f, inv_freq, il};
                 double *got = calloc(NH * D * D, sizeof(double)), *two = calloc(NH * D * D, sizeof(double)),
                        want[NH * D * D];
                 omp_set_num_threads(1);

@@ -173,12 +173,11 @@ static void test_longbench(void **state)
 {
     (void)state;
     const char *p = write_file(
-        "lb.jsonl",
-        "{\"input\": \"Who wrote it?\", \"context\": \"A play by Will.\", \"answers\": [\"Will\", "
-        "\"Shakespeare\"], \"length\": 4, \"dataset\": \"narrativeqa\", \"_id\": \"x1\"}\n"
-        "\n"
-        "{\"context\": \"Line one.\\nLine two.\", \"input\": \"Summarize.\", \"answers\": []}\r\n"
-        "{\"context\": \"C\", \"input\": \"I\"}");
+        "lb.jsonl", "{\"input\": \"Who wrote it?\", \"context\": \"A play by Will.\", \"answers\": [\"Will\", "
+                    "\"Shakespeare\"], \"length\": 4, \"dataset\": \"narrativeqa\", \"_id\": \"x1\"}\n"
+                    "\n"
+                    "{\"context\": \"Line one.\\nLine two.\", \"input\": \"Summarize.\", \"answers\": []}\r\n"
+                    "{\"context\": \"C\", \"input\": \"I\"}");
     struct hy_run_config cfg;
     make_cfg(&cfg, "LongBench", p);
     struct hy_dataset ds;
@@ -200,12 +199,11 @@ static void test_longbench(void **state)
 static void test_infinitebench(void **state)
 {
     (void)state;
-    const char *p = write_file(
-        "ib.jsonl",
-        "{\"id\": 0, \"context\": \"Long book.\", \"input\": \"Q1\", \"answer\": [\"A1\"], "
-        "\"options\": []}\n"
-        "{\"id\": 1, \"context\": \"Other.\", \"input\": \"Q2\", \"answer\": \"A2\", "
-        "\"answers\": [\"ignored\"]}\n");
+    const char *p =
+        write_file("ib.jsonl", "{\"id\": 0, \"context\": \"Long book.\", \"input\": \"Q1\", \"answer\": [\"A1\"], "
+                               "\"options\": []}\n"
+                               "{\"id\": 1, \"context\": \"Other.\", \"input\": \"Q2\", \"answer\": \"A2\", "
+                               "\"answers\": [\"ignored\"]}\n");
     struct hy_run_config cfg;
     make_cfg(&cfg, "InfiniteBench", p);
     struct hy_dataset ds;
@@ -252,12 +250,10 @@ static void test_jsonl_errors(void **state)
                        "bad.jsonl:1: field \"answers\"[0]: expected a string");
     expect_jsonl_error("InfiniteBench", "{\"context\": \"c\", \"input\": \"i\", \"answer\": 7}\n",
                        "bad.jsonl:1: field \"answer\": expected a string or an array");
-    expect_jsonl_error("InfiniteBench", "[\"not\", \"an object\"]\n",
-                       "bad.jsonl:1: expected a JSON object");
+    expect_jsonl_error("InfiniteBench", "[\"not\", \"an object\"]\n", "bad.jsonl:1: expected a JSON object");
     expect_jsonl_error("LongBench", "\n  \n", "no records");
     /* a whole JSON array instead of JSON Lines */
-    expect_jsonl_error("LongBench", "[\n{\"context\": \"c\", \"input\": \"i\"}\n]\n",
-                       "bad.jsonl:1: invalid JSON");
+    expect_jsonl_error("LongBench", "[\n{\"context\": \"c\", \"input\": \"i\"}\n]\n", "bad.jsonl:1: invalid JSON");
 
     struct hy_run_config cfg;
     make_cfg(&cfg, "LongBench", "/nonexistent/lb.jsonl");
@@ -296,14 +292,10 @@ static void test_from_yaml(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_prompts),
-        cmocka_unit_test(test_default_not_found),
-        cmocka_unit_test(test_default_override),
-        cmocka_unit_test(test_prompt_array_errors),
-        cmocka_unit_test(test_longbench),
-        cmocka_unit_test(test_infinitebench),
-        cmocka_unit_test(test_jsonl_errors),
-        cmocka_unit_test(test_from_yaml),
+        cmocka_unit_test(test_default_prompts),  cmocka_unit_test(test_default_not_found),
+        cmocka_unit_test(test_default_override), cmocka_unit_test(test_prompt_array_errors),
+        cmocka_unit_test(test_longbench),        cmocka_unit_test(test_infinitebench),
+        cmocka_unit_test(test_jsonl_errors),     cmocka_unit_test(test_from_yaml),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -110,8 +110,8 @@ static void drain(struct hy_engine *e, const uint64_t *ids, int n, struct result
 }
 
 /* Runs prompts ps[0..n) with config c: all at once (concurrent) or one after another. */
-static void run(const struct hy_engine_config *c, const struct prompt *ps, int n, int concurrent,
-                struct result *res, struct hy_engine_stats *st)
+static void run(const struct hy_engine_config *c, const struct prompt *ps, int n, int concurrent, struct result *res,
+                struct hy_engine_stats *st)
 {
     struct hy_engine *e = create(c);
     uint64_t ids[NREQ * 2];
@@ -178,8 +178,7 @@ static void test_concurrent_equals_sequential(void **state)
     base_config(&c);
     run(&c, prompts, NREQ, 1, res, &st);
     assert_same(reference, res, NREQ);
-    printf("concurrent: max_batch_seqs=%d steps=%llu\n", st.max_batch_seqs,
-           (unsigned long long)st.num_steps);
+    printf("concurrent: max_batch_seqs=%d steps=%llu\n", st.max_batch_seqs, (unsigned long long)st.num_steps);
     assert_true(st.max_batch_seqs >= 8);
     c.enable_prefix_caching = 0; /* and the same without prefix caching */
     run(&c, prompts, NREQ, 1, res, &st);
@@ -239,8 +238,7 @@ static void test_chunked_prefill(void **state)
     c.max_num_batched_tokens = 3; /* every prompt (>= 5 tokens) is split */
     run(&c, prompts, NREQ, 1, res, &st);
     assert_same(reference, res, NREQ);
-    printf("chunked: %llu prompt chunks for %d prompts\n", (unsigned long long)st.prompt_chunks,
-           NREQ);
+    printf("chunked: %llu prompt chunks for %d prompts\n", (unsigned long long)st.prompt_chunks, NREQ);
     assert_true(st.prompt_chunks >= 2 * NREQ);
     run(&c, prompts, NREQ, 0, res, &st);
     assert_same(reference, res, NREQ);
@@ -261,9 +259,8 @@ static void test_preemption_small_kv(void **state)
         run(&c, prompts, NREQ, 1, res, &st);
         assert_int_equal(st.num_blocks_total, 20);
         assert_same(reference, res, NREQ);
-        printf("small KV (prefix caching %s): %llu preemptions, max batch %d, %llu steps\n",
-               prefix ? "on" : "off", (unsigned long long)st.num_preemptions, st.max_batch_seqs,
-               (unsigned long long)st.num_steps);
+        printf("small KV (prefix caching %s): %llu preemptions, max batch %d, %llu steps\n", prefix ? "on" : "off",
+               (unsigned long long)st.num_preemptions, st.max_batch_seqs, (unsigned long long)st.num_steps);
         assert_true(st.num_preemptions > 0);
         if (prefix) /* 80 slots for 259 tokens: cached blocks were reused */
             assert_true(st.prefix_evictions > 0 && st.num_blocks_cached > 0);
@@ -307,8 +304,7 @@ static void test_queue_full_and_invalid_input(void **state)
     assert_non_null(strstr(hy_err_msg(), "empty prompt"));
     req_init(&r, &prompts[3], 4); /* 33 tokens > max_model_len 32 */
     assert_int_equal(hy_engine_add_request(e, &r, &id), HY_ENGINE_ERROR);
-    assert_string_equal(hy_err_msg(),
-                        "Input length 33 exceeds the model's maximum context length 32");
+    assert_string_equal(hy_err_msg(), "Input length 33 exceeds the model's maximum context length 32");
     req_init(&r, &prompts[0], 0);
     assert_int_equal(hy_engine_add_request(e, &r, &id), HY_ENGINE_ERROR);
     req_init(&r, &prompts[0], 4);
@@ -368,8 +364,8 @@ static void test_abort_frees_blocks(void **state)
     assert_int_equal(st.num_waiting, 1);
     int32_t used = st.num_blocks_used;
     assert_int_equal(used, (33 + 2 + 3) / 4 + (12 + 2 + 3) / 4); /* 9 + 4 blocks */
-    assert_int_equal(hy_engine_abort_request(e, ids[0]), 0); /* running */
-    assert_int_equal(hy_engine_abort_request(e, ids[2]), 0); /* waiting */
+    assert_int_equal(hy_engine_abort_request(e, ids[0]), 0);     /* running */
+    assert_int_equal(hy_engine_abort_request(e, ids[2]), 0);     /* waiting */
     assert_int_equal(hy_engine_abort_request(e, ids[2]), -1);
     assert_int_equal(hy_engine_abort_request(e, 999), -1);
     hy_engine_get_stats(e, &st);

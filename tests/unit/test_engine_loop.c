@@ -128,9 +128,9 @@ static void collect(struct hy_srv_engine *se, struct hy_srv_job *j, int n, int32
 
 struct thr {
     struct hy_srv_engine *se;
-    int                   i;
-    int32_t               tok[1][MAXTOK];
-    int                   cnt[1];
+    int i;
+    int32_t tok[1][MAXTOK];
+    int cnt[1];
     enum hy_engine_finish fin[1];
 };
 

@@ -29,7 +29,6 @@ static struct hy_kernel_table ref;
 static struct hy_kernel_table levels[HY_ISA_COUNT + 1];
 static int n_levels;
 
-
 static float from_bits(uint32_t u)
 {
     float f;
@@ -71,8 +70,8 @@ static void test_e4m3_round(void **state)
         for (int i = 0; i < 6; i++, n++)
             bad += !round_ok(around[i]);
     }
-    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 448.0f, 464.0f, 1e30f, -1e30f,
-                             0x1p-6f, 0x1p-7f, 0x1p-10f, 0x1p-11f, 0x1.8p-10f, 1e-45f, -1e-45f};
+    const float special[] = {0.0f,   -0.0f,   INFINITY, -INFINITY, NAN,      -NAN,       448.0f, 464.0f, 1e30f,
+                             -1e30f, 0x1p-6f, 0x1p-7f,  0x1p-10f,  0x1p-11f, 0x1.8p-10f, 1e-45f, -1e-45f};
     for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++, n++)
         bad += !round_ok(special[i]);
     for (uint64_t u = 0; u < 0x100000000ull; u += 4093, n++)
@@ -295,11 +294,8 @@ static void test_degenerate(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_e4m3_round),
-        cmocka_unit_test(test_pass_levels),
-        cmocka_unit_test(test_encode_levels),
-        cmocka_unit_test(test_fit),
-        cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_e4m3_round), cmocka_unit_test(test_pass_levels), cmocka_unit_test(test_encode_levels),
+        cmocka_unit_test(test_fit),        cmocka_unit_test(test_degenerate),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

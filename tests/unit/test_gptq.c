@@ -176,9 +176,8 @@ static void ref_gptq(const float *w, const double *h, int64_t N, int64_t K, enum
             const int64_t c = p[i];
             const double scale = f == HY_QF_FP8_TENSOR ? s8 : ldexp(1.0, (int)sr[c / 32] - 127);
             const float v = (float)x[i] * (float)(1.0 / scale);
-            const uint8_t code = f == HY_QF_MXFP4 ? hy_f32_to_e2m1(v) : hy_f32_to_e4m3(f == HY_QF_FP8_TENSOR
-                                                                                          ? (float)x[i] / s8
-                                                                                          : v);
+            const uint8_t code =
+                f == HY_QF_MXFP4 ? hy_f32_to_e2m1(v) : hy_f32_to_e4m3(f == HY_QF_FP8_TENSOR ? (float)x[i] / s8 : v);
             if (f == HY_QF_MXFP4)
                 wq[r * rb + c / 2] |= (uint8_t)(code << ((c & 1) * 4));
             else
@@ -290,8 +289,9 @@ static void test_matches_reference(void **state)
                 assert_memory_equal(s, rs, (size_t)(N * nb));
             const double og = objective(w, q, f == HY_QF_FP8_TENSOR ? NULL : s, h, N, K, f, s8),
                          orf = objective(w, rq, f == HY_QF_FP8_TENSOR ? NULL : rs, h, N, K, f, s8);
-            print_message("format %d actorder %d mse %d: codes equal %lld/%lld, objective rtn %.4g gptq %.4g ref %.4g\n",
-                          fi, act & 1, act >> 1, (long long)same, (long long)(N * K), obj[0], og, orf);
+            print_message(
+                "format %d actorder %d mse %d: codes equal %lld/%lld, objective rtn %.4g gptq %.4g ref %.4g\n", fi,
+                act & 1, act >> 1, (long long)same, (long long)(N * K), obj[0], og, orf);
             assert_true(same >= N * K - 2); /* last-bit differences may flip a tie or two */
             assert_true(fabs(og - obj[1]) <= 1e-9 * og);
             assert_true(fabs(og - orf) <= 1e-3 * orf);
@@ -340,7 +340,7 @@ static void ref_coupled(const float *w, const double *h, const double *g, int64_
                         enum hy_qformat f, float s8, double damp, int actorder, uint8_t *wq, uint8_t *sq)
 {
     const int64_t rb = f == HY_QF_MXFP4 ? K / 2 : K, nb = (K + 31) / 32, E = R * K;
-    int64_t *p = malloc((size_t)K * sizeof(int64_t)), *or = malloc((size_t)R * sizeof(int64_t));
+    int64_t *p = malloc((size_t)K * sizeof(int64_t)), * or = malloc((size_t)R * sizeof(int64_t));
     double *fi = malloc((size_t)(E * E) * sizeof(double)), *x = malloc((size_t)E * sizeof(double));
     uint8_t *tmp = malloc((size_t)K);
     for (int64_t i = 0; i < K; i++)
@@ -362,29 +362,28 @@ static void ref_coupled(const float *w, const double *h, const double *g, int64_
         const double *gg = g + (g0 / R) * R * R;
         double mg = 0.0;
         for (int64_t a = 0; a < R; a++) {
-            or[a] = a;
+            or [a] = a;
             mg += gg[a * R + a] / (double)R;
         }
         if (actorder)
             for (int64_t a = 0; a < R; a++) {
                 int64_t best = a;
                 for (int64_t b = a + 1; b < R; b++)
-                    if (gg[or[b] * R + or[b]] > gg[or[best] * R + or[best]])
+                    if (gg[or[b] * R + or [b]] > gg[or[best] * R + or [best]])
                         best = b;
-                const int64_t t = or[best];
-                memmove(or + a + 1, or + a, (size_t)(best - a) * sizeof(int64_t));
-                or[a] = t;
+                const int64_t t = or [best];
+                memmove(or +a + 1, or +a, (size_t)(best - a) * sizeof(int64_t));
+                or [a] = t;
             }
         for (int64_t a = 0; a < R; a++)
             for (int64_t i = 0; i < K; i++)
                 for (int64_t b = 0; b < R; b++)
                     for (int64_t j = 0; j < K; j++)
-                        fi[(a * K + i) * E + b * K + j] =
-                            (gg[or[a] * R + or[b]] + (a == b ? damp * mg : 0.0)) *
-                            (h[p[i] * K + p[j]] + (i == j ? damp * mh : 0.0));
+                        fi[(a * K + i) * E + b * K + j] = (gg[or[a] * R + or [b]] + (a == b ? damp * mg : 0.0)) *
+                                                          (h[p[i] * K + p[j]] + (i == j ? damp * mh : 0.0));
         assert_int_equal(gj_inverse(fi, E), 0);
         for (int64_t a = 0; a < R; a++) {
-            const int64_t r = g0 + or[a];
+            const int64_t r = g0 + or [a];
             if (f != HY_QF_FP8_TENSOR)
                 hy_mx_quantize_row(w + r * K, K, f == HY_QF_MXFP8 ? HY_MX_E4M3 : HY_MX_E2M1, tmp, sq + r * nb);
             memset(wq + r * rb, 0, (size_t)rb);
@@ -392,7 +391,7 @@ static void ref_coupled(const float *w, const double *h, const double *g, int64_
                 x[a * K + i] = w[r * K + p[i]];
         }
         for (int64_t e = 0; e < E; e++) {
-            const int64_t r = g0 + or[e / K], c = p[e % K];
+            const int64_t r = g0 + or [e / K], c = p[e % K];
             const double scale = f == HY_QF_FP8_TENSOR ? s8 : ldexp(1.0, (int)sq[r * nb + c / 32] - 127);
             const float v = f == HY_QF_FP8_TENSOR ? (float)x[e] / s8 : (float)x[e] * (float)(1.0 / scale);
             const uint8_t code = f == HY_QF_MXFP4 ? hy_f32_to_e2m1(v) : hy_f32_to_e4m3(v);
@@ -425,7 +424,8 @@ static double kron_objective(const float *w, const uint8_t *wq, const uint8_t *s
     double *d = malloc((size_t)(N * K) * sizeof(double)), tot = 0.0;
     for (int64_t r = 0; r < N; r++)
         for (int64_t k = 0; k < K; k++)
-            d[r * K + k] = hy_gptq_dequant(f, code_of(wq + r * rb, f, k), s8, sq ? sq[r * nb + k / 32] : 0) - w[r * K + k];
+            d[r * K + k] =
+                hy_gptq_dequant(f, code_of(wq + r * rb, f, k), s8, sq ? sq[r * nb + k / 32] : 0) - w[r * K + k];
     for (int64_t r = 0; r < N; r++)
         for (int64_t r2 = r - r % R; r2 < r - r % R + R; r2++) {
             const double gv = g[(r / R) * R * R + (r % R) * R + r2 % R];
@@ -450,7 +450,8 @@ static void test_coupled_rows(void **state)
     for (int64_t b = 0; b < N / R; b++) /* three groups: G, G with its rows reversed, 2 G */
         for (int64_t a = 0; a < R; a++)
             for (int64_t c = 0; c < R; c++) {
-                gs[b * R * R + a * R + c] = b == 1 ? g[(R - 1 - a) * R + R - 1 - c] : (b == 2 ? 2.0 : 1.0) * g[a * R + c];
+                gs[b * R * R + a * R + c] =
+                    b == 1 ? g[(R - 1 - a) * R + R - 1 - c] : (b == 2 ? 2.0 : 1.0) * g[a * R + c];
                 gi[b * R * R + a * R + c] = a == c;
             }
     uint8_t q[N * K], s[N * NB], rq[N * K], rs[N * NB], u[N * K], us[N * NB];
@@ -475,7 +476,8 @@ static void test_coupled_rows(void **state)
                          orf = kron_objective(w, rq, f == HY_QF_FP8_TENSOR ? NULL : rs, h, gs, N, R, K, f, s8),
                          ound = kron_objective(w, u, f == HY_QF_FP8_TENSOR ? NULL : us, h, gs, N, R, K, f, s8);
             print_message("format %d actorder %d: codes equal %lld/%d, tr(dW^T G dW H) coupled %.4g ref %.4g "
-                          "uncoupled %.4g\n", fi, act, (long long)same, N * K, oc, orf, ound);
+                          "uncoupled %.4g\n",
+                          fi, act, (long long)same, N * K, oc, orf, ound);
             assert_true(same >= N * K - 2);
             assert_true(fabs(oc - orf) <= 1e-3 * orf);
             assert_true(oc < 0.9 * ound);
@@ -529,7 +531,7 @@ static void test_indefinite_and_bad_args(void **state)
     const struct hy_gptq_opts tiny = {.dampening_frac = 1e-30, .actorder = 1};
     assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_MXFP8, 1.0f, &tiny, q, s, NULL), 0);
     h[0] = 1.0;
-    assert_int_equal(hy_gptq_quantize(w, h, N, K - 1, HY_QF_MXFP4, 1.0f, &o, q, s, NULL), -1); /* odd K */
+    assert_int_equal(hy_gptq_quantize(w, h, N, K - 1, HY_QF_MXFP4, 1.0f, &o, q, s, NULL), -1);  /* odd K */
     assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_FP8_TENSOR, 0.0f, &o, q, s, NULL), -1); /* scale 0 */
     assert_int_equal(hy_gptq_quantize(w, h, N, K, HY_QF_NONE, 1.0f, &o, q, s, NULL), -1);
     free(w);
@@ -791,7 +793,8 @@ static void test_qk_weighted_gram(void **state)
     }
     for (int i = 0; i < T * K; i++)
         x[i] = (float)nrand();
-    double *got = calloc(K * K, sizeof(double)), *plain = calloc(K * K, sizeof(double)), *want = calloc(K * K, sizeof(double));
+    double *got = calloc(K * K, sizeof(double)), *plain = calloc(K * K, sizeof(double)),
+           *want = calloc(K * K, sizeof(double));
     double *pack = malloc(hy_calib_gram_scratch(K) * sizeof(double));
     assert_non_null(got);
     assert_non_null(plain);
@@ -904,16 +907,11 @@ static void test_factor_properties(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_identity_is_rtn),
-        cmocka_unit_test(test_matches_reference),
-        cmocka_unit_test(test_shared_factor),
-        cmocka_unit_test(test_coupled_rows),
-        cmocka_unit_test(test_indefinite_and_bad_args),
-        cmocka_unit_test(test_dot_f64_levels),
-        cmocka_unit_test(test_gemm_tn_acc_levels),
-        cmocka_unit_test(test_gram_add),
-        cmocka_unit_test(test_qk_weighted_gram),
-        cmocka_unit_test(test_factor_properties),
+        cmocka_unit_test(test_identity_is_rtn),         cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_shared_factor),           cmocka_unit_test(test_coupled_rows),
+        cmocka_unit_test(test_indefinite_and_bad_args), cmocka_unit_test(test_dot_f64_levels),
+        cmocka_unit_test(test_gemm_tn_acc_levels),      cmocka_unit_test(test_gram_add),
+        cmocka_unit_test(test_qk_weighted_gram),        cmocka_unit_test(test_factor_properties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

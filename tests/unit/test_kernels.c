@@ -45,7 +45,10 @@ static uint32_t rnd_u32(void)
     rng ^= rng << 17;
     return (uint32_t)(rng >> 16);
 }
-static float rnd_f(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+static float rnd_f(void)
+{
+    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
+}
 static void fill(float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
@@ -63,13 +66,13 @@ static double nmse(const float *a, const float *b, int64_t n)
     return den > 0 ? num / den : num;
 }
 
-#define ASSERT_NMSE(a, b, n, what, lvl)                                                           \
-    do {                                                                                          \
-        double e_ = nmse(a, b, n);                                                                \
-        if (!(e_ <= NMSE_MAX)) {                                                                  \
-            print_error("%s [%s]: nmse %.3g > %.3g\n", what, (lvl)->name, e_, NMSE_MAX);          \
-            fail();                                                                               \
-        }                                                                                         \
+#define ASSERT_NMSE(a, b, n, what, lvl)                                                                                \
+    do {                                                                                                               \
+        double e_ = nmse(a, b, n);                                                                                     \
+        if (!(e_ <= NMSE_MAX)) {                                                                                       \
+            print_error("%s [%s]: nmse %.3g > %.3g\n", what, (lvl)->name, e_, NMSE_MAX);                               \
+            fail();                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
 /* A random weight matrix N x K of dtype dt (values of magnitude ~[2^-6, 2), some f16 subnormals). */
@@ -131,12 +134,12 @@ static const enum hy_dtype dtypes[3] = {HY_DTYPE_F32, HY_DTYPE_BF16, HY_DTYPE_F1
 static void test_matmul_vs_ref(void **state)
 {
     (void)state;
-    static const int64_t shapes[][3] = {/* T, N, K */
-                                        {1, 1, 1},   {1, 7, 5},    {2, 13, 31},  {3, 17, 33},
-                                        {1, 5, 8},   {4, 9, 16},   {17, 11, 100}, {5, 33, 257},
-                                        {1, 64, 512}, {2, 3, 1100}, {20, 19, 64}, {6, 40, 129},
-                                        {50, 7, 700}, {97, 18, 300}, /* > 1 token block, k slice */
-                                        {33, 35, 64}, {64, 32, 96}, {40, 70, 33}}; /* AMX: 32-row/token blocks */
+    static const int64_t shapes[][3] = {
+        /* T, N, K */
+        {1, 1, 1},    {1, 7, 5},     {2, 13, 31},  {3, 17, 33},   {1, 5, 8},
+        {4, 9, 16},   {17, 11, 100}, {5, 33, 257}, {1, 64, 512},  {2, 3, 1100},
+        {20, 19, 64}, {6, 40, 129},  {50, 7, 700}, {97, 18, 300}, /* > 1 token block, k slice */
+        {33, 35, 64}, {64, 32, 96},  {40, 70, 33}};               /* AMX: 32-row/token blocks */
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (int d = 0; d < 3; d++) {
             const int64_t T = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
@@ -149,8 +152,8 @@ static void test_matmul_vs_ref(void **state)
                 memset(y1, 0xff, (size_t)(T * N) * 4);
                 levels[l].matmul(y1, x, T, &W);
                 char what[96];
-                snprintf(what, sizeof(what), "matmul %s T=%lld N=%lld K=%lld", hy_dtype_name(dtypes[d]),
-                         (long long)T, (long long)N, (long long)K);
+                snprintf(what, sizeof(what), "matmul %s T=%lld N=%lld K=%lld", hy_dtype_name(dtypes[d]), (long long)T,
+                         (long long)N, (long long)K);
                 ASSERT_NMSE(y1, y0, T * N, what, &levels[l]);
             }
             /* matmul_bf16x on bf16 inputs (AMX tiles at the amx level, vdpbf16ps on AVX512_BF16 CPUs; = matmul
@@ -179,33 +182,33 @@ static void check_t_invariance(const struct hy_kernel_table *k)
 {
     const int64_t T = 53, N = 21;
     for (int kk = 0; kk < 2; kk++)
-    for (int d = 0; d < 3; d++) {
-        const int64_t K = kk ? 600 : 77;
-        struct hy_tensor W = make_weight(dtypes[d], N, K);
-        float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * N) * 4), *ys = malloc((size_t)(T * N) * 4);
-        fill(x, T * K);
-        k->matmul(y, x, T, &W);
-        static const int64_t sub[] = {1, 2, 3, 4, 5, 7, 49};
-        for (size_t si = 0; si < sizeof(sub) / sizeof(sub[0]); si++)
-            for (int64_t t0 = 0; t0 + sub[si] <= T; t0 += sub[si] + 1) {
-                k->matmul(ys, x + t0 * K, sub[si], &W);
-                if (memcmp(ys, y + t0 * N, (size_t)(sub[si] * N) * 4)) {
-                    print_error("[%s] %s: rows %lld..+%lld differ from the T=%lld result\n", k->name,
-                                hy_dtype_name(dtypes[d]), (long long)t0, (long long)sub[si], (long long)T);
-                    fail();
+        for (int d = 0; d < 3; d++) {
+            const int64_t K = kk ? 600 : 77;
+            struct hy_tensor W = make_weight(dtypes[d], N, K);
+            float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * N) * 4), *ys = malloc((size_t)(T * N) * 4);
+            fill(x, T * K);
+            k->matmul(y, x, T, &W);
+            static const int64_t sub[] = {1, 2, 3, 4, 5, 7, 49};
+            for (size_t si = 0; si < sizeof(sub) / sizeof(sub[0]); si++)
+                for (int64_t t0 = 0; t0 + sub[si] <= T; t0 += sub[si] + 1) {
+                    k->matmul(ys, x + t0 * K, sub[si], &W);
+                    if (memcmp(ys, y + t0 * N, (size_t)(sub[si] * N) * 4)) {
+                        print_error("[%s] %s: rows %lld..+%lld differ from the T=%lld result\n", k->name,
+                                    hy_dtype_name(dtypes[d]), (long long)t0, (long long)sub[si], (long long)T);
+                        fail();
+                    }
                 }
-            }
-        /* dot_f32 is the same chain as an F32 matmul row */
-        if (dtypes[d] == HY_DTYPE_F32)
-            for (int64_t n = 0; n < N; n++) {
-                float v = k->dot_f32(x + 2 * K, (const float *)W.data + n * K, K);
-                assert_memory_equal(&v, &y[2 * N + n], 4);
-            }
-        free(x);
-        free(y);
-        free(ys);
-        free((void *)W.data);
-    }
+            /* dot_f32 is the same chain as an F32 matmul row */
+            if (dtypes[d] == HY_DTYPE_F32)
+                for (int64_t n = 0; n < N; n++) {
+                    float v = k->dot_f32(x + 2 * K, (const float *)W.data + n * K, K);
+                    assert_memory_equal(&v, &y[2 * N + n], 4);
+                }
+            free(x);
+            free(y);
+            free(ys);
+            free((void *)W.data);
+        }
 }
 
 static void test_matmul_t_invariance(void **state)
@@ -224,7 +227,8 @@ static void check_threads(const struct hy_kernel_table *k)
         for (size_t ti = 0; ti < 3; ti++) {
             const int64_t T = Ts[ti];
             struct hy_tensor W = make_weight(dtypes[d], N, K);
-            float *x = malloc((size_t)(T * K) * 4), *y1 = malloc((size_t)(T * N) * 4), *y2 = malloc((size_t)(T * N) * 4);
+            float *x = malloc((size_t)(T * K) * 4), *y1 = malloc((size_t)(T * N) * 4),
+                  *y2 = malloc((size_t)(T * N) * 4);
             fill(x, T * K);
             omp_set_num_threads(1);
             k->matmul(y1, x, T, &W);
@@ -290,7 +294,7 @@ static void test_rope(void **state)
             for (int il = 0; il < 2; il++) {
                 const int64_t D = dims[di], H = 3;
                 float inv[64], *x0 = malloc((size_t)(H * D) * 4), *x1 = malloc((size_t)(H * D) * 4),
-                      *xr = malloc((size_t)(H * D) * 4);
+                               *xr = malloc((size_t)(H * D) * 4);
                 for (int64_t i = 0; i < D / 2; i++)
                     inv[i] = powf(11158840.0f, -2.0f * (float)i / (float)D);
                 fill(x0, H * D);
@@ -356,8 +360,7 @@ static void test_silu_round(void **state)
 }
 
 /* A cache with random K/V in a shuffled block table. */
-static void make_cache(struct hy_kv_cache *kv, enum hy_dtype dt, int32_t nkv, int32_t D, int32_t n_ctx,
-                       int32_t *table)
+static void make_cache(struct hy_kv_cache *kv, enum hy_dtype dt, int32_t nkv, int32_t D, int32_t n_ctx, int32_t *table)
 {
     const int32_t bs = 4, nblk = (n_ctx + bs - 1) / bs + 2;
     assert_int_equal(hy_kv_cache_init(kv, 2, nkv, D, bs, nblk, dt), 0);
@@ -397,8 +400,8 @@ static void test_attention(void **state)
                 for (int l = 0; l < n_levels; l++) {
                     levels[l].attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o1);
                     char what[96];
-                    snprintf(what, sizeof(what), "attend %s kv=%d heads=%d D=%d n_ctx=%d", hy_dtype_name(dt), nkv,
-                             nh, D, n_ctx);
+                    snprintf(what, sizeof(what), "attend %s kv=%d heads=%d D=%d n_ctx=%d", hy_dtype_name(dt), nkv, nh,
+                             D, n_ctx);
                     ASSERT_NMSE(o1, o0, (int64_t)nh * D, what, &levels[l]);
                 }
                 free(q);
@@ -437,14 +440,10 @@ static void test_attention_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_isa_names),
-        cmocka_unit_test(test_matmul_vs_ref),
-        cmocka_unit_test(test_matmul_t_invariance),
-        cmocka_unit_test(test_matmul_threads),
-        cmocka_unit_test(test_dot_rmsnorm),
-        cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_silu_round),
-        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_isa_names),           cmocka_unit_test(test_matmul_vs_ref),
+        cmocka_unit_test(test_matmul_t_invariance), cmocka_unit_test(test_matmul_threads),
+        cmocka_unit_test(test_dot_rmsnorm),         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_silu_round),          cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_threads),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

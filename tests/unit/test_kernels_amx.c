@@ -49,14 +49,17 @@ static struct hy_tensor make_w(int f, int64_t N, int64_t K)
     return kt_make_q(f == F_FP8 ? KT_FP8 : f == F_MXFP8 ? KT_MXFP8 : KT_MXFP4, N, K);
 }
 
-static int same_value(float a, float b) { return (isnan(a) && isnan(b)) || a == b; }
+static int same_value(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || a == b;
+}
 
 static void test_vs_ref(void **state)
 {
     (void)state;
     static const int64_t shapes[][3] = {/* T, N, K */
-                                        {32, 32, 32},  {33, 17, 40},  {64, 48, 96},  {40, 33, 100},
-                                        {100, 70, 64}, {47, 1, 2},    {32, 64, 544}, {65, 31, 130}, {70, 40, 600}};
+                                        {32, 32, 32}, {33, 17, 40},  {64, 48, 96},  {40, 33, 100}, {100, 70, 64},
+                                        {47, 1, 2},   {32, 64, 544}, {65, 31, 130}, {70, 40, 600}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (int f = 0; f < F_COUNT; f++) {
             const int64_t T = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
@@ -98,9 +101,8 @@ static void test_onehot(void **state)
             for (int64_t t = 0; t < T; t++)
                 for (int64_t n = 0; n < N; n++)
                     if (!same_value(y[t * N + n], hy_tensor_get(&W, n, t))) {
-                        print_error("amx one-hot %s N=%lld K=%lld: y[%lld,%lld] = %a, w = %a\n", fname[f],
-                                    (long long)N, (long long)K, (long long)t, (long long)n, y[t * N + n],
-                                    hy_tensor_get(&W, n, t));
+                        print_error("amx one-hot %s N=%lld K=%lld: y[%lld,%lld] = %a, w = %a\n", fname[f], (long long)N,
+                                    (long long)K, (long long)t, (long long)n, y[t * N + n], hy_tensor_get(&W, n, t));
                         fail();
                     }
             free(x);
@@ -141,8 +143,10 @@ static void test_nan(void **state)
 static void test_fallback(void **state)
 {
     (void)state;
-    static const struct { enum hy_dtype dt; int64_t T; } cases[] = {
-        {HY_DTYPE_BF16, 31}, {HY_DTYPE_BF16, 1}, {HY_DTYPE_F32, 64}, {HY_DTYPE_F16, 40}};
+    static const struct {
+        enum hy_dtype dt;
+        int64_t T;
+    } cases[] = {{HY_DTYPE_BF16, 31}, {HY_DTYPE_BF16, 1}, {HY_DTYPE_F32, 64}, {HY_DTYPE_F16, 40}};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const int64_t T = cases[c].T, N = 19, K = 70;
         struct hy_tensor W = kt_make_plain(cases[c].dt, N, K);
@@ -214,8 +218,8 @@ int main(void)
 {
     kt_rng = 0x5eed0a3c12345677ull;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vs_ref),     cmocka_unit_test(test_onehot),  cmocka_unit_test(test_nan),
-        cmocka_unit_test(test_fallback),   cmocka_unit_test(test_threads), cmocka_unit_test(test_emulator_rules),
+        cmocka_unit_test(test_vs_ref),   cmocka_unit_test(test_onehot),  cmocka_unit_test(test_nan),
+        cmocka_unit_test(test_fallback), cmocka_unit_test(test_threads), cmocka_unit_test(test_emulator_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -176,8 +176,8 @@ static void test_every_code_and_scale(void **state)
         }
         memset(s8 + r * (K8 / 32), r < 256 ? (int)r : r == 256 ? 5 : r == 257 ? 127 : 250, K8 / 32);
     }
-    struct hy_tensor mx8 = {.dtype = HY_DTYPE_F8_E4M3, .rows = N8, .cols = K8, .data = d8, .qscheme = HY_QS_MX32,
-                            .mx_scales = s8};
+    struct hy_tensor mx8 = {
+        .dtype = HY_DTYPE_F8_E4M3, .rows = N8, .cols = K8, .data = d8, .qscheme = HY_QS_MX32, .mx_scales = s8};
     check_one_hot(&mx8, "mxfp8 every code x every scale byte");
     mx8.rows = 256; /* no NaN code: marked nan_free, the byte tables (scale bytes 10..246), the rebase
                      * (7..9) and the panel route (the others) where the level has AVX512_VBMI */
@@ -189,12 +189,12 @@ static void test_every_code_and_scale(void **state)
     uint8_t *dov = malloc((size_t)(NO * 32)), *sov = malloc((size_t)NO);
     for (int64_t r = 0; r < NO; r++) {
         const uint8_t c = (uint8_t)(0x60 + (r % 32) + (r % 64 >= 32 ? 0x80 : 0)); /* exponent 12..15, both signs */
-        memset(dov + r * 32, 0x38, 32);                                          /* 1.0 */
+        memset(dov + r * 32, 0x38, 32);                                           /* 1.0 */
         dov[r * 32 + r % 32] = (c & 0x7f) == 0x7f ? 0x38 : c;
         sov[r] = (uint8_t)(239 + r / 64);
     }
-    struct hy_tensor ov = {.dtype = HY_DTYPE_F8_E4M3, .rows = NO, .cols = 32, .data = dov, .qscheme = HY_QS_MX32,
-                           .mx_scales = sov};
+    struct hy_tensor ov = {
+        .dtype = HY_DTYPE_F8_E4M3, .rows = NO, .cols = 32, .data = dov, .qscheme = HY_QS_MX32, .mx_scales = sov};
     check_one_hot(&ov, "mxfp8 large codes x scale bytes 239..254");
     free(dov);
     free(sov);
@@ -210,21 +210,31 @@ static void test_every_code_and_scale(void **state)
         }
         memset(se + r * (K8 / 32), edge_s[r / 4], K8 / 32);
     }
-    struct hy_tensor edge = {.dtype = HY_DTYPE_F8_E4M3, .rows = NE, .cols = K8, .data = de, .qscheme = HY_QS_MX32,
-                             .mx_scales = se, .nan_free = 1};
+    struct hy_tensor edge = {.dtype = HY_DTYPE_F8_E4M3,
+                             .rows = NE,
+                             .cols = K8,
+                             .data = de,
+                             .qscheme = HY_QS_MX32,
+                             .mx_scales = se,
+                             .nan_free = 1};
     check_one_hot(&edge, "mxfp8 every finite code x scale bytes 10, 11, 244..246, nan_free");
     free(de);
     free(se);
-    struct hy_tensor fp8 = {.dtype = HY_DTYPE_F8_E4M3, .rows = N8, .cols = K8, .data = d8,
-                            .qscheme = HY_QS_PER_TENSOR, .scale = 0.3712f};
+    struct hy_tensor fp8 = {
+        .dtype = HY_DTYPE_F8_E4M3, .rows = N8, .cols = K8, .data = d8, .qscheme = HY_QS_PER_TENSOR, .scale = 0.3712f};
     check_one_hot(&fp8, "fp8 per-tensor every code");
     fp8.qscheme = HY_QS_NONE;
     fp8.scale = 1.0f;
     check_one_hot(&fp8, "fp8 unscaled every code");
     /* rows 0..255 hold no NaN code: marked nan_free they take the AVX512_VBMI byte tables where the
      * level has them (the emulation does) */
-    struct hy_tensor fp8nf = {.dtype = HY_DTYPE_F8_E4M3, .rows = 256, .cols = K8, .data = d8,
-                              .qscheme = HY_QS_PER_TENSOR, .scale = 0.3712f, .nan_free = 1};
+    struct hy_tensor fp8nf = {.dtype = HY_DTYPE_F8_E4M3,
+                              .rows = 256,
+                              .cols = K8,
+                              .data = d8,
+                              .qscheme = HY_QS_PER_TENSOR,
+                              .scale = 0.3712f,
+                              .nan_free = 1};
     check_one_hot(&fp8nf, "fp8 per-tensor every finite code, nan_free");
     fp8nf.qscheme = HY_QS_NONE;
     fp8nf.scale = 1.0f;
@@ -237,11 +247,11 @@ static void test_every_code_and_scale(void **state)
             d4[r * K4 / 2 + j] = (uint8_t)(((2 * j + r) & 15) | (((2 * j + 1 + 3 * r) & 15) << 4));
         memset(s4 + r * (K4 / 32), (int)r, K4 / 32);
     }
-    struct hy_tensor mx4 = {.dtype = HY_DTYPE_F4_E2M1, .rows = N4, .cols = K4, .data = d4, .qscheme = HY_QS_MX32,
-                            .mx_scales = s4};
+    struct hy_tensor mx4 = {
+        .dtype = HY_DTYPE_F4_E2M1, .rows = N4, .cols = K4, .data = d4, .qscheme = HY_QS_MX32, .mx_scales = s4};
     check_one_hot(&mx4, "mxfp4 every code x every scale byte");
-    struct hy_tensor fp4 = {.dtype = HY_DTYPE_F4_E2M1, .rows = 16, .cols = K4, .data = d4,
-                            .qscheme = HY_QS_PER_TENSOR, .scale = 1.75f};
+    struct hy_tensor fp4 = {
+        .dtype = HY_DTYPE_F4_E2M1, .rows = 16, .cols = K4, .data = d4, .qscheme = HY_QS_PER_TENSOR, .scale = 1.75f};
     check_one_hot(&fp4, "fp4 per-tensor every code");
     free(d8);
     free(s8);
@@ -283,7 +293,7 @@ static void test_x_rounding(void **state)
         for (int64_t i = 0; i < TT * K; i++) {
             const float want = hy_round_bf16(x[i]);
             if (!isnan(want) && fabsf(want) < 0x1p-126f)
-                continue; /* zero or subnormal after rounding: the dot product's flush decides */
+                continue;      /* zero or subnormal after rounding: the dot product's flush decides */
             int other_nan = 0; /* a NaN or infinity elsewhere in the row poisons the sum (0 * inf) */
             for (int64_t k = 0; k < K; k++)
                 other_nan |= k != i % K && !isfinite(x[i - i % K + k]);

@@ -63,7 +63,10 @@ static int setup(void **state)
     return 0;
 }
 
-static int same_value(float a, float b) { return (isnan(a) && isnan(b)) || a == b; }
+static int same_value(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || a == b;
+}
 
 /* Random bytes: all 256 E4M3 codes / all nibbles; scale bytes drawn from a set with the extremes.
  * small = 1: element magnitudes < 1 and scale bytes <= 252, so every weight is finite. */
@@ -71,8 +74,11 @@ static struct hy_tensor make_raw(int fp4, int mx, float scale, int64_t N, int64_
 {
     static const uint8_t sx[] = {0, 1, 2, 60, 100, 119, 127, 134, 135, 200, 246, 247, 250, 252, 254, 255};
     const int64_t nsb = (K + 31) / 32;
-    struct hy_tensor W = {.dtype = fp4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3, .rows = N, .cols = K,
-                          .qscheme = mx ? HY_QS_MX32 : HY_QS_PER_TENSOR, .scale = scale};
+    struct hy_tensor W = {.dtype = fp4 ? HY_DTYPE_F4_E2M1 : HY_DTYPE_F8_E4M3,
+                          .rows = N,
+                          .cols = K,
+                          .qscheme = mx ? HY_QS_MX32 : HY_QS_PER_TENSOR,
+                          .scale = scale};
     const int64_t rb = hy_tensor_row_bytes(&W);
     uint8_t *d = malloc((size_t)(N * rb)), *s = mx ? malloc((size_t)(N * nsb)) : NULL;
     for (int64_t i = 0; i < N * rb; i++) {
@@ -108,8 +114,8 @@ static void check_widen_one(const struct hy_tensor *W, int pad)
             memcpy(&ua, &a, 4);
             memcpy(&ub, &b, 4);
             if (!(isnan(a) && isnan(b)) && ua != ub) {
-                print_error("widen/%d %s qs=%d [%lld,%lld]: %a != %a\n", pad, hy_dtype_name(W->dtype),
-                            (int)W->qscheme, (long long)n, (long long)k, a, b);
+                print_error("widen/%d %s qs=%d [%lld,%lld]: %a != %a\n", pad, hy_dtype_name(W->dtype), (int)W->qscheme,
+                            (long long)n, (long long)k, a, b);
                 fail();
             }
         }
@@ -211,7 +217,8 @@ static void test_e4m3_nan(void **state)
             uint8_t *d = (uint8_t *)W.data;
             d[2 * K + 5] = 0x7f;
             d[9 * K + K - 1] = 0xff;
-            float *x = malloc((size_t)(5 * K) * 4), *y0 = malloc((size_t)(5 * N) * 4), *y1 = malloc((size_t)(5 * N) * 4);
+            float *x = malloc((size_t)(5 * K) * 4), *y0 = malloc((size_t)(5 * N) * 4),
+                  *y1 = malloc((size_t)(5 * N) * 4);
             kt_fill(x, 5 * K);
             for (int64_t T = 1; T <= 5; T += 4) {
                 ref.matmul(y0, x, T, &W);
@@ -228,7 +235,8 @@ static void test_e4m3_nan(void **state)
                                 fail();
                             }
                             if (!want_nan)
-                                assert_true(fabsf(y1[t * N + n] - y0[t * N + n]) <= 1e-5f * (1.0f + fabsf(y0[t * N + n])));
+                                assert_true(fabsf(y1[t * N + n] - y0[t * N + n]) <=
+                                            1e-5f * (1.0f + fabsf(y0[t * N + n])));
                         }
                 }
             }
@@ -243,9 +251,9 @@ static void test_quant_matmul_vs_ref(void **state)
 {
     (void)state;
     static const int64_t shapes[][3] = {/* T, N, K */
-                                        {1, 1, 32},   {1, 7, 64},   {2, 13, 96},   {3, 17, 160},  {1, 5, 2},
-                                        {2, 9, 30},   {4, 9, 48},   {17, 11, 100}, {5, 33, 258},  {1, 64, 512},
-                                        {2, 3, 1100}, {20, 19, 64}, {6, 40, 130},  {50, 7, 704},  {97, 18, 288},
+                                        {1, 1, 32},   {1, 7, 64},   {2, 13, 96},   {3, 17, 160}, {1, 5, 2},
+                                        {2, 9, 30},   {4, 9, 48},   {17, 11, 100}, {5, 33, 258}, {1, 64, 512},
+                                        {2, 3, 1100}, {20, 19, 64}, {6, 40, 130},  {50, 7, 704}, {97, 18, 288},
                                         {1, 3, 33},   {3, 6, 77},   {2, 21, 1031}, {9, 5, 1}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (int f = 0; f < KT_QCOUNT; f++) {
@@ -317,7 +325,8 @@ static void check_t_invariance(const struct hy_kernel_table *kt)
                 memset(ys, 0xff, (size_t)(TT * N) * 4);
                 hy_avx2q_rows(ys, N, x, K, TT, &W, 0, N);
                 if (memcmp(ys, y, (size_t)(TT * N) * 4)) {
-                    print_error("[avx2] %s K=%lld: hy_avx2q_rows differs from the T=40 matmul\n", qname[f], (long long)K);
+                    print_error("[avx2] %s K=%lld: hy_avx2q_rows differs from the T=40 matmul\n", qname[f],
+                                (long long)K);
                     fail();
                 }
             }
@@ -396,7 +405,7 @@ static void test_fold_and_nan_free(void **state)
     float *x = malloc((size_t)(TT * K) * 4), *y = malloc((size_t)(TT * N) * 4), *ys = malloc((size_t)(TT * N) * 4),
           *y0 = malloc((size_t)(TT * N) * 4);
     kt_fill(x, TT * K);
-    x[1 * K + 7] = 0x1p15f;  /* token 1: scaled row not finite */
+    x[1 * K + 7] = 0x1p15f;   /* token 1: scaled row not finite */
     x[22 * K + 99] = 0x1p16f; /* token 22 too, in the last element */
     ref.matmul(y0, x, TT, &W);
     for (int l = 0; l < n_levels; l++) {
@@ -414,8 +423,8 @@ static void test_fold_and_nan_free(void **state)
                 for (int64_t t0 = 0; t0 + sub[si] <= TT; t0 += sub[si]) {
                     kt->matmul(ys, x + t0 * K, sub[si], &W);
                     if (memcmp(ys, y + t0 * N, (size_t)(sub[si] * N) * 4)) {
-                        print_error("[%s] fp8 fold nan_free=%d: rows %lld..+%lld differ from the T=40 call\n",
-                                    kt->name, nf, (long long)t0, (long long)sub[si]);
+                        print_error("[%s] fp8 fold nan_free=%d: rows %lld..+%lld differ from the T=40 call\n", kt->name,
+                                    nf, (long long)t0, (long long)sub[si]);
                         fail();
                     }
                 }
@@ -460,9 +469,8 @@ static void check_rows(const struct hy_kernel_table *kt)
                     for (int64_t n0 = 0; n0 < N; n0 += bands[bi])
                         kt->matmul_rows(y1 + n0, N, x, T, &W, n0, n0 + bands[bi] < N ? n0 + bands[bi] : N);
                     if (memcmp(y0, y1, (size_t)(T * N) * 4)) {
-                        print_error("[%s] %s N=%lld K=%lld T=%lld: matmul_rows in bands of %lld != matmul\n",
-                                    kt->name, qname[f], (long long)N, (long long)K, (long long)T,
-                                    (long long)bands[bi]);
+                        print_error("[%s] %s N=%lld K=%lld T=%lld: matmul_rows in bands of %lld != matmul\n", kt->name,
+                                    qname[f], (long long)N, (long long)K, (long long)T, (long long)bands[bi]);
                         fail();
                     }
                 }
@@ -486,12 +494,9 @@ int main(void)
 {
     kt_rng = 0x2545f4914f6cdd1dull; /* this file's data since it was written */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_decode_exact),
-        cmocka_unit_test(test_e4m3_nan),
-        cmocka_unit_test(test_quant_matmul_vs_ref),
-        cmocka_unit_test(test_quant_t_invariance),
-        cmocka_unit_test(test_quant_threads),
-        cmocka_unit_test(test_fold_and_nan_free),
+        cmocka_unit_test(test_decode_exact),        cmocka_unit_test(test_e4m3_nan),
+        cmocka_unit_test(test_quant_matmul_vs_ref), cmocka_unit_test(test_quant_t_invariance),
+        cmocka_unit_test(test_quant_threads),       cmocka_unit_test(test_fold_and_nan_free),
         cmocka_unit_test(test_quant_rows),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

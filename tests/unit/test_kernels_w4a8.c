@@ -42,7 +42,10 @@ static uint32_t rnd_u32(void)
     rng ^= rng << 17;
     return (uint32_t)(rng >> 16);
 }
-static float rnd_f(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+static float rnd_f(void)
+{
+    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
+}
 
 static int have_avx2;
 
@@ -170,9 +173,9 @@ static void test_quantizer(void **state)
     assert_true(isnan(hy_w4a8_factor(0, 255)));
     assert_true(hy_w4a8_factor(122, 254) == INFINITY);
     assert_true(hy_w4a8_factor(-155, 0) == 0.0f);
-    assert_true(hy_w4a8_factor(-148, 6) == 0.0f);         /* 2^-270 */
-    assert_true(hy_w4a8_factor(-148, 127) == 0x1p-149f);  /* smallest subnormal */
-    assert_true(hy_w4a8_factor(-148, 126) == 0.0f);       /* 2^-150: tie to even */
+    assert_true(hy_w4a8_factor(-148, 6) == 0.0f);        /* 2^-270 */
+    assert_true(hy_w4a8_factor(-148, 127) == 0x1p-149f); /* smallest subnormal */
+    assert_true(hy_w4a8_factor(-148, 126) == 0.0f);      /* 2^-150: tie to even */
 }
 
 /* ---- weights and activations ---- */
@@ -185,8 +188,8 @@ static struct hy_tensor make_w(int64_t N, int64_t K, int extreme)
     static const uint8_t ex[] = {0, 1, 2, 60, 200, 254, 255};
     for (int64_t i = 0; i < N * nb; i++)
         s[i] = extreme && rnd_u32() % 5 == 0 ? ex[rnd_u32() % 7] : (uint8_t)(118 + rnd_u32() % 14);
-    return (struct hy_tensor){.dtype = HY_DTYPE_F4_E2M1, .rows = N, .cols = K, .data = d,
-                              .qscheme = HY_QS_MX32, .mx_scales = s};
+    return (struct hy_tensor){
+        .dtype = HY_DTYPE_F4_E2M1, .rows = N, .cols = K, .data = d, .qscheme = HY_QS_MX32, .mx_scales = s};
 }
 
 static void free_w(struct hy_tensor *W)
@@ -205,12 +208,26 @@ static void make_x(float *x, int64_t T, int64_t K, int extreme)
             const int64_t nb = (K + 31) / 32;
             const int64_t b = (t * 7) % nb, k0 = 32 * b, n = K - k0 < 32 ? K - k0 : 32;
             switch (t % 6) {
-            case 0: memset(r + k0, 0, (size_t)n * 4); break;
-            case 1: for (int64_t i = 0; i < n; i++) r[k0 + i] *= 0x1p-130f; break;
-            case 2: for (int64_t i = 0; i < n; i++) r[k0 + i] *= 0x1p100f; break;
-            case 3: r[k0 + n - 1] = NAN; break;
-            case 4: r[k0] = INFINITY; break;
-            default: r[k0] = ldexpf(127.5f, -3); break;
+            case 0:
+                memset(r + k0, 0, (size_t)n * 4);
+                break;
+            case 1:
+                for (int64_t i = 0; i < n; i++)
+                    r[k0 + i] *= 0x1p-130f;
+                break;
+            case 2:
+                for (int64_t i = 0; i < n; i++)
+                    r[k0 + i] *= 0x1p100f;
+                break;
+            case 3:
+                r[k0 + n - 1] = NAN;
+                break;
+            case 4:
+                r[k0] = INFINITY;
+                break;
+            default:
+                r[k0] = ldexpf(127.5f, -3);
+                break;
             }
         }
 }
@@ -398,8 +415,8 @@ static void test_dispatch(void **state)
     for (int i = 0; i < 4 * 64; i++)
         d[i] = (uint8_t)(rnd_u32() % 0x7e);
     memset(s, 127, sizeof(s));
-    struct hy_tensor W8 = {.dtype = HY_DTYPE_F8_E4M3, .rows = 4, .cols = 64, .data = d, .qscheme = HY_QS_MX32,
-                           .mx_scales = s};
+    struct hy_tensor W8 = {
+        .dtype = HY_DTYPE_F8_E4M3, .rows = 4, .cols = 64, .data = d, .qscheme = HY_QS_MX32, .mx_scales = s};
     hy_ref_matmul(y1, x, 1, &W8);
     for (int n = 0; n < 4; n++) {
         float w[64];
@@ -417,11 +434,8 @@ int main(void)
     setenv("HYINFER_MXFP4_ACT", "mxint8", 1); /* before the first kernel call (read once) */
     have_avx2 = hy_cpu_supports(HY_ISA_AVX2);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quantizer),
-        cmocka_unit_test(test_avx2_vs_ref),
-        cmocka_unit_test(test_rows_and_memo),
-        cmocka_unit_test(test_error_bound),
-        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_quantizer),   cmocka_unit_test(test_avx2_vs_ref), cmocka_unit_test(test_rows_and_memo),
+        cmocka_unit_test(test_error_bound), cmocka_unit_test(test_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,7 +47,10 @@ static uint32_t rnd_u32(void)
     rng ^= rng << 17;
     return (uint32_t)(rng >> 16);
 }
-static float rnd_f(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+static float rnd_f(void)
+{
+    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
+}
 
 static double nmse(const float *a, const float *b, int64_t n)
 {
@@ -298,7 +301,7 @@ static void test_init_errors_and_names(void **state)
     static const struct {
         const char *s;
         enum hy_dtype dt;
-    } names[] = {{"auto", HY_DTYPE_UNKNOWN}, {"bf16", HY_DTYPE_BF16},    {"bfloat16", HY_DTYPE_BF16},
+    } names[] = {{"auto", HY_DTYPE_UNKNOWN}, {"bf16", HY_DTYPE_BF16},        {"bfloat16", HY_DTYPE_BF16},
                  {"fp8", HY_DTYPE_F8_E4M3},  {"fp8_e4m3", HY_DTYPE_F8_E4M3}, {"fp32", HY_DTYPE_F32},
                  {"float32", HY_DTYPE_F32}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -407,8 +410,8 @@ static void test_attention_levels(void **state)
                 for (int32_t i = 0; i < nh * D; i++)
                     q[i] = rnd_f() * 3.0f;
                 char what[128];
-                snprintf(what, sizeof(what), "fp8 (%s V) kv=%d heads=%d D=%d n_ctx=%d", st ? "static" : "dynamic",
-                         nkv, nh, D, n_ctx);
+                snprintf(what, sizeof(what), "fp8 (%s V) kv=%d heads=%d D=%d n_ctx=%d", st ? "static" : "dynamic", nkv,
+                         nh, D, n_ctx);
                 oracle(&kv, q, nh, table, n_ctx, o1);
                 ref.attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o0);
                 double e = nmse(o0, o1, (int64_t)nh * D);
@@ -446,8 +449,7 @@ static void test_attention_vs_f32(void **state)
         const int32_t nblk = k8.n_blocks;
         assert_int_equal(hy_kv_cache_init(&k32, 2, nkv, D, 4, nblk, HY_DTYPE_F32), 0);
         for (int32_t j = 0; j < n_ctx; j++)
-            kv_write(&k32, 1, (int64_t)table[j / 4] * 4 + j % 4, kf + (size_t)j * nkv * D,
-                              vf + (size_t)j * nkv * D);
+            kv_write(&k32, 1, (int64_t)table[j / 4] * 4 + j % 4, kf + (size_t)j * nkv * D, vf + (size_t)j * nkv * D);
         float q[8 * 128], o8[8 * 128], o32[8 * 128], sc[128];
         for (int32_t i = 0; i < nh * D; i++)
             q[i] = rnd_f() * 0.5f;
@@ -608,8 +610,8 @@ static void test_engine_fp8(void **state)
     c.kv_cache_dtype = HY_DTYPE_F8_E4M3;
     engine_run(m, &c, ps, 1, 0, res, &st);
     assert_int_equal(st.num_blocks_total, (int32_t)(100 * 4 * b16 / (4 * b8)));
-    printf("engine: %zu bytes per token fp32, %zu bf16, %zu fp8 -> %d fp8 blocks for 100 bf16 blocks\n", b32, b16,
-           b8, st.num_blocks_total);
+    printf("engine: %zu bytes per token fp32, %zu bf16, %zu fp8 -> %d fp8 blocks for 100 bf16 blocks\n", b32, b16, b8,
+           st.num_blocks_total);
 
     /* reference: one at a time, no prefix caching, no chunking */
     c.enable_prefix_caching = 0;
@@ -637,7 +639,7 @@ static void test_engine_fp8(void **state)
     assert_same(ref8, res, NREQ);
     assert_true(st.prompt_chunks >= 2 * NREQ);
     c.max_num_batched_tokens = 512;
-    c.max_model_len = 48; /* the longest request takes 43 tokens = 11 blocks */
+    c.max_model_len = 48;                  /* the longest request takes 43 tokens = 11 blocks */
     c.kv_cache_memory_bytes = 12 * 4 * b8; /* 12 blocks for 162 tokens: preemption */
     for (int prefix = 0; prefix < 2; prefix++) {
         c.enable_prefix_caching = prefix;
@@ -658,10 +660,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_matches_reference), cmocka_unit_test(test_zero_rows),
-        cmocka_unit_test(test_decode_every_byte),
-        cmocka_unit_test(test_init_errors_and_names),   cmocka_unit_test(test_attention_levels),
-        cmocka_unit_test(test_attention_vs_f32),        cmocka_unit_test(test_attention_threads),
-        cmocka_unit_test(test_engine_fp8),
+        cmocka_unit_test(test_decode_every_byte),       cmocka_unit_test(test_init_errors_and_names),
+        cmocka_unit_test(test_attention_levels),        cmocka_unit_test(test_attention_vs_f32),
+        cmocka_unit_test(test_attention_threads),       cmocka_unit_test(test_engine_fp8),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -305,8 +305,8 @@ static void test_rope(void **state)
 {
     (void)state;
     json_t *o = base();
-    json_object_set_new(o, "rope_parameters", json_pack("{s:f, s:s, s:f}", "rope_theta", 10000.0, "rope_type", "yarn",
-                                                        "factor", 4.0));
+    json_object_set_new(o, "rope_parameters",
+                        json_pack("{s:f, s:s, s:f}", "rope_theta", 10000.0, "rope_type", "yarn", "factor", 4.0));
     expect_fail(o, "rope_type \"yarn\"", "not supported");
     o = base();
     json_object_del(o, "rope_parameters");
@@ -467,9 +467,18 @@ static void test_shared_golden(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(test_base_ok),     T(test_missing_file), T(test_invalid_json), T(test_architecture),
-        T(test_missing_required), T(test_wrong_types), T(test_heads), T(test_moe),
-        T(test_rope),        T(test_eos),          T(test_layer_types),  T(test_llama),
+        T(test_base_ok),
+        T(test_missing_file),
+        T(test_invalid_json),
+        T(test_architecture),
+        T(test_missing_required),
+        T(test_wrong_types),
+        T(test_heads),
+        T(test_moe),
+        T(test_rope),
+        T(test_eos),
+        T(test_layer_types),
+        T(test_llama),
         T(test_shared_golden),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -28,7 +28,10 @@ static uint32_t rnd_u32(void)
     rng ^= rng << 17;
     return (uint32_t)(rng >> 16);
 }
-static float rnd_f(void) { return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0); }
+static float rnd_f(void)
+{
+    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
+}
 
 static const char *golden_dir(void)
 {
@@ -111,12 +114,14 @@ static void test_matmul_rows_equals_matmul(void **state)
                     struct hy_tensor W = rand_tensor(kind, N, K, &buf, &sbuf);
                     for (size_t c = 0; c < 5; c++) {
                         const int64_t T = Ts[c];
-                        float *x = malloc((size_t)(T * K) * sizeof(float)), *full = malloc((size_t)(T * N) * sizeof(float));
+                        float *x = malloc((size_t)(T * K) * sizeof(float)),
+                              *full = malloc((size_t)(T * N) * sizeof(float));
                         for (int64_t i = 0; i < T * K; i++)
                             x[i] = rnd_f();
                         kt.matmul(full, x, T, &W);
                         for (int r = 0; r < 4; r++) {
-                            int64_t n0 = (int64_t)(rnd_u32() % (uint32_t)N), n1 = n0 + 1 + (int64_t)(rnd_u32() % (uint32_t)(N - n0));
+                            int64_t n0 = (int64_t)(rnd_u32() % (uint32_t)N),
+                                    n1 = n0 + 1 + (int64_t)(rnd_u32() % (uint32_t)(N - n0));
                             if (r == 0) {
                                 n0 = 0;
                                 n1 = N;
@@ -129,7 +134,8 @@ static void test_matmul_rows_equals_matmul(void **state)
                             for (int64_t t = 0; t < T; t++) {
                                 for (int64_t n = n0; n < n1; n++)
                                     if (memcmp(&y[t * ldy + n - n0], &full[t * N + n], sizeof(float))) {
-                                        fail_msg("%s kind %d N %lld K %lld T %lld rows [%lld,%lld): y[%lld,%lld] %.9g != %.9g",
+                                        fail_msg("%s kind %d N %lld K %lld T %lld rows [%lld,%lld): y[%lld,%lld] %.9g "
+                                                 "!= %.9g",
                                                  kt.name, kind, (long long)N, (long long)K, (long long)T, (long long)n0,
                                                  (long long)n1, (long long)t, (long long)n, (double)y[t * ldy + n - n0],
                                                  (double)full[t * N + n]);
@@ -167,8 +173,14 @@ static void run_logits(struct hy_model *m, const int32_t *ids, int32_t n, int32_
             rows[j] = j;
             slot[j] = p0 + j;
         }
-        struct hy_batch b = {.n_tokens = c, .token_ids = ids + p0, .positions = pos, .slot_mapping = slot,
-                             .seq_ids = sid, .block_tables = tables, .n_logits = c, .logits_rows = rows};
+        struct hy_batch b = {.n_tokens = c,
+                             .token_ids = ids + p0,
+                             .positions = pos,
+                             .slot_mapping = slot,
+                             .seq_ids = sid,
+                             .block_tables = tables,
+                             .n_logits = c,
+                             .logits_rows = rows};
         assert_int_equal(hy_model_forward(m, &kv, &b, out + (int64_t)p0 * m->cfg.vocab_size, NULL), 0);
     }
     hy_kv_cache_free(&kv);
@@ -292,10 +304,8 @@ static void test_load_format_parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_load_format_parse),
-        cmocka_unit_test(test_matmul_rows_equals_matmul),
-        cmocka_unit_test(test_copy_equals_mmap),
-        cmocka_unit_test(test_grouped_f32),
+        cmocka_unit_test(test_load_format_parse), cmocka_unit_test(test_matmul_rows_equals_matmul),
+        cmocka_unit_test(test_copy_equals_mmap),  cmocka_unit_test(test_grouped_f32),
         cmocka_unit_test(test_grouped_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -248,17 +248,21 @@ static void test_wide_range(void **state)
 static void test_tokens_needed(void **state)
 {
     (void)state;
-    assert_int_equal(hy_quality_tokens_needed(1000, 5), 1000); /* BOS + text per window */
+    assert_int_equal(hy_quality_tokens_needed(1000, 5), 1000);  /* BOS + text per window */
     assert_int_equal(hy_quality_tokens_needed(1000, -1), 1001); /* plain text: one more to predict from */
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kl_matches_reference), cmocka_unit_test(test_ties_and_top5),
-        cmocka_unit_test(test_bad_rows),             cmocka_unit_test(test_accumulate),
-        cmocka_unit_test(test_big_vocab_rows),       cmocka_unit_test(test_text_tail),
-        cmocka_unit_test(test_tokens_needed),        cmocka_unit_test(test_exp),
+        cmocka_unit_test(test_kl_matches_reference),
+        cmocka_unit_test(test_ties_and_top5),
+        cmocka_unit_test(test_bad_rows),
+        cmocka_unit_test(test_accumulate),
+        cmocka_unit_test(test_big_vocab_rows),
+        cmocka_unit_test(test_text_tail),
+        cmocka_unit_test(test_tokens_needed),
+        cmocka_unit_test(test_exp),
         cmocka_unit_test(test_wide_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

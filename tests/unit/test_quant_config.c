@@ -29,7 +29,9 @@ static void test_fp8_config(void **state)
     struct hy_quant_config qc;
     assert_int_equal(hy_quant_config_parse_text("{\"quant_method\":\"fp8\",\"activation_scheme\":\"static\","
                                                 "\"ignored_layers\":[\"lm_head\",\"model.layers.80\","
-                                                "\"model.layers.0.mlp.down_proj\"]}", &qc), 0);
+                                                "\"model.layers.0.mlp.down_proj\"]}",
+                                                &qc),
+                     0);
     assert_int_equal(qc.method, HY_QM_FP8);
     assert_string_equal(qc.activation_scheme, "static");
     assert_int_equal(lookup(&qc, "model.layers.1.self_attn.q_proj"), HY_QF_FP8_TENSOR);
@@ -37,8 +39,7 @@ static void test_fp8_config(void **state)
     assert_int_equal(lookup(&qc, "model.layers.80.eh_proj"), HY_QF_NONE);        /* dotted prefix */
     assert_int_equal(lookup(&qc, "model.layers.800.eh_proj"), HY_QF_FP8_TENSOR); /* not a prefix at a dot */
     hy_quant_config_free(&qc);
-    assert_int_equal(hy_quant_config_parse_text("{\"quant_method\":\"fp8\",\"weight_block_size\":[128,128]}", &qc),
-                     -1);
+    assert_int_equal(hy_quant_config_parse_text("{\"quant_method\":\"fp8\",\"weight_block_size\":[128,128]}", &qc), -1);
     assert_non_null(strstr(hy_err_msg(), "weight_block_size [128, 128]"));
     hy_quant_config_free(&qc);
 }
@@ -61,13 +62,15 @@ static void test_ct_config(void **state)
     assert_int_equal(lookup(&qc, "model.layers.1.mlp.experts.3.gate_proj"), HY_QF_MXFP4); /* regex beats class */
     assert_int_equal(lookup(&qc, "model.layers.1.self_attn.q_proj"), HY_QF_MXFP8);
     assert_int_equal(lookup(&qc, "model.layers.2.self_attn.o_proj"), HY_QF_FP8_TENSOR); /* exact beats class */
-    assert_int_equal(lookup(&qc, "model.layers.1.mlp.shared_mlp.up_proj"), HY_QF_NONE);  /* ignored (regex) */
+    assert_int_equal(lookup(&qc, "model.layers.1.mlp.shared_mlp.up_proj"), HY_QF_NONE); /* ignored (regex) */
     assert_int_equal(lookup(&qc, "lm_head"), HY_QF_NONE);
     hy_quant_config_free(&qc);
     /* re: matches from the start of the name only (Python re.match) */
     assert_int_equal(hy_quant_config_parse_text("{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"g\":"
                                                 "{\"targets\":[\"re:self_attn\"],\"weights\":{\"type\":\"float\","
-                                                "\"num_bits\":8,\"weight_block_size\":[1,32]}}}}", &qc), 0);
+                                                "\"num_bits\":8,\"weight_block_size\":[1,32]}}}}",
+                                                &qc),
+                     0);
     assert_int_equal(lookup(&qc, "model.layers.1.self_attn.q_proj"), HY_QF_NONE);
     hy_quant_config_free(&qc);
     /* two groups at the same priority -> error naming both */
@@ -75,7 +78,9 @@ static void test_ct_config(void **state)
                                                 "\"a\":{\"targets\":[\"Linear\"],\"weights\":{\"type\":\"float\","
                                                 "\"num_bits\":8,\"weight_block_size\":[1,32]}},"
                                                 "\"b\":{\"targets\":[\"Linear\"],\"weights\":{\"type\":\"float\","
-                                                "\"num_bits\":4,\"weight_block_size\":[1,32]}}}}", &qc), 0);
+                                                "\"num_bits\":4,\"weight_block_size\":[1,32]}}}}",
+                                                &qc),
+                     0);
     assert_int_equal(lookup(&qc, "model.layers.1.self_attn.q_proj"), -1);
     assert_non_null(strstr(hy_err_msg(), "both config_groups \"a\" and \"b\""));
     hy_quant_config_free(&qc);
@@ -142,7 +147,9 @@ static void test_bind_mx_and_fp8(void **state)
                                                 "\"g4\":{\"targets\":[\"m4\"],\"weights\":{\"type\":\"float\","
                                                 "\"num_bits\":4,\"weight_block_size\":[1,32]}},"
                                                 "\"g8\":{\"targets\":[\"m8\"],\"weights\":{\"type\":\"float\","
-                                                "\"num_bits\":8,\"weight_block_size\":[1,32]}}}}", &qc), 0);
+                                                "\"num_bits\":8,\"weight_block_size\":[1,32]}}}}",
+                                                &qc),
+                     0);
     /* m4: [2, 40] mxfp4 -> data [2, 20], scales [2, 2]; m8: [2, 40] mxfp8 */
     static uint8_t w4[40], w8[80], s[4] = {127, 128, 126, 127};
     for (int i = 0; i < 40; i++)

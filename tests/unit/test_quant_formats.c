@@ -83,8 +83,8 @@ static void test_e4m3_saturation_special(void **state)
     assert_int_equal(hy_f32_to_e4m3(-0.0f), 0x80);
     /* subnormals and underflow */
     assert_int_equal(hy_f32_to_e4m3(0x1p-9f), 0x01);
-    assert_int_equal(hy_f32_to_e4m3(0x1p-10f), 0x00);      /* tie 0 / 2^-9 -> even 0 */
-    assert_int_equal(hy_f32_to_e4m3(0x1.8p-9f), 0x02);     /* tie 1 / 2 -> 2 */
+    assert_int_equal(hy_f32_to_e4m3(0x1p-10f), 0x00);  /* tie 0 / 2^-9 -> even 0 */
+    assert_int_equal(hy_f32_to_e4m3(0x1.8p-9f), 0x02); /* tie 1 / 2 -> 2 */
     assert_int_equal(hy_f32_to_e4m3(0x1p-12f), 0x00);
     assert_int_equal(hy_f32_to_e4m3(7.5f * 0x1p-9f), 0x08); /* tie 7 / 8 (min normal) -> 8 */
     assert_int_equal(hy_f32_to_e4m3(-3.0f * 0x1p-9f), 0x83);
@@ -174,7 +174,7 @@ static void test_mx_known_rows(void **state)
     uint8_t q[40], sc[2];
     for (int k = 0; k < 40; k++)
         x[k] = 0.0f;
-    x[0] = 3.0f;   /* block 0 amax 3 -> floor(log2 3) = 1 */
+    x[0] = 3.0f; /* block 0 amax 3 -> floor(log2 3) = 1 */
     x[1] = -0.75f;
     x[33] = 0.01f; /* block 1 (8 elements) amax 0.01 -> floor(log2) = -7 */
     hy_mx_quantize_row(x, 40, HY_MX_E4M3, q, sc);
@@ -186,7 +186,7 @@ static void test_mx_known_rows(void **state)
     hy_mx_quantize_row(x, 40, HY_MX_E2M1, q, sc);
     assert_int_equal(sc[0], 1 - 2 + 127);
     assert_int_equal(sc[1], -7 - 2 + 127);
-    assert_true(mx_value(q, sc, 0, HY_MX_E2M1) == 3.0);  /* 3 / 2^-1 = 6: E2M1 max */
+    assert_true(mx_value(q, sc, 0, HY_MX_E2M1) == 3.0);   /* 3 / 2^-1 = 6: E2M1 max */
     assert_true(mx_value(q, sc, 1, HY_MX_E2M1) == -0.75); /* -0.75 / 2^-1 = -1.5: exact */
     /* zero block -> scale byte 0, zero elements; odd K leaves the last high nibble 0 */
     float z[5] = {0, 0, 0, 0, 0};

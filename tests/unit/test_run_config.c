@@ -138,37 +138,36 @@ static void test_full_config(void **state)
     (void)state;
     struct hy_run_config cfg;
     char *err = NULL;
-    const char *text =
-        "model_config:\n"
-        "  model_name: 'hy3-tiny'\n"
-        "  model_path: /m\n"
-        "  dtype: float32\n"
-        "  kv_cache_dtype: fp8\n"
-        "  with_ckpt: true\n"
-        "  next_n: 3\n"
-        "  output_path: out/results.json\n"
-        "data_config:\n"
-        "  dataset: InfiniteBench\n"
-        "  dataset_path: /data/ib.jsonl\n"
-        "  input_truncated_len: 65536\n"
-        "  apply_chat_template: TRUE\n"
-        "parallel_config:\n"
-        "  world_size: 1\n  attn_tp_size: 1\n  dense_tp_size: 1\n  moe_tp_size: 1\n"
-        "  embed_tp_size: 1\n  lmhead_tp_size: 1\n  o_proj_tp_size: 1\n  cp_size: 1\n"
-        "  shared_tp_size: 1\n"
-        "scheduler_config:\n"
-        "  max_new_tokens: 112\n"
-        "  batch_size: 4\n"
-        "  max_prefill_tokens: 65536\n"
-        "  block_size: 16\n"
-        "  num_reserved_decode_tokens: 2\n"
-        "  sampling: {top_k: 20}\n"
-        "sampling:\n"
-        "  temperature: 0.7\n"
-        "  top_p: 0.8\n"
-        "  min_p: 0.05\n"
-        "  repetition_penalty: 1.05\n"
-        "  seed: 1234\n";
+    const char *text = "model_config:\n"
+                       "  model_name: 'hy3-tiny'\n"
+                       "  model_path: /m\n"
+                       "  dtype: float32\n"
+                       "  kv_cache_dtype: fp8\n"
+                       "  with_ckpt: true\n"
+                       "  next_n: 3\n"
+                       "  output_path: out/results.json\n"
+                       "data_config:\n"
+                       "  dataset: InfiniteBench\n"
+                       "  dataset_path: /data/ib.jsonl\n"
+                       "  input_truncated_len: 65536\n"
+                       "  apply_chat_template: TRUE\n"
+                       "parallel_config:\n"
+                       "  world_size: 1\n  attn_tp_size: 1\n  dense_tp_size: 1\n  moe_tp_size: 1\n"
+                       "  embed_tp_size: 1\n  lmhead_tp_size: 1\n  o_proj_tp_size: 1\n  cp_size: 1\n"
+                       "  shared_tp_size: 1\n"
+                       "scheduler_config:\n"
+                       "  max_new_tokens: 112\n"
+                       "  batch_size: 4\n"
+                       "  max_prefill_tokens: 65536\n"
+                       "  block_size: 16\n"
+                       "  num_reserved_decode_tokens: 2\n"
+                       "  sampling: {top_k: 20}\n"
+                       "sampling:\n"
+                       "  temperature: 0.7\n"
+                       "  top_p: 0.8\n"
+                       "  min_p: 0.05\n"
+                       "  repetition_penalty: 1.05\n"
+                       "  seed: 1234\n";
     assert_int_equal(load_text(text, &cfg, &err), 0);
     assert_string_equal(err, "");
     free(err);
@@ -217,57 +216,50 @@ static void test_booleans(void **state)
         assert_int_equal(cfg.apply_chat_template, i < 3);
         hy_run_config_free(&cfg);
     }
-    expect_error(MODEL "data_config:\n  apply_chat_template: yes\n", "cfg.yaml:4:",
-                 "data_config.apply_chat_template", "expected true or false", "\"yes\"", NULL);
-    expect_error(MODEL "data_config:\n  apply_chat_template: \"true\"\n",
-                 "data_config.apply_chat_template", "quoted", NULL);
-    expect_error(MODEL "data_config:\n  apply_chat_template: 1\n",
-                 "data_config.apply_chat_template", "\"1\"", NULL);
+    expect_error(MODEL "data_config:\n  apply_chat_template: yes\n", "cfg.yaml:4:", "data_config.apply_chat_template",
+                 "expected true or false", "\"yes\"", NULL);
+    expect_error(MODEL "data_config:\n  apply_chat_template: \"true\"\n", "data_config.apply_chat_template", "quoted",
+                 NULL);
+    expect_error(MODEL "data_config:\n  apply_chat_template: 1\n", "data_config.apply_chat_template", "\"1\"", NULL);
 }
 
 static void test_unknown_keys(void **state)
 {
     (void)state;
-    expect_error(MODEL "scheduler_config:\n  batch_sise: 4\n", "cfg.yaml:4:",
-                 "scheduler_config.batch_sise: unknown key", "did you mean batch_size", NULL);
-    expect_error(MODEL "model_config2:\n  x: 1\n", "cfg.yaml:3:", "model_config2: unknown key",
+    expect_error(MODEL "scheduler_config:\n  batch_sise: 4\n",
+                 "cfg.yaml:4:", "scheduler_config.batch_sise: unknown key", "did you mean batch_size", NULL);
+    expect_error(MODEL "model_config2:\n  x: 1\n", "cfg.yaml:3:", "model_config2: unknown key", NULL);
+    expect_error("model_config:\n  model_path: /m\n  quantization: fp8\n", "model_config.quantization: unknown key",
                  NULL);
-    expect_error("model_config:\n  model_path: /m\n  quantization: fp8\n",
-                 "model_config.quantization: unknown key", NULL);
     expect_error(MODEL "  custom_params:\n    enable_sp: False\n    enable_foo: True\n",
                  "cfg.yaml:5:", "model_config.custom_params.enable_foo: unknown key", NULL);
     expect_error(MODEL "sampling:\n  top_n: 3\n", "sampling.top_n: unknown key", NULL);
     expect_error(MODEL "scheduler_config:\n  sampling:\n    temprature: 1\n",
-                 "scheduler_config.sampling.temprature: unknown key",
-                 "did you mean temperature", NULL);
+                 "scheduler_config.sampling.temprature: unknown key", "did you mean temperature", NULL);
     /* a section name used as a leaf in the wrong place is unknown there */
-    expect_error(MODEL "data_config:\n  parallel_config: 1\n",
-                 "data_config.parallel_config: unknown key", NULL);
+    expect_error(MODEL "data_config:\n  parallel_config: 1\n", "data_config.parallel_config: unknown key", NULL);
 }
 
 static void test_type_errors(void **state)
 {
     (void)state;
-    expect_error(MODEL "scheduler_config:\n  batch_size: \"four\"\n", "cfg.yaml:4:",
-                 "scheduler_config.batch_size", "\"four\"", NULL);
-    expect_error(MODEL "scheduler_config:\n  batch_size: four\n", "cfg.yaml:4:",
-                 "scheduler_config.batch_size", "expected an integer >= 1", "\"four\"", NULL);
-    expect_error(MODEL "scheduler_config:\n  batch_size: \"4\"\n", "scheduler_config.batch_size",
-                 "quoted", NULL);
-    expect_error(MODEL "scheduler_config:\n  batch_size: -3\n", "cfg.yaml:4:",
-                 "scheduler_config.batch_size", "\"-3\"", NULL);
-    expect_error(MODEL "scheduler_config:\n  batch_size: 0\n", "scheduler_config.batch_size",
-                 "\"0\"", NULL);
-    expect_error(MODEL "scheduler_config:\n  batch_size: 4.5\n", "scheduler_config.batch_size",
-                 "\"4.5\"", NULL);
-    expect_error(MODEL "scheduler_config:\n  max_new_tokens: 99999999999\n",
-                 "scheduler_config.max_new_tokens", "99999999999", NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: \"four\"\n", "cfg.yaml:4:", "scheduler_config.batch_size",
+                 "\"four\"", NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: four\n", "cfg.yaml:4:", "scheduler_config.batch_size",
+                 "expected an integer >= 1", "\"four\"", NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: \"4\"\n", "scheduler_config.batch_size", "quoted", NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: -3\n", "cfg.yaml:4:", "scheduler_config.batch_size", "\"-3\"",
+                 NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: 0\n", "scheduler_config.batch_size", "\"0\"", NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: 4.5\n", "scheduler_config.batch_size", "\"4.5\"", NULL);
+    expect_error(MODEL "scheduler_config:\n  max_new_tokens: 99999999999\n", "scheduler_config.max_new_tokens",
+                 "99999999999", NULL);
     expect_error(MODEL "scheduler_config:\n  num_reserved_decode_tokens: -1\n",
                  "scheduler_config.num_reserved_decode_tokens", "\"-1\"", NULL);
-    expect_error(MODEL "data_config:\n  input_truncated_len: -400\n", "cfg.yaml:4:",
-                 "data_config.input_truncated_len", "\"-400\"", NULL);
-    expect_error(MODEL "  dtype: float16\n", "cfg.yaml:3:", "model_config.dtype",
-                 "bfloat16, float32", "\"float16\"", NULL);
+    expect_error(MODEL "data_config:\n  input_truncated_len: -400\n", "cfg.yaml:4:", "data_config.input_truncated_len",
+                 "\"-400\"", NULL);
+    expect_error(MODEL "  dtype: float16\n", "cfg.yaml:3:", "model_config.dtype", "bfloat16, float32", "\"float16\"",
+                 NULL);
     expect_error(MODEL "  kv_cache_dtype: fp8_e5m2\n", "cfg.yaml:3:", "model_config.kv_cache_dtype",
                  "auto, bf16, bfloat16, fp8, fp8_e4m3, fp32, float32", "\"fp8_e5m2\"", NULL);
     expect_error(MODEL "  next_n: 1.5\n", "model_config.next_n", "\"1.5\"", NULL);
@@ -279,47 +271,44 @@ static void test_type_errors(void **state)
     expect_error(MODEL "sampling:\n  top_p: 0\n", "sampling.top_p", "\"0\"", NULL);
     expect_error(MODEL "sampling:\n  temperature: .nan\n", "sampling.temperature", NULL);
     expect_error(MODEL "sampling:\n  seed: -5\n", "sampling.seed", "\"-5\"", NULL);
-    expect_error(MODEL "scheduler_config:\n  mem_fraction_static: 2\n",
-                 "scheduler_config.mem_fraction_static", "\"2\"", NULL);
+    expect_error(MODEL "scheduler_config:\n  mem_fraction_static: 2\n", "scheduler_config.mem_fraction_static", "\"2\"",
+                 NULL);
     /* structure */
-    expect_error(MODEL "scheduler_config:\n  batch_size: [1, 2]\n", "cfg.yaml:4:",
-                 "scheduler_config.batch_size", "a sequence", NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: [1, 2]\n", "cfg.yaml:4:", "scheduler_config.batch_size",
+                 "a sequence", NULL);
     expect_error("model_config: 3\n", "cfg.yaml:1:", "model_config", "expected a mapping", NULL);
     expect_error("- model_config\n", "top level", "a sequence", NULL);
-    expect_error(MODEL "  model_path: /other\n", "cfg.yaml:3:", "model_config.model_path",
-                 "duplicate key", NULL);
-    expect_error(MODEL "scheduler_config:\n  batch_size: 4\n  batch_size: 8\n",
-                 "scheduler_config.batch_size", "duplicate key", "line 4", NULL);
+    expect_error(MODEL "  model_path: /other\n", "cfg.yaml:3:", "model_config.model_path", "duplicate key", NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: 4\n  batch_size: 8\n", "scheduler_config.batch_size",
+                 "duplicate key", "line 4", NULL);
 }
 
 static void test_semantic_errors(void **state)
 {
     (void)state;
-    expect_error("data_config:\n  dataset: default\n", "cfg.yaml",
-                 "model_config.model_path: required key missing", NULL);
-    expect_error("model_config:\n  model_path: \"\"\n", "model_config.model_path", "required",
+    expect_error("data_config:\n  dataset: default\n", "cfg.yaml", "model_config.model_path: required key missing",
                  NULL);
+    expect_error("model_config:\n  model_path: \"\"\n", "model_config.model_path", "required", NULL);
     expect_error(MODEL "  with_ckpt: False\n", "cfg.yaml:3:", "model_config.with_ckpt=False",
                  "random weights are not supported", NULL);
-    expect_error(MODEL "data_config:\n  dataset: LongBench\n", "cfg.yaml:4:",
-                 "data_config.dataset=LongBench", "dataset_path", NULL);
+    expect_error(MODEL "data_config:\n  dataset: LongBench\n", "cfg.yaml:4:", "data_config.dataset=LongBench",
+                 "dataset_path", NULL);
     expect_error(MODEL "data_config:\n  dataset: InfiniteBench\n  dataset_path: \"\"\n",
                  "data_config.dataset=InfiniteBench", "dataset_path", NULL);
-    expect_error(MODEL "parallel_config:\n  world_size: 16\n", "cfg.yaml:4:",
-                 "parallel_config.world_size=16: multi-rank runs are not yet supported", NULL);
-    expect_error(MODEL "parallel_config:\n  world_size: 1\n  moe_tp_size: 2\n", "cfg.yaml:5:",
-                 "parallel_config.moe_tp_size=2: multi-rank runs are not yet supported", NULL);
-    expect_error(MODEL "parallel_config:\n  cp_size: 2\n  shared_tp_size: 4\n",
-                 "parallel_config.cp_size=2: multi-rank", "shared_tp_size=4", NULL);
-    expect_error(MODEL "parallel_config:\n  world_size: 0\n", "parallel_config.world_size",
-                 "\"0\"", NULL);
+    expect_error(MODEL "parallel_config:\n  world_size: 16\n",
+                 "cfg.yaml:4:", "parallel_config.world_size=16: multi-rank runs are not yet supported", NULL);
+    expect_error(MODEL "parallel_config:\n  world_size: 1\n  moe_tp_size: 2\n",
+                 "cfg.yaml:5:", "parallel_config.moe_tp_size=2: multi-rank runs are not yet supported", NULL);
+    expect_error(MODEL "parallel_config:\n  cp_size: 2\n  shared_tp_size: 4\n", "parallel_config.cp_size=2: multi-rank",
+                 "shared_tp_size=4", NULL);
+    expect_error(MODEL "parallel_config:\n  world_size: 0\n", "parallel_config.world_size", "\"0\"", NULL);
 }
 
 static void test_syntax_and_files(void **state)
 {
     (void)state;
-    expect_error(MODEL "scheduler_config:\n  batch_size: 4\n    block_size: 2\n", "cfg.yaml:5:",
-                 "YAML syntax error", NULL);
+    expect_error(MODEL "scheduler_config:\n  batch_size: 4\n    block_size: 2\n", "cfg.yaml:5:", "YAML syntax error",
+                 NULL);
     expect_error(MODEL "data_config: [unclosed\n", "cfg.yaml", "YAML syntax error", NULL);
     expect_error("", "cfg.yaml", "empty config", NULL);
     expect_error("# only a comment\n", "cfg.yaml", "empty config", NULL);
@@ -365,9 +354,12 @@ static void test_ascend_warning(void **state)
                        "scheduler_config:\n"
                        "  mem_fraction_static: 0.45\n";
     assert_int_equal(load_text(text, &cfg, &err), 0);
-    const char *names[] = {"model_config.platform_version", "model_config.exe_mode",
-                           "model_config.enable_profiler", "model_config.enable_cache_compile",
-                           "model_config.enable_static_kernel", "model_config.force_eplb",
+    const char *names[] = {"model_config.platform_version",
+                           "model_config.exe_mode",
+                           "model_config.enable_profiler",
+                           "model_config.enable_cache_compile",
+                           "model_config.enable_static_kernel",
+                           "model_config.force_eplb",
                            "model_config.enable_weight_nz",
                            "model_config.custom_params.enable_online_split_weight",
                            "model_config.custom_params.enable_multi_streams",
@@ -385,8 +377,7 @@ static void test_ascend_warning(void **state)
     free(err);
     hy_run_config_free(&cfg);
     /* Ascend-only keys are still type-checked */
-    expect_error(MODEL "  enable_profiler: maybe\n", "model_config.enable_profiler",
-                 "\"maybe\"", NULL);
+    expect_error(MODEL "  enable_profiler: maybe\n", "model_config.enable_profiler", "\"maybe\"", NULL);
 }
 
 static void test_path_resolution(void **state)
@@ -478,8 +469,10 @@ static void test_shared_example(void **state)
                                          "yet supported"));
     assert_non_null(strstr(hy_err_msg(), "attn_tp_size=4"));
     /* the warning was printed before the multi-rank check, as one line */
-    const char *names[] = {"model_config.platform_version", "model_config.exe_mode",
-                           "model_config.enable_profiler", "model_config.enable_cache_compile",
+    const char *names[] = {"model_config.platform_version",
+                           "model_config.exe_mode",
+                           "model_config.enable_profiler",
+                           "model_config.enable_cache_compile",
                            "model_config.custom_params.enable_online_split_weight",
                            "model_config.custom_params.enable_multi_streams",
                            "model_config.custom_params.enable_sp",
@@ -517,18 +510,12 @@ int main(void)
 {
     hy_log_set_level(HY_LOG_INFO); /* the warning tests need warnings, whatever HYINFER_LOG says */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_full_config),
-        cmocka_unit_test(test_booleans),
-        cmocka_unit_test(test_unknown_keys),
-        cmocka_unit_test(test_type_errors),
-        cmocka_unit_test(test_semantic_errors),
-        cmocka_unit_test(test_syntax_and_files),
-        cmocka_unit_test(test_null_and_empty_values),
-        cmocka_unit_test(test_ascend_warning),
-        cmocka_unit_test(test_path_resolution),
-        cmocka_unit_test(test_repo_default_yaml),
-        cmocka_unit_test(test_shared_example),
+        cmocka_unit_test(test_defaults),          cmocka_unit_test(test_full_config),
+        cmocka_unit_test(test_booleans),          cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_type_errors),       cmocka_unit_test(test_semantic_errors),
+        cmocka_unit_test(test_syntax_and_files),  cmocka_unit_test(test_null_and_empty_values),
+        cmocka_unit_test(test_ascend_warning),    cmocka_unit_test(test_path_resolution),
+        cmocka_unit_test(test_repo_default_yaml), cmocka_unit_test(test_shared_example),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

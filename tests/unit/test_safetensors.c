@@ -112,8 +112,8 @@ static void test_header_length_past_file(void **state)
     assert_non_null(strstr(hy_err_msg(), "exceeds the file"));
     free(buf);
     /* a header cut in the middle (file truncated inside the JSON) */
-    expect_reject_cut("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 20,
-                      "exceeds the file", NULL);
+    expect_reject_cut("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 20, "exceeds the file",
+                      NULL);
 }
 
 static void test_header_not_json(void **state)
@@ -540,9 +540,15 @@ static void expect_load_fail(const char *dir, const char *want1, const char *wan
         fail_msg("message \"%s\" lacks \"%s\" / \"%s\"", msg, want1, want2 ? want2 : "");
 }
 
-static void edit_nothing(json_t *h) { (void)h; }
+static void edit_nothing(json_t *h)
+{
+    (void)h;
+}
 
-static void edit_drop_q_proj(json_t *h) { json_object_del(h, "model.layers.2.self_attn.q_proj.weight"); }
+static void edit_drop_q_proj(json_t *h)
+{
+    json_object_del(h, "model.layers.2.self_attn.q_proj.weight");
+}
 
 /* Same byte size, transposed shape. */
 static void edit_transpose_embed(json_t *h)
@@ -560,8 +566,7 @@ static void edit_i16_norm(json_t *h)
 
 static void edit_unknown_dtype(json_t *h)
 {
-    json_object_set_new(json_object_get(h, "model.layers.1.self_attn.o_proj.weight"), "dtype",
-                        json_string("Q4_FANCY"));
+    json_object_set_new(json_object_get(h, "model.layers.1.self_attn.o_proj.weight"), "dtype", json_string("Q4_FANCY"));
 }
 
 static void edit_fp8_embed(json_t *h)

@@ -49,8 +49,7 @@ static struct hy_sampling_params params(float t, float top_p, int32_t top_k, flo
 }
 
 /* Draws `draws` tokens from fixed logits (copied each time); counts[i] += hits. */
-static void histogram(struct hy_sampler *s, const float *logits, int32_t n, int draws,
-                      int *counts)
+static void histogram(struct hy_sampler *s, const float *logits, int32_t n, int draws, int *counts)
 {
     float *tmp = malloc((size_t)n * sizeof(float));
     for (int d = 0; d < draws; d++) {
@@ -256,8 +255,7 @@ static int cmp_desc(const void *a, const void *b)
 
 /* A large vocabulary (the bucketed nucleus path): every draw must lie inside the brute-force
  * nucleus (full sort in double), and the nucleus must be well covered. */
-static void check_top_p_large(float scale, double top_p, int draws, int min_nucleus,
-                              int min_distinct)
+static void check_top_p_large(float scale, double top_p, int draws, int min_nucleus, int min_distinct)
 {
     enum { N = 50000 };
     float *l = malloc(N * sizeof(float));
@@ -293,8 +291,7 @@ static void check_top_p_large(float scale, double top_p, int draws, int min_nucl
         distinct++;
         /* allow float-vs-double rounding right at the boundary */
         if (pr[i] < thr * (1 - 1e-5))
-            fail_msg("token %d (p=%g) drawn outside the nucleus (threshold %g)", i, pr[i] / z,
-                     thr / z);
+            fail_msg("token %d (p=%g) drawn outside the nucleus (threshold %g)", i, pr[i] / z, thr / z);
     }
     assert_true(distinct >= min_distinct);
     hy_sampler_free(s);
@@ -473,20 +470,47 @@ static void test_validation(void **state)
     hy_sampling_params_init(&p);
     assert_int_equal(hy_sampling_params_validate(&p), 0);
     struct hy_sampling_params q;
-    q = p; q.temperature = -0.5f; expect_invalid(q, "temperature=-0.5");
-    q = p; q.temperature = NAN; expect_invalid(q, "temperature=");
-    q = p; q.temperature = INFINITY; expect_invalid(q, "temperature=inf");
-    q = p; q.top_p = 0.0f; expect_invalid(q, "top_p=0");
-    q = p; q.top_p = 1.5f; expect_invalid(q, "top_p=1.5");
-    q = p; q.min_p = -0.1f; expect_invalid(q, "min_p=-0.1");
-    q = p; q.min_p = 1.1f; expect_invalid(q, "min_p=1.1");
-    q = p; q.repetition_penalty = 0.0f; expect_invalid(q, "repetition_penalty=0");
-    q = p; q.presence_penalty = 2.5f; expect_invalid(q, "presence_penalty=2.5");
-    q = p; q.frequency_penalty = -3.0f; expect_invalid(q, "frequency_penalty=-3");
-    q = p; q.max_new_tokens = -1; expect_invalid(q, "max_new_tokens=-1");
+    q = p;
+    q.temperature = -0.5f;
+    expect_invalid(q, "temperature=-0.5");
+    q = p;
+    q.temperature = NAN;
+    expect_invalid(q, "temperature=");
+    q = p;
+    q.temperature = INFINITY;
+    expect_invalid(q, "temperature=inf");
+    q = p;
+    q.top_p = 0.0f;
+    expect_invalid(q, "top_p=0");
+    q = p;
+    q.top_p = 1.5f;
+    expect_invalid(q, "top_p=1.5");
+    q = p;
+    q.min_p = -0.1f;
+    expect_invalid(q, "min_p=-0.1");
+    q = p;
+    q.min_p = 1.1f;
+    expect_invalid(q, "min_p=1.1");
+    q = p;
+    q.repetition_penalty = 0.0f;
+    expect_invalid(q, "repetition_penalty=0");
+    q = p;
+    q.presence_penalty = 2.5f;
+    expect_invalid(q, "presence_penalty=2.5");
+    q = p;
+    q.frequency_penalty = -3.0f;
+    expect_invalid(q, "frequency_penalty=-3");
+    q = p;
+    q.max_new_tokens = -1;
+    expect_invalid(q, "max_new_tokens=-1");
     /* edge values are fine */
-    q = p; q.top_p = 1.0f; q.min_p = 1.0f; q.presence_penalty = -2.0f; q.frequency_penalty = 2.0f;
-    q.top_k = -1; q.max_new_tokens = 0;
+    q = p;
+    q.top_p = 1.0f;
+    q.min_p = 1.0f;
+    q.presence_penalty = -2.0f;
+    q.frequency_penalty = 2.0f;
+    q.top_k = -1;
+    q.max_new_tokens = 0;
     assert_int_equal(hy_sampling_params_validate(&q), 0);
     assert_null(hy_sampler_create(&p, 0));
     assert_non_null(strstr(hy_err_msg(), "vocab_size=0"));

@@ -15,11 +15,10 @@
 
 struct fixture {
     struct hy_block_pool pool;
-    struct hy_scheduler  s;
+    struct hy_scheduler s;
 };
 
-static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget,
-                     int prefix)
+static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget, int prefix)
 {
     struct hy_sched_config c = {max_seqs, budget, prefix, 16};
     assert_int_equal(hy_block_pool_init(&f->pool, n_blocks, BS), 0);
@@ -333,8 +332,7 @@ static void check_invariants(struct fixture *f)
         for (int32_t k = 0; k < r->n_cached_blocks; k++) {
             const struct hy_block *b = &p->blocks[r->blocks[k]];
             if (b->has_hash)
-                assert_memory_equal(p->tokens + (size_t)r->blocks[k] * BS, r->tokens + k * BS,
-                                    BS * sizeof(int32_t));
+                assert_memory_equal(p->tokens + (size_t)r->blocks[k] * BS, r->tokens + k * BS, BS * sizeof(int32_t));
         }
     }
     for (int32_t i = 0; i < f->s.n_waiting; i++)

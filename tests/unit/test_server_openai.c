@@ -75,8 +75,9 @@ static void test_chat_ok(void **st)
     hy_oai_request_free(&r);
 
     /* defaults come from the limits; max_completion_tokens works too */
-    assert_int_equal(parse(HY_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
-                                        "\"text\":\"a\"}]}],\"max_completion_tokens\":7}",
+    assert_int_equal(parse(HY_OAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                           "\"text\":\"a\"}]}],\"max_completion_tokens\":7}",
                            &r, &e),
                      0);
     assert_null(r.model);
@@ -121,8 +122,8 @@ static void test_errors(void **st)
     expect_400(HY_OAI_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "messages", "role");
     const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
     char b[512];
-#define E(extra, param, part)                                  \
-    snprintf(b, sizeof(b), "{%s,%s}", m, extra);               \
+#define E(extra, param, part)                                                                                          \
+    snprintf(b, sizeof(b), "{%s,%s}", m, extra);                                                                       \
     expect_400(HY_OAI_CHAT, b, param, part)
     E("\"temperature\":\"hot\"", "temperature", "number");
     E("\"temperature\":-1", "temperature", "[0, 100]");
@@ -236,9 +237,8 @@ static void test_metrics(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_chat_ok),       cmocka_unit_test(test_completion_ok),
-        cmocka_unit_test(test_errors),        cmocka_unit_test(test_context_check),
-        cmocka_unit_test(test_error_json),    cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_chat_ok),       cmocka_unit_test(test_completion_ok), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_context_check), cmocka_unit_test(test_error_json),    cmocka_unit_test(test_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

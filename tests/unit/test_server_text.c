@@ -166,8 +166,7 @@ static void check_split(const char *text, int start, const char *want_c, const c
 static void test_reasoning(void **st)
 {
     (void)st;
-    check_split("<think:opensource>let me see</think:opensource>The answer is 4.", 0, "The answer is 4.",
-                "let me see");
+    check_split("<think:opensource>let me see</think:opensource>The answer is 4.", 0, "The answer is 4.", "let me see");
     /* prompt ended inside an open think block (effort low/high) */
     check_split("hmm, 2+2</think:opensource>4", 1, "4", "hmm, 2+2");
     /* no_think: empty think block already in the prompt; plain content, stray markers dropped */
@@ -194,9 +193,8 @@ static void test_prompt_open(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stop_basic),  cmocka_unit_test(test_stop_holds_partial),
-        cmocka_unit_test(test_stop_utf8),   cmocka_unit_test(test_reasoning),
-        cmocka_unit_test(test_prompt_open),
+        cmocka_unit_test(test_stop_basic), cmocka_unit_test(test_stop_holds_partial), cmocka_unit_test(test_stop_utf8),
+        cmocka_unit_test(test_reasoning),  cmocka_unit_test(test_prompt_open),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

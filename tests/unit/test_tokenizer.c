@@ -59,8 +59,8 @@ static void surf_of(const char *raw, size_t n, char *out)
 
 /* A byte-level tokenizer.json: ids 0..255 = bytes, then `merges` (raw "a+b" pairs, each adding
  * the merged token), then the JSON fragments given for added_tokens / pre_tokenizer. */
-static struct hy_tokenizer *bytelevel_tok(const char *const *merges, int n_merges, const char *pre,
-                                          const char *added, const char *extra_model)
+static struct hy_tokenizer *bytelevel_tok(const char *const *merges, int n_merges, const char *pre, const char *added,
+                                          const char *extra_model)
 {
     json_t *vocab = json_object();
     json_t *jm = json_array();
@@ -102,8 +102,8 @@ static struct hy_tokenizer *bytelevel_tok(const char *const *merges, int n_merge
     if (!json_is_null(pj))
         json_array_append(seq, pj);
     if (!pty || strcmp(pty, "ByteLevel") != 0)
-        json_array_append_new(seq, json_pack("{s:s,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 0,
-                                             "use_regex", 0));
+        json_array_append_new(seq,
+                              json_pack("{s:s,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 0, "use_regex", 0));
     json_decref(pj);
     json_object_set_new(root, "pre_tokenizer", json_pack("{s:s,s:o}", "type", "Sequence", "pretokenizers", seq));
     json_object_set_new(root, "decoder", json_pack("{s:s}", "type", "ByteLevel"));
@@ -119,8 +119,8 @@ static struct hy_tokenizer *bytelevel_tok(const char *const *merges, int n_merge
     return t;
 }
 
-static void expect_ids(const struct hy_tokenizer *t, const char *text, int allow_special,
-                       const int32_t *want, size_t n_want)
+static void expect_ids(const struct hy_tokenizer *t, const char *text, int allow_special, const int32_t *want,
+                       size_t n_want)
 {
     int32_t *ids;
     size_t n;
@@ -138,10 +138,10 @@ static void expect_ids(const struct hy_tokenizer *t, const char *text, int allow
     free(ids);
 }
 
-#define EXPECT(t, text, sp, ...)                                                    \
-    do {                                                                            \
-        const int32_t w_[] = { __VA_ARGS__ };                                       \
-        expect_ids(t, text, sp, w_, sizeof(w_) / sizeof(w_[0]));                    \
+#define EXPECT(t, text, sp, ...)                                                                                       \
+    do {                                                                                                               \
+        const int32_t w_[] = {__VA_ARGS__};                                                                            \
+        expect_ids(t, text, sp, w_, sizeof(w_) / sizeof(w_[0]));                                                       \
     } while (0)
 
 static int32_t id_of(const struct hy_tokenizer *t, const char *raw)
@@ -172,13 +172,13 @@ static void test_merge_priority(void **state)
 {
     (void)state;
     /* "b c" outranks "a b": in "abc" b+c merge first, then a+bc is no merge -> [a][bc] */
-    const char *m[] = { "b+c", "a+b", "ab+c" };
+    const char *m[] = {"b+c", "a+b", "ab+c"};
     struct hy_tokenizer *t = bytelevel_tok(m, 3, "null", NULL, NULL);
     EXPECT(t, "abc", 1, 'a', id_of(t, "bc"));
     EXPECT(t, "abd", 1, id_of(t, "ab"), 'd');
     hy_tokenizer_free(t);
     /* ties go to the leftmost pair: "aaa" -> [aa][a] */
-    const char *m2[] = { "a+a", "aa+aa" };
+    const char *m2[] = {"a+a", "aa+aa"};
     t = bytelevel_tok(m2, 2, "null", NULL, NULL);
     EXPECT(t, "aaa", 1, id_of(t, "aa"), 'a');
     EXPECT(t, "aaaaa", 1, id_of(t, "aaaa"), 'a');
@@ -202,7 +202,7 @@ static void test_ignore_merges(void **state)
 {
     (void)state;
     /* "abc" is a token but no merge path reaches it from [a][bc] */
-    const char *m[] = { "b+c", "ab+c", "a+b" };
+    const char *m[] = {"b+c", "ab+c", "a+b"};
     struct hy_tokenizer *t = bytelevel_tok(m, 3, "null", NULL, NULL);
     EXPECT(t, "abc", 1, 'a', id_of(t, "bc"));
     hy_tokenizer_free(t);
@@ -214,13 +214,12 @@ static void test_ignore_merges(void **state)
 
 /* ---------------------------------------------------------------- pre-tokenizers */
 
-static const char *SPLIT_MERGES[] = { "-+-", "a+-", "-+a" };
+static const char *SPLIT_MERGES[] = {"-+-", "a+-", "-+a"};
 
 static struct hy_tokenizer *split_tok(const char *behavior, int invert)
 {
     char pre[256];
-    snprintf(pre, sizeof(pre),
-             "{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"%s\",\"invert\":%s}",
+    snprintf(pre, sizeof(pre), "{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"%s\",\"invert\":%s}",
              behavior, invert ? "true" : "false");
     return bytelevel_tok(SPLIT_MERGES, 3, pre, NULL, NULL);
 }
@@ -256,15 +255,14 @@ static void test_split_behaviors(void **state)
 static void test_bytelevel_regex_and_prefix(void **state)
 {
     (void)state;
-    const char *m[] = { " +w", " w+o", "o+r" };
+    const char *m[] = {" +w", " w+o", "o+r"};
     /* use_regex: GPT-2 split " ?\p{L}+" keeps the space with the word; add_prefix_space */
-    struct hy_tokenizer *t = bytelevel_tok(
-        m, 3, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", NULL, NULL);
+    struct hy_tokenizer *t =
+        bytelevel_tok(m, 3, "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", NULL, NULL);
     EXPECT(t, "wor", 1, id_of(t, " wo"), 'r');
     EXPECT(t, "a wor's", 1, ' ', 'a', id_of(t, " wo"), 'r', '\'', 's');
     hy_tokenizer_free(t);
-    t = bytelevel_tok(m, 3, "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}",
-                      NULL, NULL);
+    t = bytelevel_tok(m, 3, "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}", NULL, NULL);
     EXPECT(t, "wor", 1, 'w', id_of(t, "or"));
     /* "x  wor": \s+(?!\S) leaves the last space to the word */
     EXPECT(t, "x  wor", 1, 'x', ' ', id_of(t, " wo"), 'r');
@@ -276,12 +274,11 @@ static void test_bytelevel_regex_and_prefix(void **state)
 static void test_added_tokens(void **state)
 {
     (void)state;
-    const char *m[] = { "<+|", "a+b" };
-    const char *added =
-        "[{\"id\":300,\"content\":\"<|x|>\",\"special\":true},"
-        " {\"id\":301,\"content\":\"<|x|>y\",\"special\":true},"
-        " {\"id\":302,\"content\":\"<think>\",\"special\":false},"
-        " {\"id\":303,\"content\":\"[R]\",\"special\":true,\"lstrip\":true,\"rstrip\":true}]";
+    const char *m[] = {"<+|", "a+b"};
+    const char *added = "[{\"id\":300,\"content\":\"<|x|>\",\"special\":true},"
+                        " {\"id\":301,\"content\":\"<|x|>y\",\"special\":true},"
+                        " {\"id\":302,\"content\":\"<think>\",\"special\":false},"
+                        " {\"id\":303,\"content\":\"[R]\",\"special\":true,\"lstrip\":true,\"rstrip\":true}]";
     struct hy_tokenizer *t = bytelevel_tok(m, 2, "null", added, NULL);
     assert_int_equal(hy_tokenizer_vocab_size(t), 304);
     EXPECT(t, "ab<|x|>ab", 1, id_of(t, "ab"), 300, id_of(t, "ab"));
@@ -298,14 +295,14 @@ static void test_added_tokens(void **state)
     assert_memory_equal(b, "<|x|>y", 6);
     assert_null(hy_tokenizer_token_bytes(t, 304, &len));
     assert_null(hy_tokenizer_token_bytes(t, -1, &len));
-    int32_t ids[] = { 'h', 300, 'i' };
+    int32_t ids[] = {'h', 300, 'i'};
     char *d = hy_tokenizer_decode(t, ids, 3, 1);
     assert_string_equal(d, "hi");
     free(d);
     d = hy_tokenizer_decode(t, ids, 3, 0);
     assert_string_equal(d, "h<|x|>i");
     free(d);
-    int32_t bad[] = { 1, 99999 };
+    int32_t bad[] = {1, 99999};
     assert_null(hy_tokenizer_decode(t, bad, 2, 0));
     hy_tokenizer_free(t);
 }
@@ -315,11 +312,13 @@ static void test_added_tokens(void **state)
 static void test_invalid_utf8(void **state)
 {
     (void)state;
-    const char *m[] = { "a+b" };
+    const char *m[] = {"a+b"};
     struct hy_tokenizer *t = bytelevel_tok(
-        m, 1, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\p{L}+|\\\\s+\"},\"behavior\":\"Isolated\"}",
-        NULL, NULL);
-    const char text[] = "ab\xff\xfe" "ab\xe4\xbd" " ab\xc3";
+        m, 1, "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\p{L}+|\\\\s+\"},\"behavior\":\"Isolated\"}", NULL,
+        NULL);
+    const char text[] = "ab\xff\xfe"
+                        "ab\xe4\xbd"
+                        " ab\xc3";
     int32_t *ids;
     size_t n;
     assert_int_equal(hy_tokenizer_encode(t, text, sizeof(text) - 1, 1, &ids, &n), 0);
@@ -346,13 +345,23 @@ static struct hy_tokenizer *sp_tok(void)
         snprintf(n, sizeof(n), "<0x%02X>", b);
         json_object_set_new(vocab, n, json_integer(3 + b));
     }
-    const char *pieces[] = { "\xe2\x96\x81", "h", "i", "e", "l", "o", "\xe2\x96\x81h", "\xe2\x96\x81hi",
-                             "el", "ell", "ello", "\xe2\x96\x81hello", "\xe2\x96\x81he" };
+    const char *pieces[] = {"\xe2\x96\x81",
+                            "h",
+                            "i",
+                            "e",
+                            "l",
+                            "o",
+                            "\xe2\x96\x81h",
+                            "\xe2\x96\x81hi",
+                            "el",
+                            "ell",
+                            "ello",
+                            "\xe2\x96\x81hello",
+                            "\xe2\x96\x81he"};
     for (int i = 0; i < 13; i++)
         json_object_set_new(vocab, pieces[i], json_integer(259 + i));
-    json_t *merges = json_pack("[[s,s],[s,s],[s,s],[s,s],[s,s],[s,s],[s,s]]",
-                               "\xe2\x96\x81", "h", "\xe2\x96\x81h", "i", "e", "l", "el", "l",
-                               "ell", "o", "\xe2\x96\x81h", "e", "\xe2\x96\x81he", "llo");
+    json_t *merges = json_pack("[[s,s],[s,s],[s,s],[s,s],[s,s],[s,s],[s,s]]", "\xe2\x96\x81", "h", "\xe2\x96\x81h", "i",
+                               "e", "l", "el", "l", "ell", "o", "\xe2\x96\x81h", "e", "\xe2\x96\x81he", "llo");
     /* replace the last pair by "▁h" + "ello" (-> "▁hello") */
     json_array_remove(merges, 6);
     json_array_append_new(merges, json_pack("[s,s]", "\xe2\x96\x81h", "ello"));
@@ -360,17 +369,22 @@ static struct hy_tokenizer *sp_tok(void)
         "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"
         "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}]},"
         "\"pre_tokenizer\":null,"
-        "\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},{\"id\":1,\"content\":\"<s>\",\"special\":true},"
+        "\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},{\"id\":1,\"content\":\"<s>\",\"special\":"
+        "true},"
         "{\"id\":2,\"content\":\"</s>\",\"special\":true}],"
-        "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
-        "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}},"
-        "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\xe2\x96\x81\"},\"content\":\" \"},"
-        "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}}";
+        "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":"
+        "0}},"
+        "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],"
+        "\"tokens\":[\"<s>\"]}}},"
+        "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
+        "\"\xe2\x96\x81\"},\"content\":\" \"},"
+        "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" "
+        "\",\"start\":1,\"stop\":0}]}}";
     json_t *root = json_loads(rest, 0, NULL);
     assert_non_null(root);
-    json_object_set_new(root, "model", json_pack("{s:s,s:o,s:o,s:b,s:s,s:b}", "type", "BPE", "vocab", vocab,
-                                                 "merges", merges, "byte_fallback", 1, "unk_token", "<unk>",
-                                                 "fuse_unk", 1));
+    json_object_set_new(root, "model",
+                        json_pack("{s:s,s:o,s:o,s:b,s:s,s:b}", "type", "BPE", "vocab", vocab, "merges", merges,
+                                  "byte_fallback", 1, "unk_token", "<unk>", "fuse_unk", 1));
     char *text = json_dumps(root, 0);
     json_decref(root);
     struct hy_tokenizer *t = NULL;
@@ -398,11 +412,11 @@ static void test_sentencepiece_style(void **state)
     EXPECT(t, "hi<s>hi", 1, hi, 1, hi);
     EXPECT(t, " hi", 1, sp, hi);
     /* decode: ▁ -> space, byte fallback, one leading space stripped */
-    int32_t ids[] = { hello, hi, 3 + 0xC3, 3 + 0xA9 };
+    int32_t ids[] = {hello, hi, 3 + 0xC3, 3 + 0xA9};
     char *d = hy_tokenizer_decode(t, ids, 4, 0);
     assert_string_equal(d, "hello hi\xc3\xa9");
     free(d);
-    int32_t ids2[] = { 1, hello };
+    int32_t ids2[] = {1, hello};
     d = hy_tokenizer_decode(t, ids2, 2, 1);
     assert_string_equal(d, "hello");
     free(d);
@@ -414,7 +428,7 @@ static void test_sentencepiece_style(void **state)
     hy_detok_init(&dt, t, 1);
     char *out = NULL;
     size_t len = 0, cap = 0;
-    int32_t seq[] = { 1, hello, hi, 3 + 0xC3 };
+    int32_t seq[] = {1, hello, hi, 3 + 0xC3};
     for (int i = 0; i < 4; i++)
         assert_int_equal(hy_detok_push(&dt, seq[i], &out, &len, &cap), 0);
     assert_string_equal(out, "hello hi");
@@ -454,8 +468,8 @@ static void test_detok_stream(void **state)
     (void)state;
     /* byte-level with no merges: every CJK char / emoji is split over 3-4 tokens */
     struct hy_tokenizer *t = bytelevel_tok(NULL, 0, "null", NULL, NULL);
-    const char *texts[] = { "你好，世界！", "emoji 😀🎉👍🏽 ZWJ 👩\u200d💻 🇨🇳", "mixed 日本語 and Ελληνικά ✓",
-                            "" };
+    const char *texts[] = {"你好，世界！", "emoji 😀🎉👍🏽 ZWJ 👩\u200d💻 🇨🇳",
+                           "mixed 日本語 and Ελληνικά ✓", ""};
     for (int i = 0; i < 4; i++)
         check_stream(t, texts[i]);
 
@@ -529,7 +543,7 @@ static void test_tiktoken_small(void **state)
     assert_int_equal(hy_tokenizer_add_bos(t), 300);
     /* "abc" is a token (whole-piece rule); "abcb" -> ab (rank 256) beats bc (258): [abc? no] */
     EXPECT(t, "abc", 1, 257);
-    EXPECT(t, "abcb", 1, 257, 'b');  /* a+b (256), then ab+c (257) */
+    EXPECT(t, "abcb", 1, 257, 'b'); /* a+b (256), then ab+c (257) */
     EXPECT(t, "xbc ab<|e|>", 1, 'x', 258, ' ', 256, 300);
     EXPECT(t, "<|e|>", 0, '<', '|', 'e', '|', '>');
     hy_tokenizer_free(t);
@@ -556,8 +570,8 @@ static void test_errors(void **state)
 {
     (void)state;
     struct hy_tokenizer *t = (struct hy_tokenizer *)0x1;
-    expect_error(hy_tokenizer_load_json("/nonexistent/dir/tokenizer.json", &t),
-                 "/nonexistent/dir/tokenizer.json", NULL);
+    expect_error(hy_tokenizer_load_json("/nonexistent/dir/tokenizer.json", &t), "/nonexistent/dir/tokenizer.json",
+                 NULL);
     assert_null(t);
     expect_error(hy_tokenizer_load_tiktoken("/nonexistent/x.tiktoken", NULL, &t), "/nonexistent/x.tiktoken", NULL);
     expect_error(hy_tokenizer_load_dir("/nonexistent/dir", &t), "/nonexistent/dir", NULL);
@@ -579,8 +593,9 @@ static void test_errors(void **state)
     snprintf(p, sizeof(p), "%s", write_tmp("badpre.json", pt, strlen(pt)));
     expect_error(hy_tokenizer_load_json(p, &t), p, "BertPreTokenizer");
 
-    const char *re = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-                     "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}";
+    const char *re =
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+        "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}";
     snprintf(p, sizeof(p), "%s", write_tmp("badregex.json", re, strlen(re)));
     expect_error(hy_tokenizer_load_json(p, &t), p, "regex");
 

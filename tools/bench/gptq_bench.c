@@ -36,7 +36,9 @@ int main(int argc, char **argv)
 {
     const int64_t N = argc > 2 ? atoll(argv[1]) : 1536, K = argc > 2 ? atoll(argv[2]) : 4096, T = 1024;
     const char *fs = argc > 3 ? argv[3] : "mxfp8";
-    const enum hy_qformat fmt = !strcmp(fs, "fp8") ? HY_QF_FP8_TENSOR : !strcmp(fs, "mxfp4") ? HY_QF_MXFP4 : HY_QF_MXFP8;
+    const enum hy_qformat fmt = !strcmp(fs, "fp8")     ? HY_QF_FP8_TENSOR
+                                : !strcmp(fs, "mxfp4") ? HY_QF_MXFP4
+                                                       : HY_QF_MXFP8;
     if (N < 1 || K < 2 || K % 2) {
         fprintf(stderr, "usage: %s [N K [fp8|mxfp8|mxfp4]] (K even)\n", argv[0]);
         return 2;
@@ -97,7 +99,8 @@ int main(int argc, char **argv)
         return 1;
     }
     const double t1 = omp_get_wtime();
-    if (hy_gptq_quantize_factored(w, h, &f, N, fmt, 0.01f / 448.0f, &o, q, s, getenv("GPTQ_BENCH_NO_OBJ") ? NULL : obj)) {
+    if (hy_gptq_quantize_factored(w, h, &f, N, fmt, 0.01f / 448.0f, &o, q, s,
+                                  getenv("GPTQ_BENCH_NO_OBJ") ? NULL : obj)) {
         fprintf(stderr, "rounding failed\n");
         return 1;
     }

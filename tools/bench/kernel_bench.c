@@ -125,8 +125,11 @@ static uint8_t *pool_data[F_COUNT], *pool_scales[F_COUNT]; /* FP8 and MXFP8 shar
 /* Formats that share a pool start a quarter / half of it apart, so no row reads a matrix another row of the
  * same repetition has just left in the 32 MiB L3 (their scales start elsewhere than their data: a matrix
  * pairs with other rows' scale bytes, all in range, which changes nothing for timing) */
-static size_t pool_off[F_COUNT] = {[F_FP8RB] = POOL / 4, [F_MXFP8] = POOL / 2, [F_MXFP8RB] = POOL / 4 * 3,
-                                   [F_MXFP4NAT] = POOL / 4, [F_W4A8] = POOL / 2};
+static size_t pool_off[F_COUNT] = {[F_FP8RB] = POOL / 4,
+                                   [F_MXFP8] = POOL / 2,
+                                   [F_MXFP8RB] = POOL / 4 * 3,
+                                   [F_MXFP4NAT] = POOL / 4,
+                                   [F_W4A8] = POOL / 2};
 static size_t scale_off[F_COUNT] = {[F_MXFP8RB] = POOL / 64, [F_MXFP4NAT] = POOL / 128, [F_W4A8] = POOL / 64};
 
 static float rnd_tri(uint64_t *st) /* triangular on (-0.05, 0.05) */
@@ -160,8 +163,8 @@ static void make_pools(void)
 {
     for (int f = 0; f < F_COUNT; f++)
         pool_data[f] = f == F_MXFP8 || f == F_FP8RB || f == F_MXFP8RB ? pool_data[F_FP8]
-                       : f == F_W4A8 || f == F_MXFP4NAT           ? NULL
-                                                                  : huge_alloc(POOL);
+                       : f == F_W4A8 || f == F_MXFP4NAT               ? NULL
+                                                                      : huge_alloc(POOL);
     pool_scales[F_MXFP8] = huge_alloc(POOL / 32);
     pool_scales[F_MXFP8RB] = pool_scales[F_MXFP8];
     pool_scales[F_MXFP4] = huge_alloc(POOL / 32);
@@ -197,12 +200,24 @@ static struct hy_tensor next_tensor(int f, int64_t N, int64_t K)
 {
     struct hy_tensor W = {.rows = N, .cols = K};
     switch (f) {
-    case F_BF16: W.dtype = HY_DTYPE_BF16; break;
+    case F_BF16:
+        W.dtype = HY_DTYPE_BF16;
+        break;
     case F_FP8:
-    case F_FP8RB: W.dtype = HY_DTYPE_F8_E4M3; W.qscheme = HY_QS_PER_TENSOR; W.scale = 0.05f / 448.0f; break;
+    case F_FP8RB:
+        W.dtype = HY_DTYPE_F8_E4M3;
+        W.qscheme = HY_QS_PER_TENSOR;
+        W.scale = 0.05f / 448.0f;
+        break;
     case F_MXFP8:
-    case F_MXFP8RB: W.dtype = HY_DTYPE_F8_E4M3; W.qscheme = HY_QS_MX32; break;
-    default: W.dtype = HY_DTYPE_F4_E2M1; W.qscheme = HY_QS_MX32; break;
+    case F_MXFP8RB:
+        W.dtype = HY_DTYPE_F8_E4M3;
+        W.qscheme = HY_QS_MX32;
+        break;
+    default:
+        W.dtype = HY_DTYPE_F4_E2M1;
+        W.qscheme = HY_QS_MX32;
+        break;
     }
     const size_t data_bytes = (size_t)(N * hy_tensor_row_bytes(&W)), sb = (size_t)(N * ((K + 31) / 32));
     if (pool_off[f] + data_bytes > POOL)
@@ -276,7 +291,8 @@ static void quant_section(int reps)
                        (long long)N, (long long)K, fname[f], bytes[f] / 1e6, bytes[f] / med / 1e9, med * 1e3,
                        bytes[f] / best / 1e9, bytes[f] / med / 1e9 / bw);
                 if (th == 1) /* thread CPU time: leaves out time the thread was descheduled */
-                    printf("  | cpu-time median %6.2f GB/s (%.2f of bw)", bytes[f] / cmed / 1e9, bytes[f] / cmed / 1e9 / bw);
+                    printf("  | cpu-time median %6.2f GB/s (%.2f of bw)", bytes[f] / cmed / 1e9,
+                           bytes[f] / cmed / 1e9 / bw);
                 printf("\n");
             }
         }
@@ -360,8 +376,8 @@ static void bands_section(int reps)
             qsort(tb, (size_t)reps, sizeof(double), cmp_d);
             printf("  %4lldx%-4lld %-5s whole: best %7.1f us median %7.1f us | bands of %3lld: best %7.1f us median "
                    "%7.1f us (bands / whole, best: %.3f)\n",
-                   (long long)N, (long long)K, fname[f], tw[0] * 1e6, tw[reps / 2] * 1e6, (long long)band,
-                   tb[0] * 1e6, tb[reps / 2] * 1e6, tb[0] / tw[0]);
+                   (long long)N, (long long)K, fname[f], tw[0] * 1e6, tw[reps / 2] * 1e6, (long long)band, tb[0] * 1e6,
+                   tb[reps / 2] * 1e6, tb[0] / tw[0]);
         }
     free(tw);
     free(tb);

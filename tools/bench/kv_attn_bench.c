@@ -51,7 +51,8 @@ static int write_bench(int reps)
         for (int r = 0; r < 2; r++) {
             const double t0 = now();
             for (int64_t s = 0; s < n; s++) /* one decode token at a time: its heads in parallel */
-                hy_kv_write_batch(&(struct hy_kv_view[1]){hy_kv_cache_view(&kv[r], 0)}[0], 1, &s, k + s * nkv * D, v + s * nkv * D);
+                hy_kv_write_batch(&(struct hy_kv_view[1]){hy_kv_cache_view(&kv[r], 0)}[0], 1, &s, k + s * nkv * D,
+                                  v + s * nkv * D);
             const double dt = (now() - t0) / n;
             best[r] = dt < best[r] ? dt : best[r];
         }

@@ -20,7 +20,10 @@ struct CMUnitTest {
 static jmp_buf cm_shim_jmp;
 static int cm_shim_skipped;
 
-#define cmocka_unit_test(f) {#f, f}
+#define cmocka_unit_test(f)                                                                                            \
+    {                                                                                                                  \
+#f, f                                                                                                          \
+    }
 #define print_error(...) fprintf(stderr, __VA_ARGS__)
 #define print_message(...) fprintf(stderr, __VA_ARGS__)
 #define fail() cm_shim_fail(__FILE__, __LINE__, "fail()")
@@ -29,13 +32,13 @@ static int cm_shim_skipped;
 #define assert_false(c) assert_true(!(c))
 #define assert_non_null(p) assert_true((p) != NULL)
 #define assert_null(p) assert_true((p) == NULL)
-#define assert_int_equal(a, b)                                                                    \
-    do {                                                                                          \
-        const intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                    \
-        if (a_ != b_) {                                                                           \
-            fprintf(stderr, "%jd != %jd\n", a_, b_);                                              \
-            cm_shim_fail(__FILE__, __LINE__, #a " == " #b);                                       \
-        }                                                                                         \
+#define assert_int_equal(a, b)                                                                                         \
+    do {                                                                                                               \
+        const intmax_t a_ = (intmax_t)(a), b_ = (intmax_t)(b);                                                         \
+        if (a_ != b_) {                                                                                                \
+            fprintf(stderr, "%jd != %jd\n", a_, b_);                                                                   \
+            cm_shim_fail(__FILE__, __LINE__, #a " == " #b);                                                            \
+        }                                                                                                              \
     } while (0)
 #define assert_int_not_equal(a, b) assert_true((intmax_t)(a) != (intmax_t)(b))
 #define assert_string_equal(a, b) assert_true(strcmp((a), (b)) == 0)
@@ -47,8 +50,7 @@ static inline void cm_shim_fail(const char *file, int line, const char *what)
     longjmp(cm_shim_jmp, 1);
 }
 
-static inline int cm_shim_run(const struct CMUnitTest *t, size_t n, CMFixtureFunction setup,
-                              CMFixtureFunction teardown)
+static inline int cm_shim_run(const struct CMUnitTest *t, size_t n, CMFixtureFunction setup, CMFixtureFunction teardown)
 {
     void *state = NULL;
     if (setup && setup(&state) != 0) {
@@ -76,7 +78,7 @@ static inline int cm_shim_run(const struct CMUnitTest *t, size_t n, CMFixtureFun
     return failed;
 }
 
-#define cmocka_run_group_tests(tests, setup, teardown)                                            \
+#define cmocka_run_group_tests(tests, setup, teardown)                                                                 \
     cm_shim_run((tests), sizeof(tests) / sizeof((tests)[0]), (setup), (teardown))
 
 #endif
