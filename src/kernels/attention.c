@@ -4,6 +4,7 @@
 #include "kernels/attention.h"
 #include "kernels/fp8_scale.h"
 #include "kernels/kernel_table.h"
+#include "kernels/scratch.h"
 #include "quant/formats.h"
 
 #include <math.h>
@@ -106,8 +107,14 @@ void hy_ref_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads,
     const int64_t D = kv->head_dim;
     const int32_t group = n_heads / kv->n_kv_heads, bs = kv->block_size;
     const float scale = 1.0f / sqrtf((float)D);
+    static _Thread_local struct hy_scratch row; /* head_dim > 512: kept between calls */
     float rowbuf[512];
-    float *tmp = D <= 512 ? rowbuf : malloc((size_t)D * sizeof(float));
+    float *tmp = D <= 512 ? rowbuf : hy_scratch_get(&row, (size_t)D * sizeof(float));
+    if (!tmp) { /* out of memory: NaN outputs, never a crash */
+        for (int64_t i = 0; i < (int64_t)n_heads * D; i++)
+            out[i] = NAN;
+        return;
+    }
     for (int32_t h = 0; h < n_heads; h++) {
         const int32_t g = h / group;
         const float *qh = q + h * D;
@@ -135,8 +142,6 @@ void hy_ref_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads,
                 oh[d] += p * vr[d];
         }
     }
-    if (tmp != rowbuf)
-        free(tmp);
 }
 
 void hy_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table, int32_t n_ctx,

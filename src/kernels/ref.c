@@ -1,6 +1,7 @@
 /* ref.c - scalar reference kernels: the oracle the SIMD variants are tested against, and the
  * HYINFER_ISA=ref level. */
 #include "kernels/kernel_table.h"
+#include "kernels/scratch.h"
 #include "kernels/w4a8.h"
 #include "quant/formats.h"
 
@@ -71,6 +72,20 @@ void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q)
         q[i] = hy_f32_to_e4m3(x[i] / s);
 }
 
+/* The calling thread's row buffer for weight_row: kept between calls (no allocation per call). */
+static _Thread_local struct hy_scratch row_buf;
+
+/* K floats of row buffer, or NULL when W needs none (plain F32) or on out of memory (*oom = 1). */
+static float *row_buffer(const struct hy_tensor *W, int *oom)
+{
+    *oom = 0;
+    if (W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE)
+        return NULL;
+    float *b = hy_scratch_get(&row_buf, (size_t)W->cols * sizeof(float));
+    *oom = !b;
+    return b;
+}
+
 /* Widens one weight row to f32 (returns the row itself for F32 weights). */
 static const float *weight_row(const struct hy_tensor *W, int64_t n, float *buf)
 {
@@ -98,14 +113,14 @@ void hy_ref_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *
     const int par = (double)N * (double)K * (double)T > 65536.0;
 #pragma omp parallel if (par)
     {
-        float *buf = W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE ? NULL : malloc((size_t)K * sizeof(float));
+        int oom;
+        float *buf = row_buffer(W, &oom);
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < N; n++) {
-            const float *w = weight_row(W, n, buf);
-            for (int64_t t = 0; t < T; t++)
-                y[t * N + n] = hy_ref_dot_f32(x + t * K, w, K);
+            const float *w = oom ? NULL : weight_row(W, n, buf);
+            for (int64_t t = 0; t < T; t++) /* out of memory: NaN rows, never a crash */
+                y[t * N + n] = w ? hy_ref_dot_f32(x + t * K, w, K) : NAN;
         }
-        free(buf);
     }
 }
 
@@ -117,9 +132,12 @@ void hy_ref_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const 
         return;
     }
     const int64_t K = W->cols;
-    float *buf = W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE ? NULL : malloc((size_t)K * sizeof(float));
-    if (!buf && !(W->dtype == HY_DTYPE_F32 && W->qscheme == HY_QS_NONE)) { /* out of memory */
-        hy_matmul_rows_by_view(hy_ref_matmul, y, ldy, x, T, W, n0, n1);
+    int oom;
+    float *buf = row_buffer(W, &oom);
+    if (oom) { /* out of memory: NaN outputs, never a crash */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t n = n0; n < n1; n++)
+                y[t * ldy + (n - n0)] = NAN;
         return;
     }
     for (int64_t n = n0; n < n1; n++) {
@@ -127,7 +145,6 @@ void hy_ref_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const 
         for (int64_t t = 0; t < T; t++)
             y[t * ldy + (n - n0)] = hy_ref_dot_f32(x + t * K, w, K);
     }
-    free(buf);
 }
 
 void hy_ref_rmsnorm(float *y, const float *x, const float *w, int64_t T, int64_t d, float eps)
