@@ -9,6 +9,7 @@
 #include "config/quant_config.h"
 #include "model/safetensors.h"
 #include "quantize/calib.h"
+#include "quantize/outdir.h"
 #include "quant/formats.h"
 
 #include <ctype.h>
@@ -746,176 +747,6 @@ static json_t *make_qconfig(const struct hy_quantize_opts *o, struct plan *p)
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
-static int copy_file(const char *from, const char *to)
-{
-    FILE *a = fopen(from, "rb");
-    if (!a)
-        return hy_err_set("%s: cannot open: %s", from, strerror(errno));
-    FILE *b = fopen(to, "wb");
-    if (!b) {
-        fclose(a);
-        return hy_err_set("%s: cannot create: %s", to, strerror(errno));
-    }
-    char buf[1 << 16];
-    size_t n;
-    int rc = 0;
-    while (!rc && (n = fread(buf, 1, sizeof(buf), a)) > 0)
-        rc = write_all(b, buf, n, to);
-    if (!rc && ferror(a))
-        rc = hy_err_set("%s: read failed", from);
-    fclose(a);
-    if (fclose(b) && !rc)
-        rc = hy_err_set("%s: close failed: %s", to, strerror(errno));
-    return rc;
-}
-
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-/* Removes the regular files of dir and dir itself (only what quantize wrote there). */
-static void remove_tmp(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d))) {
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                continue;
-            char *p = hy_path_join(dir, de->d_name);
-            if (p)
-                unlink(p);
-            free(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
-/* 0 if path does not exist (*exists = 0) or is an empty directory (*exists = 1); else error. */
-static int check_out(const char *path, int *exists)
-{
-    struct stat sb;
-    *exists = 0;
-    if (stat(path, &sb) != 0)
-        return errno == ENOENT ? 0 : hy_err_set("%s: %s", path, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
-        return hy_err_set("output %s exists and is not a directory", path);
-    DIR *d = opendir(path);
-    if (!d)
-        return hy_err_set("%s: %s", path, strerror(errno));
-    struct dirent *de;
-    int empty = 1;
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-            empty = 0;
-    closedir(d);
-    if (!empty)
-        return hy_err_set("output directory %s exists and is not empty (refusing to overwrite)", path);
-    *exists = 1;
-    return 0;
-}
-
-/* 0 unless OUT (which need not exist yet) is IN itself or lies inside IN: the output would land in
- * the input checkpoint (its temporary directory would even be copied as one of IN's other files). */
-static int check_out_not_in(const char *in_dir, const char *out_dir)
-{
-    char *in = realpath(in_dir, NULL);
-    if (!in)
-        return 0; /* reported later, when IN is opened */
-    size_t ol = strlen(out_dir);
-    while (ol > 1 && out_dir[ol - 1] == '/')
-        ol--;
-    char *o = strndup(out_dir, ol), *parent = NULL;
-    int rc = 0;
-    if (!o) {
-        free(in);
-        return hy_err_set("out of memory");
-    }
-    char *slash = strrchr(o, '/');
-    const char *base = slash ? slash + 1 : o;
-    if (slash == o)
-        parent = realpath("/", NULL);
-    else {
-        if (slash)
-            *slash = 0;
-        parent = realpath(slash ? o : ".", NULL);
-    }
-    if (parent) {
-        size_t il = strlen(in), pl = strlen(parent);
-        char *full = malloc(pl + strlen(base) + 2);
-        if (!full)
-            rc = hy_err_set("out of memory");
-        else {
-            sprintf(full, "%s%s%s", parent, pl > 1 ? "/" : "", base);
-            /* OUT is IN, or below it (IN = "/" contains everything) */
-            if (!strcmp(full, in) || (!strncmp(full, in, il) && (il == 1 || full[il] == '/')))
-                rc = hy_err_set("output %s is the input directory %s or inside it: choose an OUT_DIR outside IN_DIR",
-                                out_dir, in_dir);
-            free(full);
-        }
-    }
-    free(parent);
-    free(o);
-    free(in);
-    return rc;
-}
-
-static int copy_other_files(const char *in, const char *tmp, int64_t *n)
-{
-    DIR *d = opendir(in);
-    if (!d)
-        return hy_err_set("%s: %s", in, strerror(errno));
-    struct dirent *de;
-    int rc = 0;
-    while (!rc && (de = readdir(d))) {
-        const char *nm = de->d_name;
-        if (nm[0] == '.' || !strcmp(nm, "config.json") || ends_with(nm, ".safetensors") ||
-            !strcmp(nm, "model.safetensors.index.json"))
-            continue;
-        char *src = hy_path_join(in, nm), *dst = hy_path_join(tmp, nm);
-        struct stat sb;
-        if (!src || !dst)
-            rc = hy_err_set("out of memory");
-        else if (stat(src, &sb) == 0 && S_ISREG(sb.st_mode)) {
-            rc = copy_file(src, dst);
-            (*n)++;
-        } else {
-            hy_log_warn("quantize: %s is not a regular file; not copied", src);
-        }
-        free(src);
-        free(dst);
-    }
-    closedir(d);
-    return rc;
-}
-
-int hy_quantize_check_out(const char *in_dir, const char *out_dir)
-{
-    int exists;
-    if (check_out(out_dir, &exists) || check_out_not_in(in_dir, out_dir))
-        return -1;
-    /* the temporary sibling is created in OUT's parent: it must be a directory we can write */
-    char *par = strdup(out_dir);
-    if (!par)
-        return hy_err_set("out of memory");
-    size_t l = strlen(par);
-    while (l > 1 && par[l - 1] == '/')
-        par[--l] = '\0';
-    char *slash = strrchr(par, '/');
-    const char *dir = slash ? (slash == par ? "/" : (*slash = '\0', par)) : ".";
-    struct stat sb;
-    int rc = 0;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        rc = hy_err_set("output %s: its parent directory %s does not exist", out_dir, dir);
-    else if (access(dir, W_OK | X_OK) != 0)
-        rc = hy_err_set("output %s: cannot write into %s: %s", out_dir, dir, strerror(errno));
-    free(par);
-    return rc;
-}
-
 int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_quantize_opts *o,
                       struct hy_quantize_stats *st)
 {
@@ -924,10 +755,10 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
     if (!o->targets)
         return hy_err_set("no --quant-target given");
     int out_exists;
-    if (check_out(out_dir, &out_exists))
+    if (hy_quantize_check_out_dir(out_dir, &out_exists))
         return -1;
     struct hy_model_config cfg;
-    if (hy_model_config_load(in_dir, &cfg) || check_out_not_in(in_dir, out_dir))
+    if (hy_model_config_load(in_dir, &cfg) || hy_quantize_check_out_not_in(in_dir, out_dir))
         return -1;
     char *cfg_path = hy_path_join(in_dir, "config.json");
     json_error_t je;
@@ -989,7 +820,7 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
         hy_err_set("%s: cannot write", path ? path : "config.json");
         goto out;
     }
-    if (copy_other_files(in_dir, tmp, &st->n_files))
+    if (hy_quantize_copy_other_files(in_dir, tmp, &st->n_files))
         goto out;
     if (out_exists && rmdir(out_dir) != 0) {
         hy_err_set("%s: cannot replace the empty directory: %s", out_dir, strerror(errno));
@@ -1004,7 +835,7 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
     st->seconds = hy_time_now() - t0;
 out:
     if (made_tmp)
-        remove_tmp(tmp);
+        hy_quantize_remove_tmp(tmp);
     for (size_t i = 0; i < p.nq; i++)
         free(p.q[i]);
     free(p.q);
