@@ -26,23 +26,33 @@ static int bad(int *rc, const char *var, const char *val, const char *allowed)
     return 0;
 }
 
-/* Index of val in the NULL-terminated names, or -1. */
-static int pick(const char *val, const char *const *names)
-{
-    for (int i = 0; names[i]; i++)
-        if (!strcmp(val, names[i]))
-            return i;
-    return -1;
-}
-
 static const char *get(const char *var)
 {
     const char *v = getenv(var);
     return v && *v ? v : NULL;
 }
 
+/* A variable with a fixed set of values: *out = values[i] for the names[i] it holds (names end with
+ * NULL); unset or empty leaves *out; anything else is recorded as bad. */
+static void choice(int *rc, const char *var, const char *const *names, const int *values, const char *allowed, int *out)
+{
+    const char *v = get(var);
+    if (!v)
+        return;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(v, names[i])) {
+            *out = values[i];
+            return;
+        }
+    bad(rc, var, v, allowed);
+}
+
 int hy_env_params_read(struct hy_env_params *p)
 {
+    static const char *const off_on[] = {"0", "1", NULL}, *const act[] = {"f32", "mxint8", NULL},
+                             *const rule[] = {"amax", "mse", NULL}, *const fmt[] = {"mmap", "copy", NULL},
+                             *const lv[] = {"error", "warn", "info", "debug", NULL};
+    static const int v01[] = {0, 1}, v12[] = {1, 2}, lvv[] = {HY_LOG_ERROR, HY_LOG_WARN, HY_LOG_INFO, HY_LOG_DEBUG};
     int rc = 0;
     const char *v;
     memset(p, 0, sizeof(*p));
@@ -58,38 +68,10 @@ int hy_env_params_read(struct hy_env_params *p)
         else
             p->isa = i;
     }
-    if ((v = get("HYINFER_MXFP4_ACT"))) {
-        static const char *const n[] = {"f32", "mxint8", NULL};
-        const int i = pick(v, n);
-        if (i < 0)
-            bad(&rc, "HYINFER_MXFP4_ACT", v, "f32 (the default) or mxint8");
-        else
-            p->mxfp4_act_mxint8 = i;
-    }
-    if ((v = get("HYINFER_KV_FP8_SCALE"))) {
-        static const char *const n[] = {"amax", "mse", NULL};
-        const int i = pick(v, n);
-        if (i < 0)
-            bad(&rc, "HYINFER_KV_FP8_SCALE", v, "a KV scale rule: mse (the default) or amax");
-        else
-            p->kv_fp8_scale_fit = i;
-    }
-    if ((v = get("HYINFER_LOAD_FORMAT"))) {
-        static const char *const n[] = {"mmap", "copy", NULL};
-        const int i = pick(v, n);
-        if (i < 0)
-            bad(&rc, "HYINFER_LOAD_FORMAT", v, "copy (the default) or mmap");
-        else
-            p->load_format = i + 1;
-    }
-    if ((v = get("HYINFER_MOE_GROUPED"))) {
-        static const char *const n[] = {"0", "1", NULL};
-        const int i = pick(v, n);
-        if (i < 0)
-            bad(&rc, "HYINFER_MOE_GROUPED", v, "1 (the default) or 0");
-        else
-            p->moe_grouped = i;
-    }
+    choice(&rc, "HYINFER_MXFP4_ACT", act, v01, "f32 (the default) or mxint8", &p->mxfp4_act_mxint8);
+    choice(&rc, "HYINFER_KV_FP8_SCALE", rule, v01, "a KV scale rule: mse (the default) or amax", &p->kv_fp8_scale_fit);
+    choice(&rc, "HYINFER_LOAD_FORMAT", fmt, v12, "copy (the default) or mmap", &p->load_format);
+    choice(&rc, "HYINFER_MOE_GROUPED", off_on, v01, "1 (the default) or 0", &p->moe_grouped);
     if ((v = get("HYINFER_NUM_THREADS"))) {
         char *end;
         const long n = strtol(v, &end, 10);
@@ -102,15 +84,7 @@ int hy_env_params_read(struct hy_env_params *p)
         }
     }
     p->root = get("HYINFER_ROOT");
-    if ((v = get("HYINFER_LOG"))) {
-        static const char *const n[] = {"error", "warn", "info", "debug", NULL};
-        static const int lv[] = {HY_LOG_ERROR, HY_LOG_WARN, HY_LOG_INFO, HY_LOG_DEBUG};
-        const int i = pick(v, n);
-        if (i < 0)
-            bad(&rc, "HYINFER_LOG", v, "error, warn, info (the default) or debug");
-        else
-            p->log_level = lv[i];
-    }
+    choice(&rc, "HYINFER_LOG", lv, lvv, "error, warn, info (the default) or debug", &p->log_level);
     return rc;
 }
 
