@@ -13,8 +13,8 @@
  *  - K: dynamic scale per (token, kv_head), kept in f32 next to the cache in
  *    k_scale[layer][slot * n_kv_heads + head]: by default the least-squared-error fit of
  *    kernels/fp8_scale.h (searched from s0 = amax(|k[head_dim]|) / 448; never a larger error than
- *    s0), or s0 itself when HYINFER_KV_FP8_SCALE=amax (read at init; any other value than mse or
- *    amax is an init error).
+ *    s0), or s0 itself when the rule given to hy_kv_cache_init_ex is amax (default:
+ *    HYINFER_KV_FP8_SCALE, base/env.h).
  *  - V: a static per-kv-head scale (checkpoint `self_attn.v_cache.scale`) for layers given one at
  *    init (v_static[layer][head]; elements saturate to +-448), else dynamic per (token, kv_head)
  *    like K, in v_scale[layer][slot * n_kv_heads + head].

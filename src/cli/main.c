@@ -166,8 +166,11 @@ int main(int argc, char **argv)
         char *hargv[5] = {argv[0], argv[2], argc > 3 ? argv[3] : help_flag, help_flag, NULL};
         return dispatch(argc > 3 ? 4 : 3, hargv);
     }
+    int help = 0; /* --help / -h anywhere: the command prints its usage, whatever the environment holds */
+    for (int i = 2; i < argc; i++)
+        help |= is_help(argv[i]);
     struct hy_env_params ep; /* a bad HYINFER_* value is refused here, before any work (base/env.h) */
-    if (hy_env_params_read(&ep)) {
+    if (!help && hy_env_params_read(&ep)) {
         fprintf(stderr, "hyinfer: %s\n", hy_err_msg());
         return 2;
     }

@@ -1,8 +1,8 @@
 /* engine.h - the serving engine: continuous batching over a paged KV cache with prefix caching,
- * chunked prefill and preemption by recompute (DESIGN.md §2; issue #4).
+ * chunked prefill and preemption by recompute (docs/architecture.md).
  *
  * Single-threaded: one thread owns an engine and calls hy_engine_step in a loop; other threads
- * talk to it through their own queue (see src/server). Each step: the scheduler plans
+ * talk to it through their own queue (engine/engine_loop.h). Each step: the scheduler plans
  * {request, n_tokens} under one rule (a request's computed tokens catch up with its known
  * tokens, capped by max_num_batched_tokens), the KV manager allocates slots (preempting the
  * newest running request when blocks run out), the runner builds one flat batch (token ids,

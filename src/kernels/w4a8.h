@@ -34,7 +34,8 @@
 
 enum hy_mxfp4_act { HY_MXFP4_ACT_F32 = 0, HY_MXFP4_ACT_MXINT8 = 1 };
 
-/* The mode from HYINFER_MXFP4_ACT (read once; unknown values log an error and give f32). */
+/* The mode from HYINFER_MXFP4_ACT (base/env.h snapshot, read once; an invalid value gives f32 here
+ * and is refused by the CLI at start). */
 enum hy_mxfp4_act hy_mxfp4_act_mode(void);
 
 /* 1 if W takes the W4A8 path when the mode is mxint8: F4_E2M1, HY_QS_MX32 with scales, cols even. */

@@ -4,7 +4,7 @@
 #  1. test_kernels and test_kernels_quant (every kernel vs ref, T- and thread-invariance, exact
 #     quantized decoding), static, against the cmocka shim in tests/emu/shim;
 #  2. forward_check: fp32 logits of models/hy3-tiny and of its FP8 and hybrid (MXFP4 + MXFP8)
-#     quantizations at the avx512 level vs a native HYINFER_ISA=ref dump (DESIGN.md §5 bound).
+#     quantizations at the avx512 level vs a native HYINFER_ISA=ref dump (the golden bound, docs/testing.md).
 # Exit 0 pass, 1 fail, 77 skip (this host has AVX-512, so the unit tests already run these kernels
 # natively; or the emulator cannot be installed). Needs build/hyinfer, build/libhyinfer.a and
 # build/tests/avx512_emu.o (make all unit). Takes ~3-4 minutes (the emulator runs ~70 MIPS).

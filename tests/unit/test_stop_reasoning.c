@@ -1,4 +1,4 @@
-/* test_server_text.c - stop-string hold-back and reasoning splitting over every chunking of the
+/* test_stop_reasoning.c - stop-string hold-back and reasoning splitting over every chunking of the
  * streamed text: the streamed result equals the one-shot result, released text is always a
  * prefix of the final text, no stop string or marker text ever leaks. */
 #include <setjmp.h>
