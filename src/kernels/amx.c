@@ -36,6 +36,11 @@
 #include "kernels/bf16_panel.h"
 #include "kernels/kernel_table.h"
 #include "kernels/w4a8.h"
+#include "kernels/scratch.h"
+
+/* Per-thread buffers, kept between calls (no allocation per call): packed x (calling thread), each
+ * thread's weight panel, widened row and C accumulators. */
+static _Thread_local struct hy_scratch xb_buf, panel_buf, wrow_buf, cacc_buf;
 
 #include <stdlib.h>
 #include <string.h>
@@ -159,7 +164,7 @@ void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const stru
         return;
     }
     const int64_t N = W->rows, K = W->cols, Kc = (K + 31) / 32, Kp = Kc * 32, Tp = (T + 31) & ~(int64_t)31;
-    uint32_t *xb = aligned_alloc(64, (size_t)(Tp * Kp) * sizeof(uint16_t));
+    uint32_t *xb = hy_scratch_get(&xb_buf, (size_t)(Tp * Kp) * sizeof(uint16_t));
     if (!xb) { /* out of memory: the vector path */
         AMX_FALLBACK(y, x, T, W);
         return;
@@ -172,9 +177,9 @@ void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const stru
     int failed = 0;
 #pragma omp parallel if (blocks > 1)
     {
-        uint16_t *panel = aligned_alloc(64, (size_t)(32 * Kp) * sizeof(uint16_t));
-        float *wrow = malloc((size_t)(Kp + 16) * sizeof(float));
-        float *cacc = aligned_alloc(64, (size_t)(Tp * 32) * sizeof(float));
+        uint16_t *panel = hy_scratch_get(&panel_buf, (size_t)(32 * Kp) * sizeof(uint16_t));
+        float *wrow = hy_scratch_get(&wrow_buf, (size_t)(Kp + 16) * sizeof(float));
+        float *cacc = hy_scratch_get(&cacc_buf, (size_t)(Tp * 32) * sizeof(float));
         const int ok = panel && wrow && cacc;
         if (ok)
             tiles_on();
@@ -196,11 +201,7 @@ void AMX_FN(hy_amx_matmul_bf16x)(float *y, const float *x, int64_t T, const stru
         }
         if (ok)
             tiles_off();
-        free(panel);
-        free(wrow);
-        free(cacc);
     }
-    free(xb);
     if (failed) /* rare: recompute everything on the vector path (one consistent order per call) */
         AMX_FALLBACK(y, x, T, W);
 }

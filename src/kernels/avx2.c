@@ -16,6 +16,11 @@
 #include "kernels/kernel_table.h"
 #include "kernels/task_rows.h"
 #include "kernels/w4a8.h"
+#include "kernels/scratch.h"
+
+/* Per-thread buffers of the GEMM path, kept between calls (no allocation per call): the aligned copy
+ * of x and its finite-row flags (calling thread), each thread's widened weight block and accumulators. */
+static _Thread_local struct hy_scratch xp_buf, ok_buf, wbuf_buf, acc_buf;
 
 #include <math.h>
 #include <stdlib.h>
@@ -282,11 +287,9 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
      * recomputed with exact values at the end */
     float fold_c = 0.0f;
     const int fold = quant && hy_avx2q_fold_scale(W, &fold_c);
-    float *xp = aligned_alloc(64, ((size_t)T * (size_t)ldw * sizeof(float) + 63) & ~(size_t)63);
-    uint8_t *ok = fold ? malloc((size_t)T) : NULL;
+    float *xp = hy_scratch_get(&xp_buf, (size_t)T * (size_t)ldw * sizeof(float));
+    uint8_t *ok = fold ? hy_scratch_get(&ok_buf, (size_t)T) : NULL;
     if (fold && (!xp || !ok)) { /* out of memory: the streaming tiles (same chains) */
-        free(xp);
-        free(ok);
         hy_avx2q_rows(y, N, x, K, T, W, 0, N);
         return;
     }
@@ -300,8 +303,8 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
 #pragma omp parallel if (par)
     {
         /* 64-byte aligned: 32-byte loads never split a cache line */
-        float *wbuf = aligned_alloc(64, (size_t)GEMM_NB * (size_t)ldw * sizeof(float));
-        float *acc = aligned_alloc(64, (size_t)GEMM_TB * GEMM_NB * 8 * sizeof(float));
+        float *wbuf = hy_scratch_get(&wbuf_buf, (size_t)GEMM_NB * (size_t)ldw * sizeof(float));
+        float *acc = hy_scratch_get(&acc_buf, (size_t)GEMM_TB * GEMM_NB * 8 * sizeof(float));
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < blocks; b++) {
             const int64_t n0 = b * GEMM_NB, nb = N - n0 < GEMM_NB ? N - n0 : GEMM_NB;
@@ -338,14 +341,10 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
                         y[(t0 + t) * N + n0 + j] = hy_avx2_hsum(_mm256_loadu_ps(acc + (t * GEMM_NB + j) * 8));
             }
         }
-        free(wbuf);
-        free(acc);
     }
     for (int64_t t = 0; fold && t < T; t++)
         if (!ok[t])
             hy_avx2q_rows(y + t * N, N, x + t * K, K, 1, W, 0, N);
-    free(xp);
-    free(ok);
 }
 
 /* Outputs [n0, n1) on the calling thread: the decode path's register tiles (4 weight rows streamed

@@ -55,6 +55,10 @@
 #include "kernels/task_rows.h"
 #include "kernels/w4a8.h"
 
+/* Per-thread buffers of hy_avx512bf16_matmul_bf16x, kept between calls (no allocation per call): the
+ * bf16 copy of x (calling thread) and each thread's weight panel and widened row. */
+static _Thread_local struct hy_scratch xb_buf, panel_buf, wrow_buf;
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -907,7 +911,7 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
         return;
     }
     const int64_t N = W->rows, K = W->cols, kc = (K + 31) / 32, Kp = kc * 32, blocks = (N + NB - 1) / NB;
-    uint16_t *xb = aligned_alloc(64, (size_t)(T * Kp) * sizeof(uint16_t));
+    uint16_t *xb = hy_scratch_get(&xb_buf, (size_t)(T * Kp) * sizeof(uint16_t));
     if (!xb) {
         hy_avx512_matmul(y, x, T, W);
         return;
@@ -918,7 +922,6 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
         e2m1_order(xb, Kp, T, K);
     if (T < HY_BF16X_MIN_T) {
         matmul_decode(y, x, T, W, xb, Kp, e2m1);
-        free(xb);
         return;
     }
     const int in_place = hy_bf16_in_place(W);
@@ -927,8 +930,8 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
     int failed = 0;
 #pragma omp parallel if (blocks > 1)
     {
-        uint16_t *panel = in_place ? NULL : aligned_alloc(64, (size_t)(NB * Kp) * sizeof(uint16_t));
-        float *wrow = in_place ? NULL : malloc((size_t)(Kp + 16) * sizeof(float));
+        uint16_t *panel = in_place ? NULL : hy_scratch_get(&panel_buf, (size_t)(NB * Kp) * sizeof(uint16_t));
+        float *wrow = in_place ? NULL : hy_scratch_get(&wrow_buf, (size_t)(Kp + 16) * sizeof(float));
         const int ok = in_place || (panel && wrow);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < blocks; b++) {
@@ -947,10 +950,7 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
             }
             dp_panel_rows(xb, Kp, T, wp, nv, h, kc, oscale, y + n0, N);
         }
-        free(panel);
-        free(wrow);
     }
-    free(xb);
     if (failed) /* out of memory on a thread: the whole call on the f32 path (one order per call) */
         hy_avx512_matmul(y, x, T, W);
 }
