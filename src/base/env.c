@@ -90,21 +90,14 @@ int hy_env_params_read(struct hy_env_params *p)
 
 static struct hy_env_params snapshot;
 static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
-static int snapshot_rc;
 
 static void take_snapshot(void)
 {
-    snapshot_rc = hy_env_params_read(&snapshot);
+    hy_env_params_read(&snapshot); /* invalid values take their defaults (env.h) */
 }
 
 const struct hy_env_params *hy_env_params(void)
 {
     pthread_once(&snapshot_once, take_snapshot);
     return &snapshot;
-}
-
-int hy_env_params_status(void)
-{
-    hy_env_params();
-    return snapshot_rc;
 }

@@ -39,7 +39,4 @@ int hy_env_params_read(struct hy_env_params *p);
  * message). Never NULL. */
 const struct hy_env_params *hy_env_params(void);
 
-/* 0 when the snapshot found every variable valid, else -1 (hy_env_params_read tells which). */
-int hy_env_params_status(void);
-
 #endif

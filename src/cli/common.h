@@ -2,6 +2,7 @@
 #ifndef HY_CLI_COMMON_H
 #define HY_CLI_COMMON_H
 
+#include "base/env.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
@@ -12,7 +13,7 @@
  * bfloat16). Returns 0 and *out, or -1 with hy_err_msg(). model_dir is read for auto. */
 int hy_cli_parse_dtype(const char *s, const char *model_dir, enum hy_compute_dtype *out);
 
-#define HY_CLI_MAX_THREADS 1024
+#define HY_CLI_MAX_THREADS HY_ENV_MAX_THREADS /* the same bound as HYINFER_NUM_THREADS */
 
 /* Applies --threads (*threads > 0) or else HYINFER_NUM_THREADS; 0 and no variable leave OpenMP's
  * default. On return *threads holds the count applied (0 = default). Returns 0, or -1 with
