@@ -5,6 +5,8 @@
 #include "base/err.h"
 #include "base/log.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +62,8 @@ int hy_env_params_read(struct hy_env_params *p)
     p->kv_fp8_scale_fit = 1;
     p->moe_grouped = 1;
     p->log_level = HY_LOG_INFO;
+    p->dist_fault_rank = -1;
+    p->dist_step_timeout = HY_ENV_DIST_STEP_TIMEOUT;
 
     if ((v = get("HYINFER_ISA"))) {
         const int i = hy_isa_parse(v);
@@ -85,6 +89,35 @@ int hy_env_params_read(struct hy_env_params *p)
     }
     p->root = get("HYINFER_ROOT");
     choice(&rc, "HYINFER_LOG", lv, lvv, "error, warn, info (the default) or debug", &p->log_level);
+    if ((v = get("HYINFER_DIST_FAULT"))) {
+        /* skip:RANK:N, both decimal digits only */
+        const char *r = strncmp(v, "skip:", 5) ? NULL : v + 5, *colon = r ? strchr(r, ':') : NULL;
+        long rank = -1;
+        long long nth = 0;
+        if (colon && colon > r && strspn(r, "0123456789") == (size_t)(colon - r) && colon[1] &&
+            strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
+            errno = 0;
+            rank = strtol(r, NULL, 10);
+            nth = strtoll(colon + 1, NULL, 10);
+            if (errno || rank > 1000000000L)
+                rank = -1;
+        }
+        if (rank < 0 || nth < 1) {
+            bad(&rc, "HYINFER_DIST_FAULT", v, "skip:RANK:N (RANK >= 0, N >= 1) or unset");
+        } else {
+            p->dist_fault_rank = (int)rank;
+            p->dist_fault_nth = nth;
+        }
+    }
+    if ((v = get("HYINFER_DIST_STEP_TIMEOUT"))) {
+        char *end;
+        errno = 0;
+        const double t = strtod(v, &end);
+        if (*end || errno || !isfinite(t) || t <= 0)
+            bad(&rc, "HYINFER_DIST_STEP_TIMEOUT", v, "a number of seconds > 0 (default 600)");
+        else
+            p->dist_step_timeout = t;
+    }
     return rc;
 }
 
