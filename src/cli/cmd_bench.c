@@ -12,6 +12,7 @@
 #include "cli/common.h"
 
 #include "base/err.h"
+#include "model/lockstep.h"
 #include "base/timing.h"
 #include "bench/account.h"
 #include "bench/probe.h"
@@ -168,7 +169,7 @@ out:
     free(table);
     free(slots);
     free(logits);
-    hy_kv_cache_free(&kv);
+    hy_model_kv_cache_free(m, &kv);
     return rc;
 }
 
@@ -289,7 +290,7 @@ out:
     free(slots);
     free(tables);
     free(logits);
-    hy_kv_cache_free(&kv);
+    hy_model_kv_cache_free(m, &kv);
     return rc;
 }
 

@@ -42,7 +42,9 @@ int hy_cmd_generate(int argc, char **argv)
     struct hy_sampling_params sp, cli;
     hy_sampling_params_init(&cli);
     int seen_t = 0, seen_p = 0, seen_k = 0, seen_minp = 0, seen_rep = 0, seen_pres = 0, seen_freq = 0, seen_seed = 0;
+    struct hy_cli_par par = {0};
     const struct hy_arg args[] = {
+        HY_CLI_PAR_ARGS(par),
         {"--model", "-m", HY_ARG_STR, &model_dir, NULL, "model directory (Hugging Face layout)"},
         {"--prompt", "-p", HY_ARG_STR, &prompt, NULL, "prompt text"},
         {"--prompt-ids", NULL, HY_ARG_STR, &prompt_ids, NULL, "prompt as comma-separated token ids"},
@@ -125,7 +127,7 @@ int hy_cmd_generate(int argc, char **argv)
         goto fail;
 
     double t0 = hy_time_now();
-    if (hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m))
+    if (hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_cli_load(model_dir, cd, &par, argc, argv, &m))
         goto fail;
     int need_tok = prompt || !print_ids;
     if (need_tok && hy_tokenizer_load_dir(model_dir, &tok))

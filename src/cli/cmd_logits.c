@@ -5,6 +5,7 @@
 #include "cli/common.h"
 
 #include "base/err.h"
+#include "model/lockstep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +73,7 @@ out:
     free(rows);
     free(slots);
     free(hidden);
-    hy_kv_cache_free(&kv);
+    hy_model_kv_cache_free(m, &kv);
     return rc;
 }
 
@@ -80,7 +81,9 @@ int hy_cmd_logits(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *kvd = NULL;
     int all = 0, mtp = 0, json = 0, threads = 0, help = 0, chat = 0;
+    struct hy_cli_par par = {0};
     const struct hy_arg args[] = {
+        HY_CLI_PAR_ARGS(par),
         {"--model", "-m", HY_ARG_STR, &model_dir, NULL, "model directory (Hugging Face layout)"},
         {"--prompt", "-p", HY_ARG_STR, &prompt, NULL, "prompt text (tokenizer's BOS added)"},
         {"--prompt-ids", NULL, HY_ARG_STR, &prompt_ids, NULL, "comma-separated token ids, fed as given"},
@@ -122,7 +125,7 @@ int hy_cmd_logits(int argc, char **argv)
     float *logits = NULL, *mtp_logits = NULL;
     int rc = 1;
     if ((hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
-        hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_model_load(model_dir, cd, &m))
+        hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_cli_load(model_dir, cd, &par, argc, argv, &m))
         goto fail;
     if (mtp && !m->has_mtp) {
         hy_err_set("%s: --mtp: the model has no MTP layer", model_dir);

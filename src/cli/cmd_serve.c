@@ -4,6 +4,7 @@
 #include "cli/common.h"
 
 #include "base/err.h"
+#include "dist/comm.h"
 #include "server/server.h"
 
 #include <signal.h>
@@ -19,6 +20,20 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
+struct serve_load {
+    const char *dir;
+    struct hy_load_params lp;
+    struct hy_parallel_config par;
+    int argc;
+    char **argv;
+};
+
+static int serve_load_model(void *ctx, struct hy_model **m)
+{
+    struct serve_load *sl = ctx;
+    return hy_cli_load_model(sl->dir, &sl->lp, &sl->par, sl->argc, sl->argv, m);
+}
+
 int hy_cmd_serve(int argc, char **argv)
 {
     struct hy_server_config c;
@@ -29,7 +44,9 @@ int hy_cmd_serve(int argc, char **argv)
     int max_batched = c.engine.max_num_batched_tokens, block_size = c.engine.block_size;
     int prefix_on = 0, prefix_off = 0, max_waiting = c.engine.max_waiting_requests, threads = 0, help = 0;
     uint64_t kv_bytes = 0, max_body = 4u << 20;
+    struct hy_cli_par par = {0};
     const struct hy_arg args[] = {
+        HY_CLI_PAR_ARGS(par),
         {"--model", "-m", HY_ARG_STR, &model_flag, NULL, "model directory (or give it as the first argument)"},
         {"--host", NULL, HY_ARG_STR, &host, NULL, "address to bind (default 127.0.0.1)"},
         {"--port", NULL, HY_ARG_INT, &port, NULL, "port (default 8000)"},
@@ -105,6 +122,24 @@ int hy_cmd_serve(int argc, char **argv)
     c.engine.kv_cache_memory_bytes = (size_t)kv_bytes;
     c.engine.max_waiting_requests = max_waiting;
     c.stop_flag = &g_stop;
+    struct serve_load sl = {.dir = c.model_dir, .argc = argc, .argv = argv};
+    hy_load_params_default(&sl.lp, c.dtype);
+    if (hy_cli_par_resolve(&par, 0, &sl.par)) {
+        fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
+        return 2;
+    }
+    if (hy_comm_size(hy_dist_world()) > 1) {
+        c.load_model = serve_load_model;
+        c.load_ctx = &sl;
+        if (hy_comm_rank(hy_dist_world()) > 0) { /* a worker rank: no HTTP, runs the leader's steps */
+            struct hy_model *m = NULL;
+            if (serve_load_model(&sl, &m)) {
+                fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
+                return 2;
+            }
+            return 0; /* not reached: workers exit in hy_cli_load_model */
+        }
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));

@@ -9,6 +9,7 @@
 #include "base/cpu.h"
 #include "base/env.h"
 #include "base/err.h"
+#include "dist/comm.h"
 #include "kernels/kernel_table.h"
 
 #include <omp.h>
@@ -174,5 +175,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "hyinfer: %s\n", hy_err_msg());
         return 2;
     }
-    return dispatch(argc, argv);
+    if (hy_dist_init(&argc, &argv)) {
+        fprintf(stderr, "hyinfer: %s\n", hy_err_msg());
+        return 2;
+    }
+    if (hy_comm_size(hy_dist_world()) > 1 && hy_dist_watchdog_start(hy_env_params()->dist_step_timeout)) {
+        fprintf(stderr, "hyinfer: %s\n", hy_err_msg());
+        return 2;
+    }
+    int rc = dispatch(argc, argv);
+    hy_dist_finalize();
+    return rc;
 }

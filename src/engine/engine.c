@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include "base/err.h"
+#include "model/lockstep.h"
 #include "base/log.h"
 #include "cache/block_pool.h"
 #include "sample/logprobs.h"
@@ -178,7 +179,7 @@ void hy_engine_free(struct hy_engine *e)
     free(e->row);
     hy_runner_free(&e->runner);
     hy_scheduler_free(&e->sched);
-    hy_kv_cache_free(&e->kv);
+    hy_model_kv_cache_free(e->m, &e->kv);
     hy_block_pool_free(&e->pool);
     free(e);
 }

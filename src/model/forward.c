@@ -6,6 +6,9 @@
  */
 #include "model/model.h"
 
+#include "model/forward_dist.h"
+#include "model/lockstep.h"
+
 #include "base/err.h"
 #include "base/timing.h"
 #include "kernels/attention.h"
@@ -148,7 +151,9 @@ static struct hy_forward_scratch *scratch_new(const struct hy_model *m, int64_t 
     return s;
 }
 
-int hy_model_reserve(struct hy_model *m, int64_t max_tokens, int32_t max_ctx)
+/* hy_model_reserve on this rank only (the forward pass grows its scratch with it: a step plan is
+ * already out, so nothing else may be broadcast then). */
+static int reserve_local(struct hy_model *m, int64_t max_tokens, int32_t max_ctx)
 {
     if (max_tokens < 1 || max_ctx < 1)
         return hy_err_set("forward: cannot reserve for %lld tokens and %d positions", (long long)max_tokens, max_ctx);
@@ -170,6 +175,13 @@ int hy_model_reserve(struct hy_model *m, int64_t max_tokens, int32_t max_ctx)
     return 0;
 }
 
+int hy_model_reserve(struct hy_model *m, int64_t max_tokens, int32_t max_ctx)
+{
+    if (hy_lockstep_reserve(m, max_tokens, max_ctx))
+        return -1;
+    return reserve_local(m, max_tokens, max_ctx);
+}
+
 void hy_model_release_scratch(struct hy_model *m)
 {
     scratch_free(m->fwd);
@@ -184,7 +196,7 @@ static struct hy_forward_scratch *scratch_for(struct hy_model *m, const struct h
     for (int32_t t = 0; t < b->n_tokens; t++)
         if (b->positions[t] + 1 > max_ctx)
             max_ctx = b->positions[t] + 1;
-    return hy_model_reserve(m, b->n_tokens, max_ctx) ? NULL : m->fwd;
+    return reserve_local(m, b->n_tokens, max_ctx) ? NULL : m->fwd;
 }
 
 /* Stage timers (struct hy_model_prof). The forward helpers take the model as const; the profile is
@@ -277,9 +289,29 @@ static void linear_rows(const struct hy_model *m, float *y, int64_t ldy, const f
         hy_matmul_rows(y, ldy, x, T, W, n0, n1);
 }
 
+/* A failed collective step on one rank would leave the others waiting in the next one: end the job. */
+static void dist_ok(int rc)
+{
+    if (rc)
+        hy_dist_abort(1, "forward: %s", hy_err_msg());
+}
+
 static void embed_rows(const struct hy_model *m, const int32_t *ids, int64_t T, float *x)
 {
     const int64_t H = m->cfg.hidden_size;
+    struct hy_model_dist *d = m->dist;
+    if (d && d->par.embed_tp_size > 1) { /* vocabulary split: each row from the rank that holds it */
+        float *mine = hy_dist_buf(d, 4, (size_t)(T * H));
+        if (!mine)
+            dist_ok(-1);
+        int64_t n = 0;
+        for (int64_t t = 0; t < T; t++)
+            if (ids[t] >= d->v0 && ids[t] < d->v0 + d->nv)
+                for (int64_t i = 0; i < H; i++, n++)
+                    mine[n] = hy_tensor_get(&m->embed, ids[t] - d->v0, i);
+        dist_ok(hy_fd_gather_vocab_rows(d, d->embed, ids, T, m->cfg.vocab_size, H, mine, x));
+        return;
+    }
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < H; i++)
             x[t * H + i] = hy_tensor_get(&m->embed, ids[t], i);
@@ -413,6 +445,45 @@ static void mlp_forward_grouped(const struct hy_model *m, const struct hy_expert
     ffn_jobs_in_region(m, &j, 1);
 }
 
+/* A SwiGLU MLP split over the ranks of c by intermediate width (shard.c: gate/up rows; down by output
+ * rows in the exact combine, by input columns in the sum combine), y[T, H] = the whole MLP. I is the
+ * full intermediate width. Exact: the hidden columns are gathered, each rank computes its output rows
+ * of down_proj and those are gathered (every value is the one-rank value). */
+static void mlp_dist(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, int64_t I,
+                     struct hy_comm *c, float *ga, float *gb, float *y)
+{
+    struct hy_model_dist *d = m->dist;
+    const int64_t H = m->cfg.hidden_size, Il = e->gate.rows;
+    linear(m, ga, x, T, &e->gate);
+    linear(m, gb, x, T, &e->up);
+    maybe_round(m, ga, T * Il);
+    maybe_round(m, gb, T * Il);
+    hy_silu_mul(ga, ga, gb, T * Il);
+    maybe_round(m, ga, T * Il);
+    if (d->sum) {
+        linear(m, y, ga, T, &e->down);
+        dist_ok(hy_fd_sum_rows(d, c, y, T, H, y));
+    } else {
+        float *full = hy_dist_buf(d, 8, (size_t)(T * I)), *part = hy_dist_buf(d, 9, (size_t)(T * H));
+        if (!full || !part)
+            dist_ok(-1);
+        dist_ok(hy_fd_gather_cols(d, c, ga, T, I, full));
+        linear(m, part, full, T, &e->down);
+        dist_ok(hy_fd_gather_cols(d, c, part, T, H, y));
+    }
+    maybe_round(m, y, T * H);
+}
+
+/* The dense MLP or the shared expert of this rank: split over the dense TP group, or whole. */
+static void ffn_any(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, int64_t I,
+                    float *ga, float *gb, float *y)
+{
+    if (m->dist && m->dist->par.dense_tp_size > 1)
+        mlp_dist(m, e, x, T, I, m->dist->dense, ga, gb, y);
+    else
+        (grouped_on(m, T) ? mlp_forward_grouped : mlp_forward)(m, e, x, T, ga, gb, y);
+}
+
 /* Router for one token (spec §2 MoE block): sigmoid scores, selection by score + bias, unbiased
  * weights renormalized (route_norm) and scaled. Ties: lower expert id first. */
 static void route_token(const struct hy_model_config *c, const struct hy_layer *ly, const float *logit, int32_t *sel,
@@ -512,6 +583,226 @@ static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, 
     }
 }
 
+/* Rank of the world that owns expert e (its expert-parallel group's first rank; with moe_tp > 1 the
+ * moe_tp ranks of the group each hold a slice of it). */
+static int expert_owner(const struct hy_model_dist *d, int32_t e)
+{
+    return (e / d->ne) * d->moe_tp;
+}
+
+/* Routed experts of this rank over all T tokens (s->sel / s->selw filled, every rank the same):
+ * out[n_loc, H] = the unweighted outputs of the local (expert, token) pairs in (expert ascending,
+ * token ascending) order; returns n_loc. */
+static int64_t routed_local(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
+                            struct hy_forward_scratch *s, float **out_rows)
+{
+    struct hy_model_dist *d = m->dist;
+    const int64_t H = m->cfg.hidden_size, K = m->cfg.num_experts_per_tok;
+    int64_t n = 0;
+    for (int64_t i = 0; i < T * K; i++)
+        n += s->sel[i] >= d->e0 && s->sel[i] < d->e0 + d->ne;
+    float *X = hy_dist_buf(d, 3, (size_t)(n * H)), *OUT = hy_dist_buf(d, 4, (size_t)(n * H));
+    if (!X || !OUT)
+        dist_ok(-1);
+    int64_t r = 0;
+    for (int32_t e = d->e0; e < d->e0 + d->ne; e++) {
+        const int64_t r0 = r;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < K; j++)
+                if (s->sel[t * K + j] == e)
+                    memcpy(X + (r++) * H, x + t * H, (size_t)H * sizeof(float));
+        if (r > r0)
+            mlp_forward(m, &ly->experts[e], X + r0 * H, r - r0, s->ff_a, s->ff_b, OUT + r0 * H);
+    }
+    *out_rows = OUT;
+    return n;
+}
+
+/* y[T, H] += Σ w * rows over the (expert, token) pairs of tokens [t0, t1), visited by expert
+ * ascending then token ascending: rows holds exactly the pairs of `owner_ok` experts in that order.
+ * Per token the additions run in ascending expert id, as the one-rank loop does. */
+static void add_pairs(const struct hy_model *m, const struct hy_forward_scratch *s, int64_t t0, int64_t t1,
+                      const float *rows, float *y, int64_t ldy_t0)
+{
+    const int64_t H = m->cfg.hidden_size, E = m->cfg.num_experts, K = m->cfg.num_experts_per_tok;
+    int64_t r = 0;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t j = 0; j < K; j++)
+                if (s->sel[t * K + j] == e) {
+                    const float w = s->selw[t * K + j], *er = rows + (r++) * H;
+                    float *yr = y + (t - ldy_t0) * H;
+                    for (int64_t q = 0; q < H; q++)
+                        yr[q] += w * er[q];
+                }
+}
+
+/* The MoE block over the ranks (shard.h): routed experts on their owners, the shared expert computed
+ * while the first exchange is in flight, then combined into s->y (rounded as moe_forward does).
+ * Exact + all-gather: every rank receives every pair's output and sums per token in expert order.
+ * Exact + all-to-all: pairs go to their token's home rank (hy_part of T), summed there, then the
+ * token rows are gathered. Sum + all-gather: per-rank partials reduced in rank order
+ * (hy_fd_sum_rows). Sum + all-to-all: partials only for the tokens a rank touched, to the home rank,
+ * added in rank order, then gathered. */
+static void moe_dist(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
+                     struct hy_forward_scratch *s)
+{
+    struct hy_model_dist *d = m->dist;
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t H = c->hidden_size, K = c->num_experts_per_tok;
+    const int n = d->size, me = d->rank;
+    size_t sc[1024], rc[1024];
+    float *OUT;
+    const int64_t n_loc = routed_local(m, ly, x, T, s, &OUT);
+    struct hy_comm_req req = {0};
+    float *RECV = NULL, *SEND = NULL;
+    int64_t h0, hn; /* this rank's home tokens */
+    hy_part(T, n, me, &h0, &hn);
+    memset(s->y, 0, (size_t)(T * H) * sizeof(float));
+    if (!d->sum) {
+        for (int r = 0; r < n; r++)
+            sc[r] = rc[r] = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < K; j++) {
+                const int o = expert_owner(d, s->sel[t * K + j]);
+                int home = 0;
+                while (t >= (int64_t)T * (home + 1) / n)
+                    home++;
+                if (d->dispatch == HY_MOE_DISPATCH_AG) {
+                    rc[o] += (size_t)H * sizeof(float);
+                } else {
+                    if (o == me)
+                        sc[home] += (size_t)H * sizeof(float);
+                    if (home == me)
+                        rc[o] += (size_t)H * sizeof(float);
+                }
+            }
+        int64_t tot = 0;
+        for (int r = 0; r < n; r++)
+            tot += (int64_t)(rc[r] / sizeof(float));
+        RECV = hy_dist_buf(d, 6, (size_t)tot);
+        if (!RECV)
+            dist_ok(-1);
+        if (d->dispatch == HY_MOE_DISPATCH_AG) {
+            dist_ok(hy_comm_iallgatherv(d->world, OUT, RECV, rc, &req));
+        } else { /* regroup the local pairs by destination: home-slice by home-slice, each in (e, t) order */
+            SEND = hy_dist_buf(d, 5, (size_t)(n_loc * H));
+            if (!SEND)
+                dist_ok(-1);
+            int64_t w = 0;
+            for (int hr = 0; hr < n; hr++) {
+                int64_t a0, an, r = 0;
+                hy_part(T, n, hr, &a0, &an);
+                for (int32_t e = d->e0; e < d->e0 + d->ne; e++)
+                    for (int64_t t = 0; t < T; t++)
+                        for (int64_t j = 0; j < K; j++)
+                            if (s->sel[t * K + j] == e) {
+                                if (t >= a0 && t < a0 + an)
+                                    memcpy(SEND + (w++) * H, OUT + r * H, (size_t)H * sizeof(float));
+                                r++;
+                            }
+            }
+            dist_ok(hy_comm_ialltoallv(d->world, SEND, sc, RECV, rc, &req));
+        }
+    }
+    struct hy_model_prof *prof = prof_of(m);
+    double t0 = prof_start(prof);
+    if (ly->shared.gate.data) { /* overlapped with the exchange above */
+        hy_comm_test(&req);
+        ffn_any(m, &ly->shared, x, T, (int64_t)c->moe_intermediate_size * c->num_shared_experts, s->ff_a, s->ff_b,
+                s->tmp);
+        hy_comm_test(&req);
+    }
+    prof_stop(prof, HY_STAGE_SHARED, t0);
+    if (!d->sum && d->dispatch == HY_MOE_DISPATCH_AG) {
+        dist_ok(hy_comm_wait(&req));
+        add_pairs(m, s, 0, T, RECV, s->y, 0);
+    } else if (!d->sum) {
+        dist_ok(hy_comm_wait(&req));
+        float *home = hy_dist_buf(d, 7, (size_t)(hn * H));
+        if (!home)
+            dist_ok(-1);
+        memset(home, 0, (size_t)(hn * H) * sizeof(float));
+        add_pairs(m, s, h0, h0 + hn, RECV, home, h0);
+        for (int r = 0; r < n; r++) {
+            int64_t a0, an;
+            hy_part(T, n, r, &a0, &an);
+            sc[r] = (size_t)(an * H) * sizeof(float);
+        }
+        dist_ok(hy_comm_allgatherv(d->world, home, s->y, sc));
+    } else { /* partial sums of this rank's pairs, per token in expert order */
+        float *P = hy_dist_buf(d, 5, (size_t)(T * H));
+        if (!P)
+            dist_ok(-1);
+        memset(P, 0, (size_t)(T * H) * sizeof(float));
+        {
+            int64_t r = 0;
+            for (int32_t e = d->e0; e < d->e0 + d->ne; e++)
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t j = 0; j < K; j++)
+                        if (s->sel[t * K + j] == e) {
+                            const float w = s->selw[t * K + j], *er = OUT + (r++) * H;
+                            for (int64_t q = 0; q < H; q++)
+                                P[t * H + q] += w * er[q];
+                        }
+        }
+        if (d->dispatch == HY_MOE_DISPATCH_AG) {
+            dist_ok(hy_fd_sum_rows(d, d->world, P, T, H, s->y));
+        } else { /* only the tokens each rank touched travel */
+            uint8_t *touch = (uint8_t *)hy_dist_buf(d, 7, (size_t)(T * n + 3) / 4); /* [n][T] */
+            if (!touch)
+                dist_ok(-1);
+            memset(touch, 0, (size_t)(T * n));
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t j = 0; j < K; j++) {
+                    const int o = expert_owner(d, s->sel[t * K + j]);
+                    for (int q = 0; q < d->moe_tp; q++)
+                        touch[(int64_t)(o + q) * T + t] = 1;
+                }
+            float *S2 = hy_dist_buf(d, 3, (size_t)(T * H)), *R2 = hy_dist_buf(d, 6, (size_t)(n * hn * H)),
+                  *home = hy_dist_buf(d, 4, (size_t)(hn * H));
+            if (!S2 || !R2 || !home)
+                dist_ok(-1);
+            int64_t w = 0;
+            for (int hr = 0; hr < n; hr++) {
+                int64_t a0, an, cnt = 0, cr = 0;
+                hy_part(T, n, hr, &a0, &an);
+                for (int64_t t = a0; t < a0 + an; t++)
+                    if (touch[(int64_t)me * T + t]) {
+                        memcpy(S2 + (w++) * H, P + t * H, (size_t)H * sizeof(float));
+                        cnt++;
+                    }
+                for (int64_t t = h0; t < h0 + hn; t++)
+                    cr += touch[(int64_t)hr * T + t];
+                sc[hr] = (size_t)(cnt * H) * sizeof(float);
+                rc[hr] = (size_t)(cr * H) * sizeof(float);
+            }
+            dist_ok(hy_comm_alltoallv(d->world, S2, sc, R2, rc));
+            memset(home, 0, (size_t)(hn * H) * sizeof(float));
+            const float *src = R2;
+            for (int r = 0; r < n; r++)
+                for (int64_t t = h0; t < h0 + hn; t++)
+                    if (touch[(int64_t)r * T + t]) {
+                        for (int64_t q = 0; q < H; q++)
+                            home[(t - h0) * H + q] += src[q];
+                        src += H;
+                    }
+            for (int r = 0; r < n; r++) {
+                int64_t a0, an;
+                hy_part(T, n, r, &a0, &an);
+                sc[r] = (size_t)(an * H) * sizeof(float);
+            }
+            dist_ok(hy_comm_allgatherv(d->world, home, s->y, sc));
+        }
+    }
+    maybe_round(m, s->y, T * H);
+    if (ly->shared.gate.data) {
+        for (int64_t i = 0; i < T * H; i++)
+            s->y[i] += s->tmp[i];
+        maybe_round(m, s->y, T * H);
+    }
+}
+
 /* MoE block on T rows of x (post-attention-normed): y = Σ_routed w_e Expert_e(x) + Shared(x).
  * Tokens are grouped by expert; each expert runs once over its group. Per token the routed
  * contributions are added in ascending expert id, then the shared expert (fixed order). */
@@ -533,6 +824,11 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
                 prof->expert_hits[L * prof->n_experts + s->sel[i]]++;
         prof_stop(prof, HY_STAGE_ROUTER, t0);
         t0 = prof_start(prof);
+    }
+    if (m->dist) {
+        moe_dist(m, ly, x, T, s);
+        prof_stop(prof, HY_STAGE_ROUTED, t0);
+        return;
     }
     memset(s->y, 0, (size_t)(T * H) * sizeof(float));
     if (s->g_x && grouped_on(m, T)) { /* g_x: the model has routed experts with k <= 64 */
@@ -604,14 +900,18 @@ static void attend_runs(const struct hy_kv_view *kv, const struct hy_batch *b, s
     }
 }
 
-/* Attention sub-block: x[T,H] += o_proj(attn(norm(x))). */
-static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b,
-                              float *x, struct hy_forward_scratch *s)
+/* Attention sub-block without the residual add: s->tmp[T, H] = o_proj(attn(norm(x))) for the T rows
+ * of batch b (rounded in bf16 mode). With ranks, this rank's heads only (shard.h), the o_proj output
+ * put together over the attention TP group (exact: head outputs gathered, o_proj rows gathered; sum:
+ * partials added in rank order). */
+static void attn_core(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b, const float *x,
+                      struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const struct hy_layer *ly = &m->layers[L];
-    const int64_t T = b->n_tokens, H = c->hidden_size, D = c->head_dim, nh = c->num_attention_heads,
-                  nkv = c->num_key_value_heads;
+    struct hy_model_dist *d = m->dist;
+    const int64_t T = b->n_tokens, H = c->hidden_size, D = c->head_dim, nh = d ? d->nh : c->num_attention_heads,
+                  nkv = d ? d->nkv : c->num_key_value_heads;
     hy_rmsnorm(s->a, x, ly->input_norm, T, H, c->rms_norm_eps);
     maybe_round(m, s->a, T * H);
     if (grouped_on(m, T)) { /* q, k, v in one parallel region: row bands of all three, one barrier */
@@ -662,10 +962,47 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
         attend_runs(&view, b, s, (int32_t)nh, D);
     }
     maybe_round(m, s->att, T * nh * D);
-    linear(m, s->tmp, s->att, T, &ly->wo);
+    if (d && d->par.attn_tp_size > 1) {
+        if (d->sum) {
+            linear(m, s->tmp, s->att, T, &ly->wo);
+            dist_ok(hy_fd_sum_rows(d, d->attn, s->tmp, T, H, s->tmp));
+        } else { /* all heads' outputs (into q, free now), then this rank's o_proj rows, gathered */
+            dist_ok(hy_fd_gather_cols(d, d->attn, s->att, T, (int64_t)c->num_attention_heads * D, s->q));
+            linear(m, s->a, s->q, T, &ly->wo);
+            dist_ok(hy_fd_gather_cols(d, d->attn, s->a, T, H, s->tmp));
+        }
+    } else {
+        linear(m, s->tmp, s->att, T, &ly->wo);
+    }
     maybe_round(m, s->tmp, T * H);
+}
+
+/* Attention sub-block: x[T,H] += o_proj(attn(norm(x))). With attention-DP groups, each group runs
+ * its own sequences (the sub-batch hy_model_forward prepared in m->dist) and the groups' output rows
+ * are gathered; a group with no tokens this step runs none (a dummy step) but joins the gather. */
+static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b,
+                              float *x, struct hy_forward_scratch *s)
+{
+    struct hy_model_dist *d = m->dist;
+    const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
+    const float *delta = s->tmp;
+    if (d && d->dp_size > 1) {
+        const int64_t n = d->n_loc;
+        float *xs = hy_dist_buf(d, 4, (size_t)(n * H)), *all = hy_dist_buf(d, 5, (size_t)(T * H));
+        if (!xs || !all)
+            dist_ok(-1);
+        for (int64_t i = 0; i < n; i++)
+            memcpy(xs + i * H, x + (int64_t)d->loc_row[i] * H, (size_t)H * sizeof(float));
+        const struct hy_batch sb = {(int32_t)n, NULL, d->loc_pos, d->loc_slot, d->loc_seq, b->block_tables, 0, NULL};
+        if (n > 0)
+            attn_core(m, kv, L, &sb, xs, s);
+        dist_ok(hy_fd_dp_rows(d, d->grp, T, H, s->tmp, all));
+        delta = all;
+    } else {
+        attn_core(m, kv, L, b, x, s);
+    }
     for (int64_t i = 0; i < T * H; i++)
-        x[i] += s->tmp[i];
+        x[i] += delta[i];
     maybe_round(m, x, T * H);
 }
 
@@ -686,7 +1023,7 @@ static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int 
         moe_forward(m, ly, s->a, T, s);
     } else {
         t0 = prof_start(prof);
-        (grouped_on(m, T) ? mlp_forward_grouped : mlp_forward)(m, &ly->mlp, s->a, T, s->ff_a, s->ff_b, s->y);
+        ffn_any(m, &ly->mlp, s->a, T, c->intermediate_size, s->ff_a, s->ff_b, s->y);
         prof_stop(prof, HY_STAGE_DENSE_MLP, t0);
     }
     for (int64_t i = 0; i < T * H; i++)
@@ -723,15 +1060,84 @@ static int head_forward(const struct hy_model *m, const float *x, const float *n
     maybe_round(m, s->a, T * H);
     if (hidden_out)
         memcpy(hidden_out, s->a, (size_t)(T * H) * sizeof(float));
-    if (!logits || b->n_logits == 0)
+    struct hy_model_dist *d = m->dist;
+    if (!(logits || (d && d->want_logits)) || b->n_logits == 0 || (d && !d->lm_compute))
         return 0;
     float *rows = s->head;
     for (int32_t i = 0; i < b->n_logits; i++)
         memcpy(rows + (int64_t)i * H, s->a + (int64_t)b->logits_rows[i] * H, (size_t)H * sizeof(float));
     struct hy_model_prof *prof = prof_of(m);
     double t0 = prof_start(prof);
-    linear(m, logits, rows, b->n_logits, &m->lm_head); /* fp32 logits (enable_lm_head_fp32) */
+    if (d && d->par.lmhead_tp_size > 1) { /* vocabulary slices, gathered on the leader (world rank 0) */
+        const int64_t nl = b->n_logits, V = m->cfg.vocab_size;
+        const int n = hy_comm_size(d->lmhead);
+        float *part = hy_dist_buf(d, 3, (size_t)(nl * d->lnv)), *all = hy_dist_buf(d, 4, (size_t)(nl * V));
+        size_t counts[1024];
+        if (!part || !all || n > 1024)
+            dist_ok(-1);
+        linear(m, part, rows, nl, &m->lm_head);
+        for (int r = 0; r < n; r++) {
+            int64_t lo, w;
+            hy_part(V, n, r, &lo, &w);
+            counts[r] = (size_t)(nl * w) * sizeof(float);
+        }
+        dist_ok(hy_comm_gatherv(d->lmhead, part, all, counts, 0));
+        if (logits) {
+            const float *src = all;
+            for (int r = 0; r < n; r++) {
+                int64_t lo, w;
+                hy_part(V, n, r, &lo, &w);
+                for (int64_t i = 0; i < nl; i++)
+                    memcpy(logits + i * V + lo, src + i * w, (size_t)w * sizeof(float));
+                src += nl * w;
+            }
+        }
+    } else if (logits) {
+        linear(m, logits, rows, b->n_logits, &m->lm_head); /* fp32 logits (enable_lm_head_fp32) */
+    }
     prof_stop(prof, HY_STAGE_LM_HEAD, t0);
+    return 0;
+}
+
+/* The attention-DP sub-batch of this rank's group for batch b (m->dist): token groups and the
+ * positions, slots and sequences of its own tokens. */
+static int dist_prepare(struct hy_model *m, const struct hy_batch *b)
+{
+    struct hy_model_dist *d = m->dist;
+    const int64_t T = b->n_tokens;
+    d->steps++;
+    if (d->dp_size == 1)
+        return 0;
+    if (d->loc_cap < T) {
+        free(d->grp);
+        free(d->loc_row);
+        free(d->loc_pos);
+        free(d->loc_seq);
+        free(d->loc_slot);
+        d->grp = malloc((size_t)T * sizeof(int32_t));
+        d->loc_row = malloc((size_t)T * sizeof(int32_t));
+        d->loc_pos = malloc((size_t)T * sizeof(int32_t));
+        d->loc_seq = malloc((size_t)T * sizeof(int32_t));
+        d->loc_slot = malloc((size_t)T * sizeof(int64_t));
+        d->loc_cap = T;
+        if (!d->grp || !d->loc_row || !d->loc_pos || !d->loc_seq || !d->loc_slot) {
+            d->loc_cap = 0;
+            return hy_err_set("dist: out of memory for the sub-batch of %lld tokens", (long long)T);
+        }
+    }
+    hy_fd_token_groups(d, T, b->seq_ids, b->block_tables, d->grp);
+    d->n_loc = 0;
+    for (int64_t t = 0; t < T; t++)
+        if (d->grp[t] == d->dp_rank) {
+            d->loc_row[d->n_loc] = (int32_t)t;
+            d->loc_pos[d->n_loc] = b->positions[t];
+            d->loc_seq[d->n_loc] = b->seq_ids[t];
+            d->loc_slot[d->n_loc++] = b->slot_mapping[t];
+        }
+    if (d->n_loc == 0) {
+        d->dummy_steps++;
+        hy_dist_stats()->dummy_steps++;
+    }
     return 0;
 }
 
@@ -740,6 +1146,11 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
 {
     if (check_batch(m, kv, b))
         return -1;
+    if (m->dist) { /* the leader sends the step to the other ranks first (lockstep.h) */
+        if (hy_lockstep_send_forward(m, kv, b, NULL, logits != NULL) || dist_prepare(m, b))
+            hy_dist_abort(1, "forward: %s", hy_err_msg());
+        hy_dist_step_begin();
+    }
     struct hy_model_prof *prof = prof_of(m);
     double before[HY_STAGE_COUNT], t0 = prof_start(prof);
     if (prof)
@@ -754,6 +1165,8 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
         layer_forward(m, kv, L, b, x, s);
     int rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, s);
     prof_finish(prof, t0, before, T);
+    if (m->dist)
+        hy_dist_step_end();
     return rc;
 }
 
@@ -763,6 +1176,8 @@ int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const st
     const int32_t n_layers = m->cfg.num_hidden_layers;
     if (from < 0 || from > to || to > n_layers)
         return hy_err_set("forward: layers [%d, %d) outside [0, %d]", from, to, n_layers);
+    if (m->dist)
+        return hy_err_set("forward: a range of layers (calibration) runs in one process only, not under mpirun");
     if (check_batch(m, kv, b))
         return -1;
     struct hy_forward_scratch *s = scratch_for(m, b);
@@ -785,6 +1200,11 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
         return hy_err_set("this model has no MTP layer");
     if (check_batch(m, kv, b))
         return -1;
+    if (m->dist) {
+        if (hy_lockstep_send_forward(m, kv, b, hidden_in, logits != NULL) || dist_prepare(m, b))
+            hy_dist_abort(1, "forward: %s", hy_err_msg());
+        hy_dist_step_begin();
+    }
     struct hy_model_prof *prof = prof_of(m);
     double before[HY_STAGE_COUNT], t0 = prof_start(prof);
     if (prof)
@@ -809,5 +1229,7 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     layer_forward(m, kv, L, b, x, s);
     int rc = head_forward(m, x, ly->final_norm, b, logits, hidden_out, s);
     prof_finish(prof, t0, before, T);
+    if (m->dist)
+        hy_dist_step_end();
     return rc;
 }

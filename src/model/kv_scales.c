@@ -3,6 +3,9 @@
  * checkpoint itself or in a side file kv_cache_scales.safetensors in the model directory). */
 #include "model/model.h"
 
+#include "model/lockstep.h"
+#include "model/shard.h"
+
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
@@ -123,14 +126,21 @@ enum hy_dtype hy_model_kv_dtype(const struct hy_model *m, enum hy_dtype want)
 size_t hy_model_kv_token_bytes(const struct hy_model *m, enum hy_dtype kv_dtype)
 {
     const enum hy_dtype dt = hy_model_kv_dtype(m, kv_dtype);
-    return hy_kv_cache_token_bytes(cache_layers(m), m->cfg.num_key_value_heads, m->cfg.head_dim, dt,
-                                   dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
+    return hy_kv_cache_token_bytes(cache_layers(m), m->dist ? m->dist->nkv : m->cfg.num_key_value_heads,
+                                   m->cfg.head_dim, dt, dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
 }
 
 int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks,
                                  enum hy_dtype kv_dtype)
 {
     const struct hy_model_config *c = &m->cfg;
-    return hy_kv_cache_init_ex(kv, cache_layers(m), c->num_key_value_heads, c->head_dim, block_size, n_blocks,
-                               hy_model_kv_dtype(m, kv_dtype), (const float *const *)m->v_cache_scale, -1);
+    if (hy_kv_cache_init_ex(kv, cache_layers(m), m->dist ? m->dist->nkv : c->num_key_value_heads, c->head_dim,
+                            block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype),
+                            (const float *const *)m->v_cache_scale, -1))
+        return -1;
+    if (hy_lockstep_kv_init(m, kv, block_size, n_blocks, kv_dtype)) {
+        hy_kv_cache_free(kv);
+        return -1;
+    }
+    return 0;
 }

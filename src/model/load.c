@@ -2,6 +2,8 @@
 #include "model/model.h"
 
 #include "model/load_quant.h"
+#include "model/lockstep.h"
+#include "model/shard.h"
 
 #include "base/env.h"
 #include "base/err.h"
@@ -281,6 +283,8 @@ void hy_load_params_default(struct hy_load_params *p, enum hy_compute_dtype comp
     p->compute = compute;
     p->format = hy_load_format_default();
     p->moe_grouped = hy_env_params()->moe_grouped;
+    p->comm = NULL;
+    p->par = NULL;
 }
 
 int hy_model_load(const char *model_dir, enum hy_compute_dtype compute, struct hy_model **out)
@@ -308,6 +312,10 @@ int hy_model_load_ex(const char *model_dir, const struct hy_load_params *lp, str
     }
     if (hy_model_load_kv_scales(m, model_dir))
         goto fail;
+    if (lp->comm && hy_comm_size(lp->comm) > 1 && hy_model_shard(m, lp->comm, lp->par)) {
+        hy_err_prefix("%s", model_dir);
+        goto fail;
+    }
     if (hy_model_place(m, lp->format))
         goto fail;
     m->load_seconds = hy_time_now() - t0;
@@ -336,6 +344,8 @@ void hy_model_free(struct hy_model *m)
 {
     if (!m)
         return;
+    hy_lockstep_exit(m);
+    hy_model_shard_free(m);
     if (m->layers) {
         int n_layers = m->cfg.num_hidden_layers + (m->cfg.num_nextn_predict_layers > 0);
         for (int L = 0; L < n_layers; L++)
@@ -355,8 +365,5 @@ void hy_model_free(struct hy_model *m)
 
 int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks)
 {
-    const struct hy_model_config *c = &m->cfg;
-    return hy_kv_cache_init(kv, c->num_hidden_layers + (c->num_nextn_predict_layers > 0), c->num_key_value_heads,
-                            c->head_dim, block_size, n_blocks,
-                            m->compute == HY_COMPUTE_F32 ? HY_DTYPE_F32 : HY_DTYPE_BF16);
+    return hy_model_kv_cache_init_dtype(m, kv, block_size, n_blocks, HY_DTYPE_UNKNOWN);
 }

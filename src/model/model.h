@@ -77,6 +77,9 @@ enum hy_compute_dtype {
 };
 
 struct hy_forward_scratch;
+struct hy_model_dist;
+struct hy_comm;
+struct hy_parallel_config;
 
 struct hy_model {
     struct hy_model_config cfg;
@@ -112,6 +115,7 @@ struct hy_model {
      * observed, and with (NULL, 0) after them; NULL when not needed. */
     void (*observe_route)(void *ctx, const float *w, int64_t n);
     struct hy_forward_scratch *fwd; /* the forward pass's activations (hy_model_reserve), owned */
+    struct hy_model_dist *dist;     /* this rank's part in an mpirun job (shard.h), owned; NULL in one process */
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every
@@ -127,9 +131,12 @@ void hy_model_free(struct hy_model *m);
  * (base/env.h: HYINFER_LOAD_FORMAT, HYINFER_MOE_GROUPED); callers override what their flags set. */
 struct hy_load_params {
     enum hy_compute_dtype compute;
-    enum hy_load_format format; /* weights copied into the huge-page arena, or mmapped (place.h) */
-    int moe_grouped;            /* 1: the grouped MoE pass for T <= 32 tokens; 0: per-expert always
+    enum hy_load_format format;           /* weights copied into the huge-page arena, or mmapped (place.h) */
+    int moe_grouped;                      /* 1: the grouped MoE pass for T <= 32 tokens; 0: per-expert always
                                           (m->moe_per_expert = 1); the results are bitwise the same */
+    struct hy_comm *comm;                 /* NULL or a one-rank world: the whole model in this process; else this
+                                          rank loads only its shard (shard.h), borrowed */
+    const struct hy_parallel_config *par; /* the layout over comm's ranks (required with comm) */
 };
 void hy_load_params_default(struct hy_load_params *p, enum hy_compute_dtype compute);
 

@@ -1,5 +1,6 @@
 /* place.c - weight placement after loading: keep the mmap, or copy into a huge-page arena (place.h). */
 #include "model/place.h"
+#include "model/shard.h"
 
 #include "base/env.h"
 #include "base/err.h"
@@ -394,4 +395,20 @@ void hy_model_place_release(struct hy_model *m)
         munmap(m->arena, m->arena_size);
     m->arena = NULL;
     m->arena_size = 0;
+}
+
+static void weight_bytes_fn(struct hy_tensor *t, void *ctx)
+{
+    if (t->data)
+        *(int64_t *)ctx += hy_tensor_bytes(t);
+}
+
+int64_t hy_model_weight_bytes(const struct hy_model *m)
+{
+    int64_t b = 0;
+    struct hy_tensor lm = m->lm_head, *embed = (struct hy_tensor *)&m->embed;
+    for_each_tensor((struct hy_model *)m, weight_bytes_fn, &b);
+    if (m->cfg.tie_word_embeddings && lm.data == embed->data && lm.rows == embed->rows)
+        b -= hy_tensor_bytes(&lm); /* one table counted twice */
+    return b;
 }

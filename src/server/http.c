@@ -333,7 +333,8 @@ static int load(struct hy_server *s)
 {
     const struct hy_server_config *c = s->cfg;
     double t0 = hy_time_now();
-    if (hy_tokenizer_load_dir(c->model_dir, &s->tok) || hy_model_load(c->model_dir, c->dtype, &s->model))
+    if (hy_tokenizer_load_dir(c->model_dir, &s->tok) ||
+        (c->load_model ? c->load_model(c->load_ctx, &s->model) : hy_model_load(c->model_dir, c->dtype, &s->model)))
         return -1;
     s->engine = hy_engine_create(s->model, &c->engine);
     if (!s->engine)

@@ -26,6 +26,10 @@ struct hy_server_config {
     size_t max_body_bytes;            /* default 4 MiB */
     int threads;                      /* OpenMP threads of the engine (<= 0: default) */
     volatile sig_atomic_t *stop_flag; /* set (by a signal handler) to drain and exit */
+    /* NULL: hy_model_load(model_dir, dtype). Else called to load the model (the CLI's multi-rank
+     * loader: returns once every rank holds its shard); 0 and *m, or -1 with hy_err_msg(). */
+    int (*load_model)(void *ctx, struct hy_model **m);
+    void *load_ctx;
 };
 
 /* Starts listening, loads the model, serves until *stop_flag, then stops accepting, drains the
