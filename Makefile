@@ -4,11 +4,20 @@ CC       ?= gcc
 PKGS     := libpcre2-8 jansson yaml-0.1 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Open MPI (libopenmpi-dev) for multi-rank runs under mpirun (src/dist/comm.c, the only user of <mpi.h>);
+# without it src/dist is a one-rank world. HY_MPI=0 builds without it where it is installed.
+ifeq ($(origin HY_MPI),undefined)
+HY_MPI := $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1 || echo 0)
+endif
+ifeq ($(HY_MPI),1)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c) -DHY_HAVE_MPI
+MPI_LIBS   := $(shell pkg-config --libs ompi-c)
+endif
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 SAN      ?=
-ALL_CFLAGS = $(CFLAGS) $(SAN) -std=c11 -D_GNU_SOURCE -ffp-contract=off -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -Isrc -Iinclude $(PKG_CFLAGS)
-LDLIBS   += $(PKG_LIBS) -lm -lpthread -fopenmp $(SAN)
+ALL_CFLAGS = $(CFLAGS) $(SAN) -std=c11 -D_GNU_SOURCE -ffp-contract=off -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -Isrc -Iinclude $(PKG_CFLAGS) $(MPI_CFLAGS)
+LDLIBS   += $(PKG_LIBS) $(MPI_LIBS) -lm -lpthread -fopenmp $(SAN)
 BUILD    ?= build
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/main.c' | sort)
@@ -18,7 +27,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(BUILD)/src/cli/main.d $(BUILD)/tests/avx512_emu.d
 
-.PHONY: all deps test-deps run check test test-emu test-only unit asan fuzz bench clean
+.PHONY: FORCE all deps test-deps run check test test-emu test-only unit asan fuzz bench clean
 all: $(BUILD)/hyinfer
 
 # deps: what building and running need (compiler, pkg-config, the four libraries).
@@ -32,6 +41,13 @@ test-deps:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+# comm.o and what tests it are rebuilt when Open MPI comes or goes (HY_MPI changes)
+$(BUILD)/hy_mpi.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(HY_MPI)' | cmp -s - $@ || echo '$(HY_MPI)' >$@
+$(BUILD)/src/dist/comm.o $(BUILD)/tests/test_comm: $(BUILD)/hy_mpi.stamp
+FORCE:
 
 $(BUILD)/libhyinfer.a: $(LIB_OBJ)
 	@rm -f $@
@@ -53,6 +69,16 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhyinfer.a $(TEST_EMU_OBJ)
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(TEST_EMU_OBJ) $(BUILD)/libhyinfer.a $(LDLIBS) -lcmocka
 
 unit: $(TEST_BIN)
+
+# The model-level multi-rank test program of tests/dist/test_model_mpi.sh (run under mpirun).
+$(BUILD)/tests/model_mpi_test: tests/dist/model_mpi_test.c $(BUILD)/libhyinfer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libhyinfer.a $(LDLIBS)
+
+# The multi-rank test program of tests/dist/test_comm_mpi.sh (run under mpirun; not a unit test).
+$(BUILD)/tests/comm_mpi_test: tests/dist/comm_mpi_test.c $(BUILD)/libhyinfer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libhyinfer.a $(LDLIBS)
 
 # The unit tests once more under AddressSanitizer + UBSan (separate build tree).
 asan:

@@ -3,7 +3,7 @@
 # listed before it). Prints every include that points back up; exit 1 if any.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ORDER=(base quant kernels cache config model sample sched text engine quantize bench server cli)
+ORDER=(base quant kernels dist cache config model sample sched text engine quantize bench server cli)
 rank() { local i; for i in "${!ORDER[@]}"; do [ "${ORDER[$i]}" = "$1" ] && { echo "$i"; return; }; done; echo -1; }
 bad=0
 for d in src/*/; do

@@ -2,7 +2,8 @@
 # Installs what hyinfer needs, only what is missing (Debian bookworm, as root or with sudo).
 #   install_deps.sh run    what building and running need (`make run`, `make deps`)
 #   install_deps.sh test   that plus the test tooling (`make test`): cmocka, clang, SIMDe, Python
-#                          packages, and the npm packages pinned in tests/js/package.json
+#                          packages, Open MPI (the multi-rank tests; the build uses it where present),
+#                          and the npm packages pinned in tests/js/package.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-run}"
@@ -10,7 +11,7 @@ case "$mode" in run|test) ;; *) echo "usage: $0 run|test" >&2; exit 2 ;; esac
 
 RUN_PKGS="make gcc libc6-dev pkg-config libpcre2-dev libjansson-dev libyaml-dev libmicrohttpd-dev"
 TEST_PKGS="libcmocka-dev clang libclang-rt-14-dev python3 python3-numpy python3-jinja2 python3-regex
-  curl libsimde-dev clang-format debootstrap"
+  curl libsimde-dev clang-format debootstrap libopenmpi-dev openmpi-bin"
 want="$RUN_PKGS"; [ "$mode" = test ] && want="$RUN_PKGS $TEST_PKGS"
 
 missing=()
