@@ -2,7 +2,7 @@
 # Runs the tests of one tier (default: test):
 #   check  build, the layout and format checks, the C unit tests (cmocka)            `make check`
 #   test   check + the unit tests under ASan+UBSan (on AVX-512 hosts once more with the emulated
-#          avx512 level, the code AVX2-only machines run) + golden/e2e scripts + the model goldens on
+#          avx512 level, the code AVX2-only machines run) + golden/e2e/dist scripts + the model goldens on
 #          the scalar kernels + the fresh-machine install test + fuzzers                 `make test`
 #   emu    the avx512 level's machine code inside the Bochs emulator (3-4 minutes; opt-in,
 #          skipped where the CPU has AVX-512)                                        `make test-emu`
@@ -74,7 +74,7 @@ if [ "${HYINFER_SKIP_ASAN:-0}" != 1 ]; then
   fi
 fi
 
-for t in tests/golden/test_* tests/e2e/test_*; do
+for t in tests/golden/test_* tests/e2e/test_* tests/dist/test_*; do
   [ -f "$t" ] || continue
   case "$t" in
     *.py) run_one "${t#tests/}" "$PYTHON" "$t" ;;
