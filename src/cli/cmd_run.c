@@ -144,7 +144,9 @@ int hy_cmd_run(int argc, char **argv)
     const char *yaml = NULL, *kvd_flag = NULL;
     int threads = 0, help = 0, np = 0;
     const char *pos[1];
+    struct hy_cli_par par = {0};
     const struct hy_arg args[] = {
+        HY_CLI_PAR_ARGS(par),
         {"--yaml", NULL, HY_ARG_STR, &yaml, NULL, "run config (cann-recipes-infer YAML schema)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd_flag, NULL,
@@ -196,7 +198,20 @@ int hy_cmd_run(int argc, char **argv)
     double t0 = hy_time_now();
     if (ctx.tty)
         fprintf(stderr, "loading    %s ...", cfg.model_path);
-    if (hy_model_load(cfg.model_path, cd, &m) || hy_tokenizer_load_dir(cfg.model_path, &tok))
+    struct hy_parallel_config pc;
+    hy_parallel_default(&pc);
+    pc.world_size = cfg.world_size;
+    pc.attn_tp_size = cfg.attn_tp_size;
+    pc.dense_tp_size = cfg.dense_tp_size;
+    pc.moe_tp_size = cfg.moe_tp_size;
+    pc.embed_tp_size = cfg.embed_tp_size;
+    pc.lmhead_tp_size = cfg.lmhead_tp_size;
+    pc.enable_sp = cfg.enable_sp;
+    if (hy_cli_par_resolve(&par, 1, &pc) && hy_err_prefix("%s: parallel_config", cfg.config_path))
+        goto fail;
+    struct hy_load_params lp;
+    hy_load_params_default(&lp, cd);
+    if (hy_cli_load_model(cfg.model_path, &lp, &pc, argc, argv, &m) || hy_tokenizer_load_dir(cfg.model_path, &tok))
         goto fail;
     double t_load = hy_time_now() - t0;
     if (ctx.tty)

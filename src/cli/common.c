@@ -93,9 +93,11 @@ int hy_cli_par_resolve(const struct hy_cli_par *p, int from_yaml, struct hy_para
 {
     const int world = hy_comm_size(hy_dist_world());
     if (!from_yaml || p->given) {
+        const int sp = from_yaml ? out->enable_sp : 0;
         struct hy_parallel_config d;
         hy_parallel_default(&d);
         *out = d;
+        out->enable_sp = sp;
         const int dp = p->dp > 0 ? p->dp : 1, tp = p->tp > 0 ? p->tp : world / dp;
         if ((p->tp < 0 || p->dp < 0) || tp < 1)
             return hy_err_set("--tensor-parallel-size %d / --data-parallel-size %d: need sizes >= 1 with TP x DP = "

@@ -81,7 +81,7 @@ static const struct key_spec specs[] = {
     {"model_config", "enable_weight_nz", V_BOOL, 1, NO_FIELD, 0, 0, 0, NULL},
     {"model_config.custom_params", "enable_online_split_weight", V_BOOL, 1, NO_FIELD, 0, 0, 0, NULL},
     {"model_config.custom_params", "enable_multi_streams", V_BOOL, 1, NO_FIELD, 0, 0, 0, NULL},
-    {"model_config.custom_params", "enable_sp", V_BOOL, 1, NO_FIELD, 0, 0, 0, NULL},
+    {"model_config.custom_params", "enable_sp", V_BOOL, 0, F(enable_sp), 0, 0, 0, NULL},
 
     {"data_config", "dataset", V_ENUM, 0, F(dataset), 0, 0, 0, dataset_choices},
     {"data_config", "dataset_path", V_STR, 0, F(dataset_path), 0, 0, 0, NULL},
@@ -435,35 +435,41 @@ static void where(char *buf, size_t cap, const char *file, int line)
         snprintf(buf, cap, "%s: ", file);
 }
 
+/* Every size >= 1 dividing world_size (the job's rank count is checked at start, config/parallel.h);
+ * o_proj_tp_size / shared_tp_size follow attn_tp_size / dense_tp_size (1 or equal); no context
+ * parallelism (cp_size 1). */
 static int check_parallel(struct ctx *c)
 {
-    static const char *const names[] = {"world_size",     "attn_tp_size",  "dense_tp_size",
-                                        "moe_tp_size",    "embed_tp_size", "lmhead_tp_size",
-                                        "o_proj_tp_size", "cp_size",       "shared_tp_size"};
     const struct hy_run_config *cfg = c->cfg;
-    const int32_t vals[] = {cfg->world_size,     cfg->attn_tp_size,  cfg->dense_tp_size,
-                            cfg->moe_tp_size,    cfg->embed_tp_size, cfg->lmhead_tp_size,
-                            cfg->o_proj_tp_size, cfg->cp_size,       cfg->shared_tp_size};
-    int first = -1;
-    char others[256] = "";
-    for (int i = 0; i < 9; i++) {
-        if (vals[i] == 1)
-            continue;
-        if (first < 0) {
-            first = i;
-        } else {
-            size_t n = strlen(others);
-            snprintf(others + n, sizeof(others) - n, "%s%s=%d", n ? ", " : "", names[i], (int)vals[i]);
-        }
-    }
-    if (first < 0)
-        return 0;
+    static const char *const names[] = {"attn_tp_size", "dense_tp_size", "moe_tp_size", "embed_tp_size",
+                                        "lmhead_tp_size"};
+    const int32_t vals[] = {cfg->attn_tp_size, cfg->dense_tp_size, cfg->moe_tp_size, cfg->embed_tp_size,
+                            cfg->lmhead_tp_size};
     char at[300];
-    where(at, sizeof(at), c->file, spec_line(c, "parallel_config", names[first]));
-    return hy_err_set("%sparallel_config.%s=%d: multi-rank runs are not yet supported (multi-rank "
-                      "comes with the distributed issue; set world_size and every *_tp_size to "
-                      "1)%s%s",
-                      at, names[first], (int)vals[first], *others ? "; also " : "", others);
+    for (int i = 0; i < 5; i++)
+        if (cfg->world_size % vals[i] != 0) {
+            where(at, sizeof(at), c->file, spec_line(c, "parallel_config", names[i]));
+            return hy_err_set("%sparallel_config.%s=%d does not divide world_size %d", at, names[i], (int)vals[i],
+                              (int)cfg->world_size);
+        }
+    if (cfg->o_proj_tp_size != 1 && cfg->o_proj_tp_size != cfg->attn_tp_size) {
+        where(at, sizeof(at), c->file, spec_line(c, "parallel_config", "o_proj_tp_size"));
+        return hy_err_set("%sparallel_config.o_proj_tp_size=%d: o_proj is split with the attention heads "
+                          "(attn_tp_size %d); set it to 1 or %d",
+                          at, (int)cfg->o_proj_tp_size, (int)cfg->attn_tp_size, (int)cfg->attn_tp_size);
+    }
+    if (cfg->shared_tp_size != 1 && cfg->shared_tp_size != cfg->dense_tp_size) {
+        where(at, sizeof(at), c->file, spec_line(c, "parallel_config", "shared_tp_size"));
+        return hy_err_set("%sparallel_config.shared_tp_size=%d: the shared expert is split with the dense MLP "
+                          "(dense_tp_size %d); set it to 1 or %d",
+                          at, (int)cfg->shared_tp_size, (int)cfg->dense_tp_size, (int)cfg->dense_tp_size);
+    }
+    if (cfg->cp_size != 1) {
+        where(at, sizeof(at), c->file, spec_line(c, "parallel_config", "cp_size"));
+        return hy_err_set("%sparallel_config.cp_size=%d: context parallelism is not implemented; set cp_size: 1", at,
+                          (int)cfg->cp_size);
+    }
+    return 0;
 }
 
 /* Resolves a relative path against the YAML's directory when it exists there. */

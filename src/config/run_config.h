@@ -46,6 +46,7 @@ struct hy_run_config {
     char *dataset_path;          /* required for LongBench / InfiniteBench; optional override for default */
     int32_t input_truncated_len; /* tokens; 0 = no truncation */
     int apply_chat_template;     /* default 0 (raw prompts) */
+    int enable_sp;               /* model_config.custom_params.enable_sp: sequence-parallel o_proj (default 0) */
     /* parallel_config */
     int32_t world_size, attn_tp_size, moe_tp_size, embed_tp_size, lmhead_tp_size, dense_tp_size, o_proj_tp_size,
         cp_size, shared_tp_size; /* all default 1 */
@@ -77,8 +78,8 @@ int hy_run_config_init(struct hy_run_config *cfg);
  * *cfg is then zeroed (freeing it is harmless).
  * Warnings (Ascend-only keys) are printed to stderr as one line (hy_log_warn: "hyinfer: warning:
  * FILE: Ascend-only keys ... ignored: KEY, KEY"), also when a later check fails.
- * Also rejects world_size or any *_tp_size / cp_size != 1 with
- * "parallel_config.world_size=16: multi-rank runs are not yet supported (...)", with_ckpt False,
+ * Also rejects a parallel_config size that does not divide world_size ("parallel_config.attn_tp_size=3
+ * does not divide world_size 4"; the job's rank count is compared at start), cp_size != 1, with_ckpt False,
  * and LongBench / InfiniteBench without dataset_path. */
 int hy_run_config_load(const char *yaml_path, struct hy_run_config *cfg);
 void hy_run_config_free(struct hy_run_config *cfg);

@@ -611,7 +611,10 @@ static int64_t routed_local(const struct hy_model *m, const struct hy_layer *ly,
             for (int64_t j = 0; j < K; j++)
                 if (s->sel[t * K + j] == e)
                     memcpy(X + (r++) * H, x + t * H, (size_t)H * sizeof(float));
-        if (r > r0)
+        if (r > r0 && d->moe_tp > 1 && !d->sum) /* the expert split over its moe_tp ranks, outputs gathered */
+            mlp_dist(m, &ly->experts[e], X + r0 * H, r - r0, m->cfg.moe_intermediate_size, d->moe, s->ff_a, s->ff_b,
+                     OUT + r0 * H);
+        else if (r > r0)
             mlp_forward(m, &ly->experts[e], X + r0 * H, r - r0, s->ff_a, s->ff_b, OUT + r0 * H);
     }
     *out_rows = OUT;
@@ -963,7 +966,28 @@ static void attn_core(const struct hy_model *m, struct hy_kv_cache *kv, int L, c
     }
     maybe_round(m, s->att, T * nh * D);
     if (d && d->par.attn_tp_size > 1) {
-        if (d->sum) {
+        if (d->par.enable_sp) { /* sequence parallel: head outputs to token slices, o_proj whole, rows gathered */
+            const int n = hy_comm_size(d->attn), me = hy_comm_rank(d->attn);
+            const int64_t w = nh * D, W = (int64_t)c->num_attention_heads * D;
+            int64_t lo, cnt, my_lo, my_n;
+            size_t sc[1024], rc[1024], gc[1024];
+            hy_part(T, n, me, &my_lo, &my_n);
+            for (int r = 0; r < n; r++) {
+                hy_part(T, n, r, &lo, &cnt);
+                sc[r] = (size_t)(cnt * w) * sizeof(float);
+                rc[r] = (size_t)(my_n * w) * sizeof(float);
+                gc[r] = (size_t)(cnt * H) * sizeof(float);
+            }
+            float *rows = hy_dist_buf(d, 8, (size_t)(my_n * W));
+            if (!rows || n > 1024)
+                dist_ok(-1);
+            dist_ok(hy_comm_alltoallv(d->attn, s->att, sc, s->q, rc));
+            for (int r = 0; r < n; r++) /* rank r's heads are columns [r*w, (r+1)*w) */
+                for (int64_t t = 0; t < my_n; t++)
+                    memcpy(rows + t * W + r * w, s->q + ((int64_t)r * my_n + t) * w, (size_t)w * sizeof(float));
+            linear(m, s->a, rows, my_n, &ly->wo);
+            dist_ok(hy_comm_allgatherv(d->attn, s->a, s->tmp, gc));
+        } else if (d->sum) {
             linear(m, s->tmp, s->att, T, &ly->wo);
             dist_ok(hy_fd_sum_rows(d, d->attn, s->tmp, T, H, s->tmp));
         } else { /* all heads' outputs (into q, free now), then this rank's o_proj rows, gathered */

@@ -128,7 +128,8 @@ static int make_groups(struct hy_model_dist *d)
            hy_comm_split(d->world, r % p->attn_tp_size, r, &d->dp) ||
            hy_comm_split(d->world, r / p->dense_tp_size, r, &d->dense) ||
            hy_comm_split(d->world, r / p->embed_tp_size, r, &d->embed) ||
-           hy_comm_split(d->world, r / p->lmhead_tp_size, r, &d->lmhead);
+           hy_comm_split(d->world, r / p->lmhead_tp_size, r, &d->lmhead) ||
+           hy_comm_split(d->world, r / p->moe_tp_size, r, &d->moe);
 }
 
 /* Local heads of the attention TP group; -1 with the reason when the sizes do not fit. */
@@ -158,7 +159,7 @@ static int shard_layer(struct hy_model *m, struct hy_layer *ly, int L)
     slice_rows(&ly->wq, (int64_t)d->q_head0 * D, (int64_t)d->nh * D);
     slice_rows(&ly->wk, (int64_t)d->kv_head0 * D, (int64_t)d->nkv * D);
     slice_rows(&ly->wv, (int64_t)d->kv_head0 * D, (int64_t)d->nkv * D);
-    if (d->par.attn_tp_size > 1) {
+    if (d->par.attn_tp_size > 1 && !d->par.enable_sp) { /* sequence parallel keeps o_proj whole */
         snprintf(what, sizeof(what), "layer %d o_proj", L);
         if (d->sum ? slice_cols(d, &ly->wo, (int64_t)d->q_head0 * D, (int64_t)d->nh * D, what)
                    : (slice_rows(&ly->wo, d->o_row0, d->o_rows), 0))
@@ -180,7 +181,7 @@ static int shard_layer(struct hy_model *m, struct hy_layer *ly, int L)
             continue;
         }
         snprintf(what, sizeof(what), "layer %d expert %d down_proj", L, e);
-        if (shard_mlp(d, x, d->moe_tp, d->moe_tp_rank, 1, what))
+        if (shard_mlp(d, x, d->moe_tp, d->moe_tp_rank, d->sum, what))
             return -1;
     }
     return 0;
@@ -236,10 +237,6 @@ int hy_model_shard(struct hy_model *m, struct hy_comm *world, const struct hy_pa
         d->ne = c->num_experts / d->moe_ep;
         d->e0 = d->ep_rank * d->ne;
     }
-    if (d->moe_tp > 1 && !d->sum && c->num_experts > 0)
-        return hy_err_set("parallel_config: moe_tp_size %d splits each expert, which needs the sum combine "
-                          "(--tp-combine sum); the exact combine takes moe_tp_size 1 (expert parallel)",
-                          d->moe_tp);
     hy_part(c->vocab_size, d->par.embed_tp_size, d->rank % d->par.embed_tp_size, &d->v0, &d->nv);
     hy_part(c->vocab_size, d->par.lmhead_tp_size, d->rank % d->par.lmhead_tp_size, &d->lv0, &d->lnv);
     d->lm_compute = d->rank / d->par.lmhead_tp_size == 0;
@@ -279,6 +276,7 @@ void hy_model_shard_free(struct hy_model *m)
     free(d->loc_pos);
     free(d->loc_seq);
     free(d->loc_slot);
+    hy_comm_free(d->moe);
     hy_comm_free(d->lmhead);
     hy_comm_free(d->embed);
     hy_comm_free(d->dense);

@@ -25,6 +25,7 @@ struct hy_model_dist {
     struct hy_comm *dense;  /* dense_tp_size ranks (dense MLP, shared expert), owned */
     struct hy_comm *embed;  /* embed_tp_size ranks, owned */
     struct hy_comm *lmhead; /* lmhead_tp_size ranks, owned */
+    struct hy_comm *moe;    /* the moe_tp_size ranks sharing one expert-parallel group's experts, owned */
     int rank, size;         /* world */
     int dp_rank, dp_size;   /* attention-DP group of this rank, number of groups */
     int32_t nh, nkv;        /* local query / KV heads */

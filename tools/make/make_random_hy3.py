@@ -19,6 +19,8 @@ Variants (each exercises a different set of loader paths; see VARIANTS below):
                2 dense layers, router + bias BF16
   scaled       route_norm true, scaling 2.826, num_shared_experts 2, only expert_hidden_dim (no
                moe_intermediate_size), 8 query heads / 2 kv heads (q width 128 != hidden 64), router + bias F32
+  dist         8 query heads / 4 kv heads, 16 experts top-6: 2- and 4-way attention, expert and vocabulary
+               splits (tests/dist), top_k > EP size 4 (the recipe's all-gather dispatch rule)
 """
 import argparse
 import json
@@ -49,6 +51,8 @@ VARIANTS = {
                     scale=1.5, router_dt="BF16", bias_dt="BF16", top_k=2, seed=3003),
     "scaled": dict(vocab=301, heads=8, kv=2, route_norm=True, scale=2.826, shared=2, top_k=3, spelling="outer",
                    moe_size_keys=("expert_hidden_dim",), seed=4004),
+    "dist": dict(vocab=300, heads=8, kv=4, experts=16, top_k=6, moe_inter=32, inter=96, shared=1, route_norm=True,
+                 scale=2.0, spelling="inner", seed=5005),
 }
 
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One model over 2 and 4 ranks against the same model in one process (tests/dist/model_mpi_test.c),
+# fp32 mode, the logits of every step (prefill of a 150-token sequence, 4 greedy decode steps, and
+# the MTP layer's rows):
+#   - exact layouts (heads with gathered o_proj, dense and expert splits gathered, EP with the
+#     slot-order combine, vocabulary-split embedding and lm_head, sequence-parallel o_proj):
+#     bitwise equal to 1 rank;
+#   - sum layouts (partials added in rank order): within 1e-4 * max(1, |ref|), same greedy tokens
+#     where the 1-rank top-1/top-2 margin exceeds 1e-3;
+#   - every layout: the sequence alone, in a batch of 7 and in prefill chunks of 64 give bitwise the
+#     same logits (batch and chunk invariance at fixed N).
+# Models: a random hy_v3 with 8 heads / 4 KV heads / 16 experts top-6 (tools/make/make_random_hy3.py
+# --variant dist, so 4-way splits stay within the KV heads and top_k > EP) and models/hy3-tiny
+# (2 KV heads: TP4 replicates them). Skipped (77) without mpirun / libopenmpi-dev.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+command -v mpirun >/dev/null || { echo "mpirun not found (openmpi-bin; make test-deps installs it)"; exit 77; }
+pkg-config --exists ompi-c 2>/dev/null || { echo "Open MPI headers not found (libopenmpi-dev)"; exit 77; }
+BUILD="${BUILD:-build}"
+BIN="$BUILD/tests/model_mpi_test"
+make -s BUILD="$BUILD" "$BIN" || { echo "FAIL: building $BIN"; exit 1; }
+W="$BUILD/dist-model-test"
+rm -rf "$W"; mkdir -p "$W"
+/usr/bin/python3 tools/make/make_random_hy3.py --out "$W/model" --variant dist >/dev/null || { echo "FAIL: make_random_hy3"; exit 1; }
+export MPIEXEC_TIMEOUT="${MPIEXEC_TIMEOUT:-120}" OMP_NUM_THREADS=1
+[ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset HYINFER_DIST_FAULT HYINFER_DIST_STEP_TIMEOUT
+MPIRUN=(mpirun --oversubscribe --mca pml ob1 --mca btl self,vader)
+
+failures=0
+i=0
+run() { # run MODEL NP FLAGS...
+  local model=$1 np=$2; shift 2
+  i=$((i + 1))
+  local log="$W/run$i.log"
+  "${MPIRUN[@]}" -np "$np" "$BIN" "$model" "$@" >"$log" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ] || grep -q '^FAIL' "$log" || ! grep -q '^ok' "$log"; then
+    echo "FAIL: $(basename "$model") np=$np $*: exit $rc"; grep -v '^hyinfer: info' "$log" | tail -15 | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok: $(basename "$model") np=$np $*: $(grep -c '^ok' "$log") checks"
+  fi
+}
+D="$W/model"
+for np in 2 4; do
+  run "$D" $np --tp $np --mtp                                   # TP: heads, dense, experts split + gathered
+  run "$D" $np --ep --mtp                                       # EP, dispatch by the recipe's rule (all-to-all)
+  run "$D" $np --ep --dispatch ag                               # EP, all-gather
+  run "$D" $np --tp $np --sum                                   # TP with rank-order sums
+  run "$D" $np --ep --sum --dispatch ag                         # EP, all-gather / reduce-scatter
+  run "$D" $np --ep --sum --dispatch a2a                        # EP, all-to-all of partials
+  run "$D" $np --tp 1 --dp $np --ep --mtp                       # DP attention + EP
+done
+run "$D" 2 --tp 2 --ep --mtp                                    # TP2 x EP2
+run "$D" 4 --tp 2 --dp 2 --ep --mtp                             # TP2 x DP2, EP4
+# the recipe's layout: world_size 4, attn_tp_size 2, moe_tp_size 1, embed/lmhead_tp_size 2, with and without SP
+run "$D" 4 --attn-tp 2 --dense-tp 2 --moe-tp 1 --embed-tp 2 --lmhead-tp 2 --mtp
+run "$D" 4 --attn-tp 2 --dense-tp 2 --moe-tp 1 --embed-tp 2 --lmhead-tp 2 --sp --mtp
+run "$D" 4 --attn-tp 2 --dense-tp 2 --moe-tp 1 --embed-tp 2 --lmhead-tp 2 --sp --dispatch ag
+run "$D" 4 --attn-tp 4 --dense-tp 4 --moe-tp 1 --embed-tp 4 --lmhead-tp 4 --sp   # SP with attn_tp == EP, top_k 6 > 4: AG
+run models/hy3-tiny 4 --tp 4 --mtp                              # 2 KV heads replicated over 4 ranks
+run models/hy3-tiny 2 --ep --sum
+[ $failures -eq 0 ] && { echo "all $i multi-rank model runs passed"; exit 0; }
+echo "$failures of $i multi-rank model runs failed"; exit 1
