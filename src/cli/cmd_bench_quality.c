@@ -166,6 +166,10 @@ int hy_cmd_bench_quality(int argc, char **argv)
         hy_args_help(usage, args, na);
         return 0;
     }
+    if (hy_cli_single_rank("hyinfer bench quality")) {
+        fprintf(stderr, "hyinfer bench quality: %s\n", hy_err_msg());
+        return 2;
+    }
     if (!so[0].dir || !so[1].dir) {
         fprintf(stderr, "hyinfer bench quality: need -m A (the model measured) and --ref B (the reference)\n");
         hy_args_usage(usage, args, na);

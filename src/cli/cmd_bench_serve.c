@@ -9,6 +9,7 @@
  * closing). */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 
 #include "base/err.h"
 #include "base/timing.h"
@@ -234,6 +235,10 @@ int hy_cmd_bench_serve(int argc, char **argv)
     if (help) {
         hy_args_help(usage, args, na);
         return 0;
+    }
+    if (hy_cli_single_rank("hyinfer bench serve (a client: point it at a multi-rank server instead)")) {
+        fprintf(stderr, "hyinfer bench serve: %s\n", hy_err_msg());
+        return 2;
     }
     if (num < 1 || conc < 1 || in_len < 1 || out_len < 1 || ratio < 0 || ratio >= 1) {
         fprintf(stderr, "hyinfer bench serve: --num-prompts, --max-concurrency, lengths >= 1; "

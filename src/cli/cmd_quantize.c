@@ -225,6 +225,10 @@ int hy_cmd_quantize(int argc, char **argv)
         hy_args_help(usage_text, args, na);
         return 0;
     }
+    if (hy_cli_single_rank("hyinfer quantize")) {
+        fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
+        return 2;
+    }
     struct hy_quantize_opts o = {.targets = tseen ? targets : HY_QT_ALL};
     if (!in || !out || !dtype || !*in || !*out) {
         /* an empty -o used to quantize everything into "./.tmp-PID" and then fail the rename; an empty
@@ -334,7 +338,7 @@ int hy_cmd_quantize(int argc, char **argv)
 int hy_cmd_info_model(const char *model_dir)
 {
     struct hy_model *m = NULL;
-    if (hy_model_load(model_dir, HY_COMPUTE_F32, &m)) {
+    if (hy_cli_single_rank("hyinfer info -m") || hy_model_load(model_dir, HY_COMPUTE_F32, &m)) {
         fprintf(stderr, "hyinfer info: %s\n", hy_err_msg());
         return 1;
     }

@@ -191,9 +191,6 @@ int hy_cli_load_model(const char *model_dir, struct hy_load_params *lp, const st
     signal(SIGINT, SIG_IGN); /* the leader decides when the job ends (mpirun forwards signals to all) */
     signal(SIGTERM, SIG_IGN);
     hy_model_worker_run(*m);
-    const struct hy_dist_stats *st = hy_dist_stats();
-    hy_log_info("dist: rank %d done: %lld collectives, log hash %016llx, dummy steps %lld", r, (long long)st->n,
-                (unsigned long long)st->log_hash, (long long)st->dummy_steps);
     hy_model_free(*m);
     hy_dist_finalize();
     exit(0);

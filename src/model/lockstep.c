@@ -147,12 +147,23 @@ int hy_lockstep_reserve(struct hy_model *m, int64_t max_tokens, int32_t max_ctx)
     return send_hdr(m, &h);
 }
 
+/* One line per rank at the end of a job: the same collective count and log hash on every rank of a
+ * lockstep run (the tests compare them). */
+static void log_done(const struct hy_model *m)
+{
+    const struct hy_dist_stats *st = hy_dist_stats();
+    hy_log_info("dist: rank %d done: %lld collectives, log hash %016llx, %lld steps, dummy steps %lld", m->dist->rank,
+                (long long)st->n, (unsigned long long)st->log_hash, (long long)m->dist->steps,
+                (long long)st->dummy_steps);
+}
+
 void hy_lockstep_exit(struct hy_model *m)
 {
     if (!leader(m))
         return;
     struct plan_hdr h = {.op = OP_EXIT};
     send_hdr(m, &h);
+    log_done(m);
 }
 
 void hy_model_kv_cache_free(struct hy_model *m, struct hy_kv_cache *kv)
@@ -230,5 +241,6 @@ int hy_model_worker_run(struct hy_model *m)
     for (int i = 0; i < MAX_KV; i++)
         hy_kv_cache_free(&kvs[i]);
     free(kvs);
+    log_done(m);
     return 0;
 }
