@@ -422,17 +422,18 @@ int hy_comm_bcast_idle(struct hy_comm *c, void *buf, size_t bytes, int root)
         return 0;
     MPI_Request req;
     MPI_Ibcast(buf, n, MPI_BYTE, root, c->comm, &req);
-    long us = 50;
-    if (c->rank == root) /* the sender does not wait for anyone: complete it now */
+    if (c->rank == root) { /* the sender does not wait for anyone: complete it now */
         MPI_Wait(&req, MPI_STATUS_IGNORE);
-    else
+    } else {
+        long us = 50;
         for (;;) {
-        int done = 0;
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (done)
-            break;
-        sleep_us(us);
-        us = us * 2 < 2000 ? us * 2 : 2000;
+            int done = 0;
+            MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            if (done)
+                break;
+            sleep_us(us);
+            us = us * 2 < 2000 ? us * 2 : 2000;
+        }
     }
     coll_leave(HY_COLL_BCAST, bytes, t0);
 #endif
