@@ -207,7 +207,7 @@ int hy_cmd_run(int argc, char **argv)
     pc.embed_tp_size = cfg.embed_tp_size;
     pc.lmhead_tp_size = cfg.lmhead_tp_size;
     pc.enable_sp = cfg.enable_sp;
-    if (hy_cli_par_resolve(&par, 1, &pc) && hy_err_prefix("%s: parallel_config", cfg.config_path))
+    if (hy_cli_par_resolve(&par, 1, &pc) && hy_err_prefix("%s", cfg.config_path))
         goto fail;
     struct hy_load_params lp;
     hy_load_params_default(&lp, cd);

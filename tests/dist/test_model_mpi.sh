@@ -61,5 +61,51 @@ run "$D" 4 --attn-tp 2 --dense-tp 2 --moe-tp 1 --embed-tp 2 --lmhead-tp 2 --sp -
 run "$D" 4 --attn-tp 4 --dense-tp 4 --moe-tp 1 --embed-tp 4 --lmhead-tp 4 --sp   # SP with attn_tp == EP, top_k 6 > 4: AG
 run models/hy3-tiny 4 --tp 4 --mtp                              # 2 KV heads replicated over 4 ranks
 run models/hy3-tiny 2 --ep --sum
+
+# The product path: hyinfer itself under mpirun, bf16 mode, FP8 KV cache and quantized checkpoints:
+# logits bitwise equal to one process (the exact combine).
+HY="$BUILD/hyinfer"
+make -s BUILD="$BUILD" "$HY" || { echo "FAIL: building $HY"; exit 1; }
+"$HY" quantize -m models/hy3-tiny -o "$W/fp8" --quant-dtype fp8 >/dev/null 2>&1 || { echo "FAIL: quantize fp8"; exit 1; }
+"$HY" quantize -m models/hy3-tiny -o "$W/hybrid" --quant-dtype hybrid >/dev/null 2>&1 || { echo "FAIL: quantize hybrid"; exit 1; }
+logits_case() { # MODEL DTYPE KVD NP FLAGS...
+  local model=$1 dt=$2 kvd=$3 np=$4; shift 4
+  local a=(logits -m "$model" --prompt-ids 17,99,3000,5,77,1000,2000,31,4,4,9,300,12 --all-positions --dtype "$dt"
+    --kv-cache-dtype "$kvd" --json -t 1)
+  local one many
+  one=$("$HY" "${a[@]}" 2>/dev/null | md5sum)
+  many=$("${MPIRUN[@]}" -np "$np" "$HY" "${a[@]}" "$@" 2>"$W/logits.err" | md5sum)
+  i=$((i + 1))
+  if [ "$one" = "$many" ] && [ "$one" != "$(true | md5sum)" ]; then
+    echo "ok: hyinfer logits $(basename "$model") $dt kv $kvd np=$np $*: bitwise equal to 1 process"
+  else
+    echo "FAIL: hyinfer logits $(basename "$model") $dt kv $kvd np=$np $*: differs from 1 process"
+    grep -v '^hyinfer: info' "$W/logits.err" | tail -5 | sed 's/^/    /'; failures=$((failures + 1))
+  fi
+}
+logits_case models/hy3-tiny bfloat16 auto 2 -tp 2
+logits_case models/hy3-tiny bfloat16 fp8 4 -tp 2 -dp 2 --enable-expert-parallel
+logits_case "$W/fp8" bfloat16 fp8 2 --enable-expert-parallel
+logits_case "$W/hybrid" float32 auto 2 -tp 2
+logits_case "$W/hybrid" bfloat16 auto 4 --enable-expert-parallel --all2all-backend allgather_reducescatter
+
+# run --yaml with the recipe's parallel_config on 4 ranks: the same completions as the one-process job
+"$HY" run --yaml configs/default.yaml -t 1 >"$W/run1.txt" 2>"$W/run1.err"
+"${MPIRUN[@]}" -np 4 "$HY" run --yaml configs/recipe-4ranks.yaml -t 1 >"$W/run4.txt" 2>"$W/run4.err"
+rc=$?
+i=$((i + 1))
+if [ $rc -eq 0 ] && [ -s "$W/run1.txt" ] && cmp -s "$W/run1.txt" "$W/run4.txt"; then
+  echo "ok: run --yaml configs/recipe-4ranks.yaml on 4 ranks = configs/default.yaml in one process"
+else
+  echo "FAIL: run --yaml on 4 ranks (exit $rc) differs from one process"; tail -5 "$W/run4.err" | sed 's/^/    /'
+  failures=$((failures + 1))
+fi
+# world_size must match the job: one process with the 4-rank YAML is refused, naming the key
+i=$((i + 1))
+if ! "$HY" run --yaml configs/recipe-4ranks.yaml >/dev/null 2>"$W/ws.err" && grep -q "world_size 4 but the job has 1 rank" "$W/ws.err"; then
+  echo "ok: world_size 4 without mpirun is refused: $(head -1 "$W/ws.err")"
+else
+  echo "FAIL: world_size 4 without mpirun: $(cat "$W/ws.err")"; failures=$((failures + 1))
+fi
 [ $failures -eq 0 ] && { echo "all $i multi-rank model runs passed"; exit 0; }
 echo "$failures of $i multi-rank model runs failed"; exit 1
