@@ -129,6 +129,23 @@ int hy_block_pool_alloc(struct hy_block_pool *p, int32_t n, int32_t *out)
     return 0;
 }
 
+int hy_block_pool_alloc_class(struct hy_block_pool *p, int32_t n, int32_t *out, int32_t classes, int32_t cls)
+{
+    if (n < 1 || n > p->n_free || classes <= 1)
+        return hy_block_pool_alloc(p, n, out);
+    int32_t id = p->free_head;
+    while (id >= 0 && id % classes != cls)
+        id = p->blocks[id].next;
+    if (id < 0)
+        return hy_block_pool_alloc(p, n, out);
+    queue_remove(p, id);
+    if (p->blocks[id].has_hash)
+        uncache(p, id);
+    p->blocks[id].ref_cnt = 1;
+    out[0] = id;
+    return hy_block_pool_alloc(p, n - 1, out + 1);
+}
+
 void hy_block_pool_release(struct hy_block_pool *p, const int32_t *ids, int32_t n)
 {
     for (int32_t i = 0; i < n; i++) {

@@ -55,6 +55,11 @@ void hy_block_pool_free(struct hy_block_pool *p);
  * into out[n]. All or nothing: returns 0, or -1 (no error message) when fewer than n are free. */
 int hy_block_pool_alloc(struct hy_block_pool *p, int32_t n, int32_t *out);
 
+/* hy_block_pool_alloc whose first block has id % classes == cls (the first such block in eviction
+ * order; the head of the queue when none is free). The attention-DP groups of a multi-rank job
+ * own a sequence by its first block id (model/shard.h), so this places a new sequence in group cls. */
+int hy_block_pool_alloc_class(struct hy_block_pool *p, int32_t n, int32_t *out, int32_t classes, int32_t cls);
+
 /* Drops one reference from each of ids[n] in order; a block reaching 0 goes to the tail of the
  * free queue (keeping its hash, so it can still be hit until evicted). */
 void hy_block_pool_release(struct hy_block_pool *p, const int32_t *ids, int32_t n);

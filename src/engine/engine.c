@@ -133,7 +133,7 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
         goto fail;
     const struct hy_engine_config *c = &e->cfg;
     struct hy_sched_config sc = {c->max_num_seqs, c->max_num_batched_tokens, c->enable_prefix_caching,
-                                 c->max_waiting_requests};
+                                 c->max_waiting_requests, hy_model_dp_groups(m)};
     if (hy_block_pool_init(&e->pool, n_blocks, c->block_size) ||
         hy_model_kv_cache_init_dtype(m, &e->kv, c->block_size, n_blocks, c->kv_cache_dtype) ||
         hy_scheduler_init(&e->sched, &sc, &e->pool, cdiv((int64_t)c->max_model_len + 1, c->block_size)) ||

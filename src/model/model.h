@@ -152,6 +152,10 @@ int hy_model_prof_enable(struct hy_model *m, int on);
 /* Zeroes the accumulated seconds, counters and expert_hits (keeps enabled). */
 void hy_model_prof_reset(struct hy_model *m);
 
+/* Attention-DP groups of a multi-rank job (a sequence belongs to group first_block_id % groups; the
+ * scheduler places new sequences with it), 1 in one process. */
+int32_t hy_model_dp_groups(const struct hy_model *m);
+
 /* Creates a KV cache for the model: main layers + MTP layer, dtype from the compute mode. */
 int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks);
 

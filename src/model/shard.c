@@ -286,3 +286,8 @@ void hy_model_shard_free(struct hy_model *m)
     free(d);
     m->dist = NULL;
 }
+
+int32_t hy_model_dp_groups(const struct hy_model *m)
+{
+    return m->dist ? m->dist->dp_size : 1;
+}

@@ -118,8 +118,20 @@ static int grow_blocks(struct hy_scheduler *s, struct hy_request *r, int32_t n)
     int32_t need = cdiv(r->n_computed + n, s->pool->block_size) - r->n_blocks;
     if (need <= 0)
         return 0;
-    if (hy_block_pool_alloc(s->pool, need, r->blocks + r->n_blocks))
+    if (s->cfg.dp_groups > 1 && r->n_blocks == 0) { /* a new sequence: the least busy attention-DP group */
+        int32_t load[64] = {0}, g = 0;
+        const int32_t G = s->cfg.dp_groups < 64 ? s->cfg.dp_groups : 64;
+        for (int32_t i = 0; i < s->n_running; i++)
+            if (s->running[i] != r && s->running[i]->n_blocks > 0)
+                load[s->running[i]->blocks[0] % G]++;
+        for (int32_t i = 1; i < G; i++)
+            if (load[i] < load[g])
+                g = i;
+        if (hy_block_pool_alloc_class(s->pool, need, r->blocks, G, g))
+            return -1;
+    } else if (hy_block_pool_alloc(s->pool, need, r->blocks + r->n_blocks)) {
         return -1;
+    }
     r->n_blocks += need;
     return 0;
 }

@@ -23,6 +23,8 @@ struct hy_sched_config {
     int32_t max_num_batched_tokens; /* >= 1 */
     int enable_prefix_caching;
     int32_t max_waiting; /* room for new waiting requests (preempted ones come on top) */
+    int32_t dp_groups;   /* > 1: a new request's first block goes to the attention-DP group (first block id
+                                        mod dp_groups) with the fewest running requests (multi-rank jobs) */
 };
 
 /* One scheduled request: compute tokens[start, start + n_tokens) of req. */

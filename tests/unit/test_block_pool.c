@@ -31,6 +31,30 @@ static void test_alloc_all_or_nothing(void **state)
     assert_int_equal(hy_block_pool_init(&p, 0, BS), -1);
 }
 
+/* The first block of a class allocation has id % classes == cls (the first such in queue order),
+ * the rest come from the head; with none of the class free it behaves as hy_block_pool_alloc. */
+static void test_alloc_class(void **state)
+{
+    (void)state;
+    struct hy_block_pool p;
+    int32_t ids[8];
+    assert_int_equal(hy_block_pool_init(&p, 6, BS), 0);
+    assert_int_equal(hy_block_pool_alloc_class(&p, 3, ids, 4, 3), 0);
+    assert_int_equal(ids[0], 3);
+    assert_int_equal(ids[1], 0);
+    assert_int_equal(ids[2], 1);
+    assert_int_equal(hy_block_pool_alloc_class(&p, 1, ids + 3, 4, 3), 0); /* no id = 3 mod 4 left: the head */
+    assert_int_equal(ids[3], 2);
+    assert_int_equal(hy_block_pool_alloc_class(&p, 3, ids + 4, 2, 1), -1); /* 2 free: nothing taken */
+    assert_int_equal(p.n_free, 2);
+    assert_int_equal(hy_block_pool_alloc_class(&p, 2, ids + 4, 2, 1), 0);
+    assert_int_equal(ids[4], 5);
+    assert_int_equal(ids[5], 4);
+    hy_block_pool_release(&p, ids, 6);
+    assert_int_equal(hy_block_pool_num_used(&p), 0);
+    hy_block_pool_free(&p);
+}
+
 static void test_lru_order(void **state)
 {
     (void)state;
@@ -152,7 +176,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_all_or_nothing),      cmocka_unit_test(test_lru_order),
         cmocka_unit_test(test_hash_hit_miss_evict),       cmocka_unit_test(test_refcount),
-        cmocka_unit_test(test_chain_survives_collisions),
+        cmocka_unit_test(test_chain_survives_collisions), cmocka_unit_test(test_alloc_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

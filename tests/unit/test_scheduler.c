@@ -20,7 +20,7 @@ struct fixture {
 
 static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget, int prefix)
 {
-    struct hy_sched_config c = {max_seqs, budget, prefix, 16};
+    struct hy_sched_config c = {max_seqs, budget, prefix, 16, 1};
     assert_int_equal(hy_block_pool_init(&f->pool, n_blocks, BS), 0);
     assert_int_equal(hy_scheduler_init(&f->s, &c, &f->pool, 64), 0);
 }
@@ -56,6 +56,46 @@ static int32_t step(struct fixture *f, uint64_t *ids, int32_t *ns)
         if (p->entries[i].wants_logits)
             assert_int_equal(hy_request_append(p->entries[i].req, 1000), 0);
     return n;
+}
+
+/* Attention-DP groups (dp_groups 3): each new request's first block lands in the group (id mod 3) with
+ * the fewest running requests, so three requests fill three groups and a fourth goes to the group
+ * whose request has finished. */
+static void test_dp_groups_balance(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint64_t ids[8];
+    int32_t ns[8];
+    struct hy_sched_config c = {4, 64, 0, 16, 3};
+    assert_int_equal(hy_block_pool_init(&f.pool, 30, BS), 0);
+    assert_int_equal(hy_scheduler_init(&f.s, &c, &f.pool, 64), 0);
+    struct hy_request *r[4];
+    for (int i = 0; i < 3; i++) {
+        r[i] = mk((uint64_t)i + 1, 9, 100 * i); /* 3 blocks each: ids in queue order would give 0, 3, 6 */
+        assert_int_equal(hy_scheduler_add(&f.s, r[i]), 0);
+    }
+    assert_int_equal(step(&f, ids, ns), 3);
+    int seen[3] = {0};
+    for (int i = 0; i < 3; i++)
+        seen[r[i]->blocks[0] % 3]++;
+    assert_int_equal(seen[0], 1);
+    assert_int_equal(seen[1], 1);
+    assert_int_equal(seen[2], 1);
+    const int32_t freed = r[1]->blocks[0] % 3;
+    hy_scheduler_finish(&f.s, r[1]);
+    r[3] = mk(4, 5, 400);
+    assert_int_equal(hy_scheduler_add(&f.s, r[3]), 0);
+    step(&f, ids, ns);
+    assert_int_equal(r[3]->blocks[0] % 3, freed);
+    hy_scheduler_finish(&f.s, r[0]);
+    hy_scheduler_finish(&f.s, r[2]);
+    hy_scheduler_finish(&f.s, r[3]);
+    hy_request_free(r[0]);
+    hy_request_free(r[1]);
+    hy_request_free(r[2]);
+    hy_request_free(r[3]);
+    teardown_fx(&f);
 }
 
 static void test_chunked_prefill_and_budget(void **state)
@@ -411,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_preempt_newest_and_recompute),
         cmocka_unit_test(test_prefix_duplicates_then_diverge),
         cmocka_unit_test(test_random_traffic),
+        cmocka_unit_test(test_dp_groups_balance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
