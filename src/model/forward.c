@@ -1181,6 +1181,8 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
         memcpy(before, prof->sec, sizeof(before));
     const int64_t T = b->n_tokens;
     struct hy_forward_scratch *s = scratch_for(m, b);
+    if (!s && m->dist) /* the other ranks are already in this step: end the job instead of leaving them */
+        hy_dist_abort(1, "forward: %s", hy_err_msg());
     if (!s)
         return -1;
     float *x = s->x;
@@ -1205,6 +1207,8 @@ int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const st
     if (check_batch(m, kv, b))
         return -1;
     struct hy_forward_scratch *s = scratch_for(m, b);
+    if (!s && m->dist) /* the other ranks are already in this step: end the job instead of leaving them */
+        hy_dist_abort(1, "forward: %s", hy_err_msg());
     if (!s)
         return -1;
     if (from == 0)
@@ -1238,6 +1242,8 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     const struct hy_layer *ly = &m->layers[L];
     const int64_t T = b->n_tokens, H = c->hidden_size;
     struct hy_forward_scratch *s = scratch_for(m, b);
+    if (!s && m->dist) /* the other ranks are already in this step: end the job instead of leaving them */
+        hy_dist_abort(1, "forward: %s", hy_err_msg());
     if (!s)
         return -1;
     float *x = s->x;
