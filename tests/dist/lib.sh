@@ -53,9 +53,21 @@ ours_alive() {
   tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -Eq 'hyinfer|mpirun|orted|timeout|node'
 }
 
+# pid and all its descendants (children first found, then theirs)
+proc_tree() {
+  local p c
+  for p in "$@"; do
+    echo "$p"
+    for c in $(pgrep -P "$p" 2>/dev/null); do proc_tree "$c"; done
+  done
+}
+
 dist_cleanup() {
-  local p
-  for p in "${ALL_PIDS[@]}"; do ours_alive "$p" && kill -9 "$p" 2>/dev/null; done
+  local p all
+  all=$(proc_tree "${ALL_PIDS[@]}" | sort -un)
+  for p in $all; do ours_alive "$p" && kill -STOP "$p" 2>/dev/null; done # no re-spawning while we kill
+  for p in $all; do ours_alive "$p" && kill -9 "$p" 2>/dev/null; done
+  for p in $all; do kill -CONT "$p" 2>/dev/null; done
   return 0
 }
 trap 'dist_cleanup' EXIT
@@ -139,10 +151,12 @@ procs_left() {
   echo "${left# }"
 }
 
-# worker_stat LOG RANK FIELD: from "dist: rank R done: N collectives, log hash H, dummy steps D"
+# worker_*  LOG RANK: fields of "dist: rank R done: N collectives, log hash H, S steps, dummy steps D"
+# (every rank logs it when the job ends; the "S steps" field only in newer builds)
 worker_done_line() { grep -m1 "dist: rank $2 done:" "$1"; }
 worker_hash() { worker_done_line "$1" "$2" | sed -n 's/.*log hash \([0-9a-f]*\).*/\1/p'; }
 worker_dummy() { worker_done_line "$1" "$2" | sed -n 's/.*dummy steps \([0-9]*\).*/\1/p'; }
+worker_steps() { worker_done_line "$1" "$2" | sed -n 's/.*, \([0-9]*\) steps,.*/\1/p'; }
 worker_colls() { worker_done_line "$1" "$2" | sed -n 's/.*done: \([0-9]*\) collectives.*/\1/p'; }
 
 # cpu_ticks PID: utime + stime in clock ticks
