@@ -1,6 +1,16 @@
 /* cmd_bench.c - `hyinfer bench latency`: machine probes (read bandwidth, peak FLOP/s), prefill and
  * decode throughput on a model, per-stage time breakdown, and the roofline ratios of DESIGN.md §6.
  *
+ * Under mpirun (`mpirun -np N hyinfer bench latency -m DIR [-tp ..] [--enable-expert-parallel] ...`, the
+ * layout flags of HY_CLI_PAR_ARGS) the model is sharded (hy_cli_load_model): world rank 0 runs the
+ * bench and drives every forward step, the other ranks execute them (model/lockstep.h) and never come
+ * back here. The probes run on rank 0 only, and the bytes counted are rank 0's shard. Each prefill and
+ * decode phase then also reports rank 0's collectives (dist/comm.h hy_dist_stats, the difference
+ * between snapshots taken around the timed forward calls, so the process's counters and log hash are
+ * left alone): calls / bytes / seconds per kind per step and per layer (/ num_hidden_layers), the
+ * communication share of the step time and the overlap of the non-blocking exchanges (hidden_sec /
+ * posted_sec).
+ *
  * Every ratio is measured in the same run as its denominator; each decode run's roofline takes the larger
  * of two read-bandwidth probes run just before and just after it (the top-level mem_bw_gbs, probed once
  * at the start, stays the machine figure). Bytes and FLOPs are counted from the
@@ -13,9 +23,11 @@
 
 #include "base/err.h"
 #include "model/lockstep.h"
+#include "model/shard.h"
 #include "base/timing.h"
 #include "bench/account.h"
 #include "bench/probe.h"
+#include "dist/comm.h"
 #include "kernels/kernel_table.h"
 
 #include <errno.h>
@@ -30,12 +42,35 @@
 static const char *const STAGE_NAMES[HY_STAGE_COUNT] = {"attention", "router",  "routed_experts", "shared_expert",
                                                         "dense_mlp", "lm_head", "other"};
 
+/* Rank 0's collectives during the timed forward calls of one phase (the difference of two
+ * hy_dist_stats snapshots). All zero in a one-rank process. */
+struct comm_phase {
+    int64_t calls[HY_COLL_COUNT];
+    int64_t bytes[HY_COLL_COUNT]; /* sent + received by rank 0 */
+    double sec[HY_COLL_COUNT];    /* seconds inside the calls (the blocking part of non-blocking ones) */
+    double posted_sec;            /* non-blocking: post to completion, summed */
+    double hidden_sec;            /* non-blocking: of those, overlapped with compute */
+};
+
+/* out = after - before (the counters of hy_dist_stats only grow between resets). */
+static void comm_delta(const struct hy_dist_stats *before, const struct hy_dist_stats *after, struct comm_phase *out)
+{
+    for (int k = 0; k < HY_COLL_COUNT; k++) {
+        out->calls[k] = after->calls[k] - before->calls[k];
+        out->bytes[k] = after->bytes[k] - before->bytes[k];
+        out->sec[k] = after->sec[k] - before->sec[k];
+    }
+    out->posted_sec = after->posted_sec - before->posted_sec;
+    out->hidden_sec = after->hidden_sec - before->hidden_sec;
+}
+
 struct prefill_result {
     int32_t len;
     double secs;
     double stage[HY_STAGE_COUNT];
     struct hy_bench_flops flops;
     int64_t distinct_experts;
+    struct comm_phase comm; /* the one forward call */
 };
 
 struct decode_result {
@@ -49,6 +84,7 @@ struct decode_result {
      * larger (the probe at the start of the bench can be tens of seconds and a load away, and this VM's
      * bandwidth swings by 2x within minutes: fractions above 1 were seen against it) */
     double bw_before_gbs, bw_after_gbs, bw_gbs;
+    struct comm_phase comm; /* summed over the timed steps */
 };
 
 static int parse_list(const char *flag, const char *s, int32_t *out, int *n)
@@ -149,10 +185,12 @@ static int run_prefill(struct hy_model *m, enum hy_dtype kv_dtype, int32_t len, 
     int32_t last = len - 1;
     struct hy_batch b = {len, ids, pos, slots, seq, tables, 1, &last};
     hy_model_prof_reset(m);
+    const struct hy_dist_stats before = *hy_dist_stats();
     double t0 = hy_time_now();
     if (hy_model_forward(m, &kv, &b, logits, NULL))
         goto out;
     r->secs = hy_time_now() - t0;
+    comm_delta(&before, hy_dist_stats(), &r->comm);
     r->len = len;
     memcpy(r->stage, m->prof.sec, sizeof(r->stage));
     int32_t *ctx = pos; /* context length of token i = i + 1 */
@@ -235,7 +273,8 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
     r->batch = batch;
     r->steps = steps;
     double timed = 0.0;
-    for (int32_t k = 0; k <= steps; k++) { /* k = 0 is the warm-up step */
+    struct hy_dist_stats before = *hy_dist_stats(); /* taken again before the first timed step */
+    for (int32_t k = 0; k <= steps; k++) {          /* k = 0 is the warm-up step */
         const int32_t p = ctx0 + k;
         for (int32_t s = 0; s < batch; s++) {
             /* greedy next token keeps the inputs realistic; random when there are no logits yet */
@@ -257,6 +296,8 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
         }
         struct hy_batch db = {batch, ids, pos, slots, seq, tables, batch, rows};
         hy_model_prof_reset(m);
+        if (k == 1)
+            before = *hy_dist_stats();
         double t0 = hy_time_now();
         if (hy_model_forward(m, &kv, &db, logits, NULL))
             goto out;
@@ -270,6 +311,7 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
         hy_bench_account(m, m->prof.expert_hits, batch, ctx, batch, kv_elem_bytes(&kv), &by, NULL);
         bytes_add(&r->bytes, &by);
     }
+    comm_delta(&before, hy_dist_stats(), &r->comm);
     const double inv = steps > 0 ? 1.0 / steps : 0.0;
     for (int i = 0; i < HY_STAGE_COUNT; i++)
         r->stage[i] *= inv;
@@ -323,6 +365,71 @@ static double ratio(double a, double b)
     return b > 0.0 ? a / b : 0.0;
 }
 
+/* Seconds of c summed over the kinds. */
+static double comm_seconds(const struct comm_phase *c)
+{
+    double t = 0.0;
+    for (int k = 0; k < HY_COLL_COUNT; k++)
+        t += c->sec[k];
+    return t;
+}
+
+/* The "comm" object of one phase: c was accumulated over `steps` forward calls of step_s seconds each
+ * (the mean); per_layer divides the per-step figures by `layers`. */
+static json_t *comm_json(const struct comm_phase *c, int steps, double step_s, int layers)
+{
+    const double inv = steps > 0 ? 1.0 / steps : 0.0, per_l = layers > 0 ? 1.0 / layers : 0.0;
+    json_t *o = json_object(), *ps = json_object(), *pl = json_object();
+    int64_t calls = 0, bytes = 0;
+    for (int k = 0; k < HY_COLL_COUNT; k++) {
+        calls += c->calls[k];
+        bytes += c->bytes[k];
+        if (!c->calls[k])
+            continue;
+        json_object_set_new(ps, hy_coll_name((enum hy_coll)k),
+                            json_pack("{s:f, s:f, s:f}", "calls", c->calls[k] * inv, "bytes", c->bytes[k] * inv,
+                                      "seconds", c->sec[k] * inv));
+        json_object_set_new(pl, hy_coll_name((enum hy_coll)k),
+                            json_pack("{s:f, s:f, s:f}", "calls", c->calls[k] * inv * per_l, "bytes",
+                                      c->bytes[k] * inv * per_l, "seconds", c->sec[k] * inv * per_l));
+    }
+    const double sec = comm_seconds(c) * inv;
+    json_object_set_new(o, "steps", json_integer(steps));
+    json_object_set_new(o, "layers", json_integer(layers));
+    json_object_set_new(o, "per_step", ps);
+    json_object_set_new(o, "per_layer", pl);
+    json_object_set_new(o, "calls_per_step", json_real(calls * inv));
+    json_object_set_new(o, "bytes_per_step", json_real(bytes * inv));
+    json_object_set_new(o, "seconds_per_step", json_real(sec));
+    json_object_set_new(o, "share_of_step", json_real(ratio(sec, step_s)));
+    json_object_set_new(o, "nonblocking_posted_seconds_per_step", json_real(c->posted_sec * inv));
+    json_object_set_new(o, "nonblocking_hidden_seconds_per_step", json_real(c->hidden_sec * inv));
+    json_object_set_new(o, "overlap_fraction", json_real(ratio(c->hidden_sec, c->posted_sec)));
+    return o;
+}
+
+/* The table rows of one phase's collectives: one per kind used, then the total with the share of the
+ * step and the non-blocking overlap. */
+static void print_comm(const char *label, const struct comm_phase *c, int steps, double step_s, int layers)
+{
+    const double inv = steps > 0 ? 1.0 / steps : 0.0, per_l = layers > 0 ? 1.0 / layers : 0.0;
+    char b1[32], b2[32];
+    for (int k = 0; k < HY_COLL_COUNT; k++) {
+        if (!c->calls[k])
+            continue;
+        printf("  %-16s %-10s %10.1f %12s %10.3f %9.2f %12s %10.1f\n", label, hy_coll_name((enum hy_coll)k),
+               c->calls[k] * inv, hy_cli_fmt_bytes(c->bytes[k] * inv, b1, sizeof(b1)), 1e3 * c->sec[k] * inv,
+               c->calls[k] * inv * per_l, hy_cli_fmt_bytes(c->bytes[k] * inv * per_l, b2, sizeof(b2)),
+               1e6 * c->sec[k] * inv * per_l);
+        label = "";
+    }
+    const double sec = comm_seconds(c) * inv;
+    printf("  %-16s %-10s %10s %12s %10.3f %9s %12s %10.1f   %.1f%% of the %.4f s step; overlap %.2f (%.3f of %.3f "
+           "ms posted hidden)\n",
+           label, "total", "", "", 1e3 * sec, "", "", 1e6 * sec * per_l, 100.0 * ratio(sec, step_s), step_s,
+           ratio(c->hidden_sec, c->posted_sec), 1e3 * c->hidden_sec * inv, 1e3 * c->posted_sec * inv);
+}
+
 int hy_cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16", *bw_s = "2G",
@@ -330,7 +437,9 @@ int hy_cmd_bench(int argc, char **argv)
     int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80, proj_dense = 1,
         skip_model = 0;
     float flop_s = 0.25f;
+    struct hy_cli_par par = {0};
     const struct hy_arg args[] = {
+        HY_CLI_PAR_ARGS(par),
         {"--model", "-m", HY_ARG_STR, &model_dir, NULL, "model directory (Hugging Face layout)"},
         {"--prompt-lens", NULL, HY_ARG_STR, &plens_s, NULL, "prefill prompt lengths (default 128,512,2048)"},
         {"--batch-sizes", NULL, HY_ARG_STR, &batches_s, NULL, "decode batch sizes (default 1,4,16)"},
@@ -356,7 +465,9 @@ int hy_cmd_bench(int argc, char **argv)
     const int na = (int)(sizeof(args) / sizeof(args[0]));
     const char *usage =
         "hyinfer bench latency -m DIR [--prompt-lens 128,512,2048] [--batch-sizes 1,4,16] "
-        "[--decode-steps 16] [--bw-bytes 2G] [--threads N] [--dtype bfloat16] [--json] [--json-out FILE]";
+        "[--decode-steps 16] [--bw-bytes 2G] [--threads N] [--dtype bfloat16] [--json] [--json-out FILE]\n"
+        "under mpirun (mpirun -np N hyinfer bench latency -m DIR -tp N --enable-expert-parallel ...): rank 0 runs the\n"
+        "bench on the sharded model and also reports its collectives per phase (docs/distributed.md)";
     int np; /* argv[2] is "latency": main.c dispatches the modes and answers a missing or unknown one */
     if (hy_args_parse(argc, argv, 3, args, na, NULL, 0, &np)) {
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
@@ -391,8 +502,11 @@ int hy_cmd_bench(int argc, char **argv)
         fprintf(stderr, "hyinfer bench: --load-format: %s\n", hy_err_msg());
         return 2;
     }
-    FILE *jf = NULL; /* opened now so a bad path fails before a long run, not after */
-    if (json_out && !(jf = fopen(json_out, "w"))) {
+    const int world = hy_comm_size(hy_dist_world()), rank = hy_comm_rank(hy_dist_world());
+    if (skip_model && rank > 0) /* the probes run on rank 0 only */
+        return 0;
+    FILE *jf = NULL; /* opened now so a bad path fails before a long run, not after (rank 0: the one that writes) */
+    if (rank == 0 && json_out && !(jf = fopen(json_out, "w"))) {
         fprintf(stderr, "hyinfer bench: --json-out %s: cannot create the file\n", json_out);
         return 2;
     }
@@ -406,6 +520,8 @@ int hy_cmd_bench(int argc, char **argv)
     memset(dec, 0, sizeof(dec));
     int rc = 1;
     enum hy_compute_dtype cd = HY_COMPUTE_BF16;
+    struct hy_parallel_config pl; /* the layout (borrowed by the model: lives until the end) */
+    hy_parallel_default(&pl);
     if (skip_model)
         n_plens = n_batches = 0;
     else {
@@ -414,7 +530,9 @@ int hy_cmd_bench(int argc, char **argv)
             goto fail;
         hy_load_params_default(&lp, cd);
         lp.format = lf;
-        if (hy_model_load_ex(model_dir, &lp, &m) || hy_model_prof_enable(m, 1))
+        /* under mpirun only world rank 0 returns from hy_cli_load_model; the others run its steps */
+        if (hy_cli_par_resolve(&par, 0, &pl) || hy_cli_load_model(model_dir, &lp, &pl, argc, argv, &m) ||
+            hy_model_prof_enable(m, 1))
             goto fail;
     }
 
@@ -511,6 +629,9 @@ int hy_cmd_bench(int argc, char **argv)
                                "(router + routed_experts + shared_expert)/moe_layers, dense_layer_s = "
                                "attention/layers + dense_mlp/dense_layers (per-step stage seconds, batch 1)";
     const double big_roof_s = dmax ? dmax->bytes.weights / (dmax->bw_gbs * 1e9) : 0.0;
+    const int n_layers = m ? m->cfg.num_hidden_layers : 0;
+    const enum hy_moe_dispatch dispatch =
+        m && m->dist ? m->dist->dispatch : hy_parallel_dispatch(&pl, m ? m->cfg.num_experts_per_tok : 1);
 
     {
         json_t *o = json_object(), *cpu = json_object(), *ul = json_array(), *pg = json_object();
@@ -536,6 +657,14 @@ int hy_cmd_bench(int argc, char **argv)
         json_object_set_new(o, "peak_gflops", json_real(peak));
         json_object_set_new(o, "peak_unit", json_string(peak_unit));
         json_object_set_new(o, "peak_by_unit", pg);
+        if (world > 1)
+            json_object_set_new(o, "parallel",
+                                json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "world_size", world,
+                                          "attn_tp_size", pl.attn_tp_size, "dense_tp_size", pl.dense_tp_size,
+                                          "moe_tp_size", pl.moe_tp_size, "moe_ep", world / pl.moe_tp_size,
+                                          "embed_tp_size", pl.embed_tp_size, "lmhead_tp_size", pl.lmhead_tp_size,
+                                          "combine", pl.combine_sum ? "sum" : "exact", "dispatch",
+                                          hy_moe_dispatch_name(dispatch)));
         if (m) {
             json_object_set_new(o, "model",
                                 json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:s}", "dir", model_dir, "dtype",
@@ -568,6 +697,8 @@ int hy_cmd_bench(int argc, char **argv)
                                           f->lm_head));
             json_object_set_new(d, "distinct_experts", json_integer(pre[i].distinct_experts));
             json_object_set_new(d, "stages", stages_json(pre[i].stage));
+            if (world > 1)
+                json_object_set_new(d, "comm", comm_json(&pre[i].comm, 1, pre[i].secs, n_layers));
             json_object_set_new(pdet, k, d);
         }
         json_object_set_new(o, "prefill_tokens_per_s", ptps);
@@ -593,6 +724,8 @@ int hy_cmd_bench(int argc, char **argv)
                                           b->lm_head));
             json_object_set_new(d, "distinct_experts_per_step", json_real((double)b->distinct_experts / dec[i].steps));
             json_object_set_new(d, "stages", stages_json(dec[i].stage));
+            if (world > 1)
+                json_object_set_new(d, "comm", comm_json(&dec[i].comm, dec[i].steps, dec[i].step_s, n_layers));
             json_object_set_new(ddet, k, d);
         }
         json_object_set_new(o, "decode_tokens_per_s", dtps);
@@ -680,6 +813,23 @@ int hy_cmd_bench(int argc, char **argv)
             for (int i = 0; i < n_plens; i++) {
                 snprintf(lab, sizeof(lab), "prefill %d", pre[i].len);
                 print_stages(lab, pre[i].stage);
+            }
+            if (world > 1) {
+                printf("\ncollectives of rank 0 (world %d: attn_tp %d, dense_tp %d, moe_tp %d = EP %d, embed_tp %d, "
+                       "lmhead_tp %d; combine %s, dispatch %s; per layer = per step / %d layers)\n",
+                       world, pl.attn_tp_size, pl.dense_tp_size, pl.moe_tp_size, world / pl.moe_tp_size,
+                       pl.embed_tp_size, pl.lmhead_tp_size, pl.combine_sum ? "sum" : "exact",
+                       hy_moe_dispatch_name(dispatch), n_layers);
+                printf("  %-16s %-10s %10s %12s %10s %9s %12s %10s\n", "phase", "kind", "calls/step", "bytes/step",
+                       "ms/step", "calls/lyr", "bytes/lyr", "us/lyr");
+                for (int i = 0; i < n_plens; i++) {
+                    snprintf(lab, sizeof(lab), "prefill %d", pre[i].len);
+                    print_comm(lab, &pre[i].comm, 1, pre[i].secs, n_layers);
+                }
+                for (int i = 0; i < n_batches; i++) {
+                    snprintf(lab, sizeof(lab), "decode batch %d", dec[i].batch);
+                    print_comm(lab, &dec[i].comm, dec[i].steps, dec[i].step_s, n_layers);
+                }
             }
             printf("\nratios\n");
             if (d1)

@@ -33,6 +33,7 @@ static void usage(FILE *f)
                "  bench latency   machine probes, prefill / decode throughput and roofline ratios of a model\n"
                "  bench serve     load a running server: request throughput, TTFT, TPOT\n"
                "  bench quality   top-1 agreement / KL of model A's next-token distributions vs model B's\n"
+               "  bench comm      under mpirun: ping-pong and collective latency / bandwidth, alpha and beta fits\n"
                "  help [command]  this text, or the usage and flags of a command\n"
                "\n"
                "Run 'hyinfer <command> --help' (e.g. 'hyinfer generate --help', 'hyinfer bench serve --help')\n"
@@ -49,6 +50,8 @@ static void bench_usage(FILE *f)
                "            times and roofline ratios of a model\n"
                "  serve     load a running OpenAI-compatible server: request throughput, TTFT, TPOT p50/p99\n"
                "  quality   top-1 agreement, KL divergence and perplexities of model A vs reference model B\n"
+               "  comm      under mpirun (2+ ranks): ping-pong, allgather, alltoall and fixed-order all-reduce\n"
+               "            times over message sizes, with alpha (latency) / beta (bandwidth) fits\n"
                "\n"
                "Run 'hyinfer bench <mode> --help' for the flags of a mode ('throughput' is not built yet).\n");
 }
@@ -68,26 +71,28 @@ static int cmd_bench(int argc, char **argv)
         return hy_cmd_bench_serve(argc, argv);
     if (mode && !strcmp(mode, "quality"))
         return hy_cmd_bench_quality(argc, argv);
+    if (mode && !strcmp(mode, "comm"))
+        return hy_cmd_bench_comm(argc, argv);
     for (int i = 2; i < argc && argv[i][0] == '-'; i++)
         if (is_help(argv[i])) {
             bench_usage(stdout);
             return 0;
         }
     if (!mode) {
-        fprintf(stderr, "hyinfer bench: need a mode: latency, serve or quality (see hyinfer bench --help)\n");
+        fprintf(stderr, "hyinfer bench: need a mode: latency, serve, quality or comm (see hyinfer bench --help)\n");
         return 2;
     }
     if (mode[0] == '-')
         fprintf(stderr,
-                "hyinfer bench: unknown flag \"%s\" before the mode (hyinfer bench latency|serve|quality "
+                "hyinfer bench: unknown flag \"%s\" before the mode (hyinfer bench latency|serve|quality|comm "
                 "[flags]; see hyinfer bench --help)\n",
                 mode);
     else if (!strcmp(mode, "throughput"))
         fprintf(stderr,
-                "hyinfer bench: the mode \"throughput\" is not built yet (expected latency, serve or quality)\n");
+                "hyinfer bench: the mode \"throughput\" is not built yet (expected latency, serve, quality or comm)\n");
     else
         fprintf(stderr,
-                "hyinfer bench: unknown mode \"%s\" (expected latency, serve or quality; see hyinfer bench "
+                "hyinfer bench: unknown mode \"%s\" (expected latency, serve, quality or comm; see hyinfer bench "
                 "--help)\n",
                 mode);
     return 2;

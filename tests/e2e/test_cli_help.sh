@@ -70,14 +70,15 @@ declare -A ARGS=(
   [bench latency]="-m $NOMODEL --prompt-lens 8 --batch-sizes 1"
   [bench serve]="--host 127.0.0.1 --port 1 --num-prompts 1"
   [bench quality]="-m $NOMODEL --ref $NOMODEL"
+  [bench comm]="--max-bytes 1K --reps 2 --json-out $W/comm.json"
 )
-CMDS=(generate run serve logits quantize info bench "bench latency" "bench serve" "bench quality")
+CMDS=(generate run serve logits quantize info bench "bench latency" "bench serve" "bench quality" "bench comm")
 
 # ---- the top level ------------------------------------------------------------------------
 help_ok top_help --help
 help_ok top_h -h
 help_ok top_help_word help
-for c in generate run serve logits quantize info "bench latency" "bench serve" "bench quality"; do
+for c in generate run serve logits quantize info "bench latency" "bench serve" "bench quality" "bench comm"; do
   grep -q "^  $c " "$W/top_help.out" || bad top_help_lists "hyinfer --help does not list \"$c\""
 done
 grep -q 'hyinfer <command> --help' "$W/top_help.out" || bad top_help_points "hyinfer --help does not point to 'hyinfer <command> --help'"
@@ -103,6 +104,9 @@ for c in "${CMDS[@]}"; do
   [ ${#extra[@]} -gt 0 ] && error_ok "${n}_unknown_flag_args" '--no-such-flag' "${cmd[@]}" "${extra[@]}" --no-such-flag
 done
 [ -e "$OUTDIR" ] && bad quantize_help_wrote "quantize --help created $OUTDIR"
+[ -e "$W/comm.json" ] && bad bench_comm_help_wrote "bench comm --help created $W/comm.json"
+# bench comm measures between ranks: one process (no mpirun) is refused with a message saying so
+error_ok bench_comm_one_rank 'at least 2 ranks|mpirun' bench comm --max-bytes 1K
 # a flag's value is not taken for --help: this prompt is the text "--help" (and the model is missing)
 error_ok help_as_value "$NOMODEL" generate -m "$NOMODEL" -p --help
 error_ok bench_no_mode 'mode' bench
