@@ -665,6 +665,9 @@ int hy_cmd_bench(int argc, char **argv)
                                           "embed_tp_size", pl.embed_tp_size, "lmhead_tp_size", pl.lmhead_tp_size,
                                           "combine", pl.combine_sum ? "sum" : "exact", "dispatch",
                                           hy_moe_dispatch_name(dispatch)));
+        if (world > 1 && m) /* model.weight_bytes is the whole checkpoint; this is rank 0's shard */
+            json_object_set_new(json_object_get(o, "parallel"), "rank0_weight_bytes",
+                                json_integer((json_int_t)hy_model_weight_bytes(m)));
         if (m) {
             json_object_set_new(o, "model",
                                 json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:s}", "dir", model_dir, "dtype",
