@@ -121,7 +121,7 @@ int hy_cli_single_rank(const char *what)
     const int n = hy_comm_size(hy_dist_world());
     return n == 1 ? 0
                   : hy_err_set("%s runs in one process; it was started with %d ranks (use serve, run, generate, "
-                               "logits or bench latency under mpirun)",
+                               "logits, bench latency or bench comm under mpirun)",
                                what, n);
 }
 

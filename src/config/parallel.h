@@ -27,7 +27,8 @@ enum hy_moe_dispatch {
 struct hy_parallel_config {
     int32_t world_size; /* 0 = the job's size */
     int32_t attn_tp_size, dense_tp_size, moe_tp_size, embed_tp_size, lmhead_tp_size;
-    int enable_sp;   /* custom_params.enable_sp: accepted; prefill runs with tokens replicated */
+    int enable_sp;   /* custom_params.enable_sp: sequence-parallel o_proj (head outputs all-to-all to token
+                               slices, o_proj whole on each rank, rows gathered) */
     int combine_sum; /* 1: sum mode, 0: exact (gathered) */
     enum hy_moe_dispatch moe_dispatch;
 };

@@ -654,7 +654,7 @@ static void moe_dist(const struct hy_model *m, const struct hy_layer *ly, const 
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, K = c->num_experts_per_tok;
     const int n = d->size, me = d->rank;
-    size_t sc[1024], rc[1024];
+    size_t sc[HY_DIST_MAX_RANKS], rc[HY_DIST_MAX_RANKS];
     float *OUT;
     const int64_t n_loc = routed_local(m, ly, x, T, s, &OUT);
     struct hy_comm_req req = {0};
@@ -970,7 +970,7 @@ static void attn_core(const struct hy_model *m, struct hy_kv_cache *kv, int L, c
             const int n = hy_comm_size(d->attn), me = hy_comm_rank(d->attn);
             const int64_t w = nh * D, W = (int64_t)c->num_attention_heads * D;
             int64_t lo, cnt, my_lo, my_n;
-            size_t sc[1024], rc[1024], gc[1024];
+            size_t sc[HY_DIST_MAX_RANKS], rc[HY_DIST_MAX_RANKS], gc[HY_DIST_MAX_RANKS];
             hy_part(T, n, me, &my_lo, &my_n);
             for (int r = 0; r < n; r++) {
                 hy_part(T, n, r, &lo, &cnt);
@@ -979,7 +979,7 @@ static void attn_core(const struct hy_model *m, struct hy_kv_cache *kv, int L, c
                 gc[r] = (size_t)(cnt * H) * sizeof(float);
             }
             float *rows = hy_dist_buf(d, 8, (size_t)(my_n * W));
-            if (!rows || n > 1024)
+            if (!rows)
                 dist_ok(-1);
             dist_ok(hy_comm_alltoallv(d->attn, s->att, sc, s->q, rc));
             for (int r = 0; r < n; r++) /* rank r's heads are columns [r*w, (r+1)*w) */
@@ -1096,8 +1096,8 @@ static int head_forward(const struct hy_model *m, const float *x, const float *n
         const int64_t nl = b->n_logits, V = m->cfg.vocab_size;
         const int n = hy_comm_size(d->lmhead);
         float *part = hy_dist_buf(d, 3, (size_t)(nl * d->lnv)), *all = hy_dist_buf(d, 4, (size_t)(nl * V));
-        size_t counts[1024];
-        if (!part || !all || n > 1024)
+        size_t counts[HY_DIST_MAX_RANKS];
+        if (!part || !all)
             dist_ok(-1);
         linear(m, part, rows, nl, &m->lm_head);
         for (int r = 0; r < n; r++) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RANKS 1024
+#define MAX_RANKS HY_DIST_MAX_RANKS
 
 static int counts_ok(int n)
 {

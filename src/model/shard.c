@@ -217,6 +217,8 @@ int hy_model_shard(struct hy_model *m, struct hy_comm *world, const struct hy_pa
     d->world = world;
     d->rank = hy_comm_rank(world);
     d->size = hy_comm_size(world);
+    if (d->size > HY_DIST_MAX_RANKS)
+        return hy_err_set("dist: %d ranks; at most %d are supported", d->size, HY_DIST_MAX_RANKS);
     if (hy_parallel_check(&d->par, d->size))
         return -1;
     d->sum = d->par.combine_sum;

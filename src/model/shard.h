@@ -16,6 +16,8 @@ struct hy_model;
 struct hy_batch;
 struct hy_forward_scratch;
 
+#define HY_DIST_MAX_RANKS 1024 /* the forward pass keeps per-rank counts on the stack */
+
 struct hy_model_dist {
     struct hy_parallel_config par;
     struct hy_comm *world;  /* borrowed (hy_dist_world) */

@@ -108,6 +108,23 @@ else
   echo "FAIL: world_size 4 without mpirun: $(cat "$W/ws.err")"; failures=$((failures + 1))
 fi
 
+# bench comm (alpha / beta fits) and bench latency's per-phase collective report under mpirun
+i=$((i + 1))
+if "${MPIRUN[@]}" -np 2 "$HY" bench comm --reps 3 --json >"$W/comm.json" 2>"$W/comm.err" &&
+  /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); o=d["ops"]; assert d["ranks"]==2 and all(k in o for k in ("pingpong","allgather","alltoall")) and o["pingpong"]["alpha_us"]>0 and o["pingpong"]["beta_gbs"]>0' "$W/comm.json"; then
+  echo "ok: bench comm on 2 ranks: alpha/beta fits for ping-pong, allgather, alltoall"
+else
+  echo "FAIL: bench comm"; tail -5 "$W/comm.err"; failures=$((failures + 1))
+fi
+i=$((i + 1))
+if "${MPIRUN[@]}" -np 2 "$HY" bench latency -m models/hy3-tiny --enable-expert-parallel --prompt-lens 32 --batch-sizes 1 \
+  --decode-steps 2 --bw-bytes 64M --bw-reps 1 --flop-seconds 0.05 -t 1 >"$W/lat.out" 2>&1 &&
+  grep -q "collectives of rank 0 (world 2" "$W/lat.out" && grep -q "allgather" "$W/lat.out"; then
+  echo "ok: bench latency on 2 ranks reports the collectives per phase"
+else
+  echo "FAIL: bench latency under mpirun"; grep -v '^hyinfer: info' "$W/lat.out" | tail -5; failures=$((failures + 1))
+fi
+
 # Under AddressSanitizer + UBSan (when make test built build-asan; HYINFER_SKIP_ASAN=1 skips): memory
 # errors and undefined behaviour in the multi-rank paths. Leak checking is off here: Open MPI's
 # components leave allocations behind at exit in modules it has unloaded, which LeakSanitizer cannot
