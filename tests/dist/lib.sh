@@ -64,6 +64,7 @@ proc_tree() {
 
 dist_cleanup() {
   local p all
+  [ ${#ALL_PIDS[@]} -gt 0 ] || return 0
   all=$(proc_tree "${ALL_PIDS[@]}" | sort -un)
   for p in $all; do ours_alive "$p" && kill -STOP "$p" 2>/dev/null; done # no re-spawning while we kill
   for p in $all; do ours_alive "$p" && kill -9 "$p" 2>/dev/null; done

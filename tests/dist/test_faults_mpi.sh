@@ -24,7 +24,8 @@ rm -rf "$W"; mkdir -p "$W"
 ABS_BIN=$(pwd)/$BIN
 
 # --- (a) start-up disagreement -----------------------------------------------------------------
-# mismatch NAME KEY_REGEX -- APP0 -- APP1: runs `mpirun ... APP0 : APP1` (each an mpirun app context)
+# mismatch NAME KEY_REGEX MPIRUN_ARGS...: runs `mpirun MPIRUN_ARGS` (app contexts joined by ":") and wants
+# a non-zero exit within 20 s with "ranks disagree on KEY_REGEX" in the output
 mismatch() {
   local name=$1 rx=$2; shift 2
   local t0=$SECONDS rc
@@ -38,7 +39,7 @@ mismatch() {
   fi
 }
 G=(generate -m "$MODEL" -p "Once upon a time" -n 4 -t 1 --temperature 0)
-mismatch dtype -- -np 1 "$BIN" "${G[@]}" --dtype float32 : -np 1 "$BIN" "${G[@]}" --dtype bfloat16
+mismatch dtype --dtype -np 1 "$BIN" "${G[@]}" --dtype float32 : -np 1 "$BIN" "${G[@]}" --dtype bfloat16
 P=$(free_port)
 S=(serve "$MODEL" --port "$P" -t 1 --dtype float32)
 mismatch batched --max-num-batched-tokens -np 1 "$BIN" "${S[@]}" --max-num-batched-tokens 64 : \
