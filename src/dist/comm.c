@@ -752,8 +752,13 @@ int hy_dist_agree(struct hy_comm *c, int n, const char *const *keys, const char 
             ndiff++;
         }
         const size_t vl = strlen(values[i]);
-        rc = hy_err_set("ranks disagree on %s (this rank, %d, has \"%.64s\"%s; %s %s %s)", keys[i], me, values[i],
-                        vl > 64 ? "..." : "", ndiff == 1 ? "rank" : "ranks", list, ndiff == 1 ? "differs" : "differ");
+        char shown[96];
+        if (vl > 64 || strpbrk(values[i], "\n\r")) /* a file's contents: its hash, not a cut-off first line */
+            snprintf(shown, sizeof(shown), "%zu bytes, hash %016llx", vl, (unsigned long long)h[i]);
+        else
+            snprintf(shown, sizeof(shown), "\"%s\"", values[i]);
+        rc = hy_err_set("ranks disagree on %s (this rank, %d, has %s; %s %s %s)", keys[i], me, shown,
+                        ndiff == 1 ? "rank" : "ranks", list, ndiff == 1 ? "differs" : "differ");
     }
     free(h);
     return rc;

@@ -12,8 +12,10 @@
  * shapes; the byte counts given below are per rank and must be consistent as MPI requires.
  *
  * Every collective is counted per kind (calls, bytes this rank sent + received, seconds) and its
- * (kind, total payload) is folded into a running hash that is the same on every rank of a
- * lockstep run (hy_dist_stats). Errors: MPI's default handler (MPI_ERRORS_ARE_FATAL) ends the job on
+ * (kind, total payload) is folded into a running hash (hy_dist_stats). Ranks that issue the same
+ * collectives have the same hash: every rank of a job whose groups all span the world; with
+ * attention-DP groups or lm_head groups smaller than the world, the ranks of one group agree (an idle
+ * DP group skips its attention collectives, lm_head groups other than rank 0's skip the logits). Errors: MPI's default handler (MPI_ERRORS_ARE_FATAL) ends the job on
  * a transport failure; the functions below return -1 with hy_err_msg() only for sizes MPI cannot
  * express (a count above INT_MAX).
  */
