@@ -576,6 +576,18 @@ int hy_cmd_bench(int argc, char **argv)
                 (double)rss_loaded / 1e9, (double)hy_proc_anon_huge_bytes() / 1e9,
                 (double)hy_proc_file_pmd_bytes() / 1e9);
     }
+    if (m) { /* the activations (and under mpirun the staging buffers) sized and touched before timing */
+        int32_t max_t = 1, max_ctx = 1;
+        for (int i = 0; i < n_plens; i++)
+            max_t = plens[i] > max_t ? plens[i] : max_t;
+        for (int i = 0; i < n_batches; i++) {
+            max_t = batches[i] * (ctx0 > 1 ? ctx0 : 1) > max_t ? batches[i] * (ctx0 > 1 ? ctx0 : 1) : max_t;
+            max_ctx = ctx0 + steps + 1 > max_ctx ? ctx0 + steps + 1 : max_ctx;
+        }
+        max_ctx = max_t > max_ctx ? max_t : max_ctx;
+        if (hy_model_reserve(m, max_t, max_ctx))
+            goto fail;
+    }
     for (int i = 0; i < n_plens; i++) {
         if (run_prefill(m, kv_dtype, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
             goto fail;

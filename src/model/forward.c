@@ -165,6 +165,8 @@ static int reserve_local(struct hy_model *m, int64_t max_tokens, int32_t max_ctx
         max_tokens = old->T > max_tokens ? old->T : max_tokens;
         max_ctx = old->max_ctx > max_ctx ? old->max_ctx : max_ctx;
     }
+    if (m->dist && hy_dist_reserve(m, max_tokens))
+        return -1;
     const int32_t n_thr = old && old->n_thr > thr ? old->n_thr : thr;
     struct hy_forward_scratch *s = scratch_new(m, max_tokens, max_ctx, n_thr);
     if (!s)

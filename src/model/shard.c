@@ -293,3 +293,27 @@ int32_t hy_model_dp_groups(const struct hy_model *m)
 {
     return m->dist ? m->dist->dp_size : 1;
 }
+
+int hy_dist_reserve(struct hy_model *m, int64_t T)
+{
+    struct hy_model_dist *d = m->dist;
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t H = c->hidden_size, K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
+    int64_t wide = (int64_t)c->num_attention_heads * c->head_dim;
+    const int64_t shared = (int64_t)c->moe_intermediate_size * (c->num_shared_experts > 0 ? c->num_shared_experts : 1);
+    wide = wide > H ? wide : H;
+    wide = wide > c->intermediate_size ? wide : c->intermediate_size;
+    wide = wide > shared ? wide : shared;
+    const int64_t pairs = c->num_experts > 0 ? T * K * H : T * H;
+    const size_t want[10] = {(size_t)(T * wide), (size_t)(T * H), (size_t)(T * H), (size_t)pairs,      (size_t)pairs,
+                             (size_t)pairs,      (size_t)pairs,   (size_t)(T * H), (size_t)(T * wide), (size_t)(T * H)};
+    for (int i = 0; i < 10; i++) {
+        const size_t had = d->cap[i];
+        float *b = hy_dist_buf(d, i, want[i]);
+        if (!b)
+            return -1;
+        if (d->cap[i] > had)
+            memset(b, 0, d->cap[i] * sizeof(float));
+    }
+    return 0;
+}

@@ -74,6 +74,12 @@ void hy_part(int64_t total, int parts, int i, int64_t *lo, int64_t *n);
 /* A staging buffer of at least `floats` floats (slot 0..9), grown when needed; NULL on out of memory. */
 float *hy_dist_buf(struct hy_model_dist *d, int slot, size_t floats);
 
+/* Grows the staging slots to what a step of up to T tokens needs (the exchanges' widest rows: the
+ * head outputs, the dense / shared / expert hidden, T*num_experts_per_tok expert rows) and touches
+ * them, so that the first steps do not pay page faults. Slots that need more later (logits of many
+ * rows) still grow on demand. Returns 0, or -1 with hy_err_msg() (out of memory). */
+int hy_dist_reserve(struct hy_model *m, int64_t T);
+
 /* Weight bytes this rank holds (views + copies; the replicated vectors excluded). */
 int64_t hy_model_weight_bytes(const struct hy_model *m);
 
