@@ -7,6 +7,7 @@
 #include "model/model.h"
 
 #include "model/forward_dist.h"
+#include "model/forward_internal.h"
 #include "model/lockstep.h"
 
 #include "base/err.h"
@@ -19,45 +20,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The forward pass's activations, owned by the model (m->fwd), sized by hy_model_reserve for up to T
- * tokens per call, contexts of up to max_ctx positions and n_thr threads, reused by every call. */
-struct hy_forward_scratch {
-    int64_t T;
-    int32_t max_ctx;
-    int32_t n_thr;
-    float *x;      /* [T, H] residual stream */
-    float *head;   /* [T, H] the rows lm_head reads */
-    float *scores; /* [n_thr, max_ctx] attention scores, one row per thread */
-    float *a;      /* [T, H] normed input */
-    float *q;      /* [T, nh*D] */
-    float *k;      /* [T, nkv*D] */
-    float *v;      /* [T, nkv*D] */
-    float *att;    /* [T, nh*D] */
-    float *tmp;    /* [T, max(H, 2H)] */
-    float *ff_a;   /* [T, F] gate / expert hidden */
-    float *ff_b;   /* [T, F] up */
-    float *ff_x;   /* [T, H] gathered expert inputs */
-    float *y;      /* [T, H] MLP / MoE output */
-    float *rlog;   /* [T, E] router scores */
-    int32_t *sel;  /* [T, k] selected experts */
-    float *selw;   /* [T, k] their weights */
-    int32_t *rows; /* [T] token rows of one expert group */
-    float *roww;   /* [T] */
-    /* grouped routed pass (T <= FUSED_MAX_T): all T*k (token, expert) pairs, grouped by expert */
-    float *g_x;     /* [T*k, H] gathered inputs */
-    float *g_a;     /* [T*k, I] gate -> silu(gate) * up */
-    float *g_b;     /* [T*k, I] up */
-    float *g_out;   /* [T*k, H] expert outputs */
-    int32_t *g_pos; /* [T*k] gathered row of selection (t, j) */
-};
-
-/* Token counts up to which the MoE layer (and the shared / dense MLP) runs as one parallel region
- * over all selected experts (row bands of every expert's fused gate+up, then of every down) instead
- * of one threaded matmul per expert and projection. Above it the per-expert GEMM path (weights
- * widened once per block, many tokens per expert) is the faster one. HYINFER_MOE_GROUPED=0 turns the
- * grouped pass off (A/B measurements); the results are bitwise the same either way. */
-#define FUSED_MAX_T 32
 
 static void scratch_free(struct hy_forward_scratch *s)
 {
@@ -87,13 +49,6 @@ static void scratch_free(struct hy_forward_scratch *s)
     free(s->g_out);
     free(s->g_pos);
     free(s);
-}
-
-/* The grouped MoE pass: off with moe_per_expert (hy_load_params.moe_grouped = 0, HYINFER_MOE_GROUPED=0)
- * and under a calibration observer. */
-static int grouped_on(const struct hy_model *m, int64_t T)
-{
-    return !m->moe_per_expert && !m->observe && T <= FUSED_MAX_T;
 }
 
 /* A scratch for T tokens, contexts of max_ctx positions and n_thr threads; NULL on out of memory. */
@@ -201,24 +156,6 @@ static struct hy_forward_scratch *scratch_for(struct hy_model *m, const struct h
     return reserve_local(m, b->n_tokens, max_ctx) ? NULL : m->fwd;
 }
 
-/* Stage timers (struct hy_model_prof). The forward helpers take the model as const; the profile is
- * bookkeeping outside the model's math, so it is reached through this one cast. NULL when off. */
-static struct hy_model_prof *prof_of(const struct hy_model *m)
-{
-    return m->prof.enabled ? (struct hy_model_prof *)&m->prof : NULL;
-}
-
-static double prof_start(const struct hy_model_prof *p)
-{
-    return p ? hy_time_now() : 0.0;
-}
-
-static void prof_stop(struct hy_model_prof *p, enum hy_stage st, double t0)
-{
-    if (p)
-        p->sec[st] += hy_time_now() - t0;
-}
-
 int hy_model_prof_enable(struct hy_model *m, int on)
 {
     free(m->prof.expert_hits);
@@ -261,25 +198,6 @@ static void prof_finish(struct hy_model_prof *p, double t0, const double *before
     p->tokens += T;
 }
 
-static void maybe_round(const struct hy_model *m, float *x, int64_t n)
-{
-    if (m->compute == HY_COMPUTE_BF16)
-        hy_round_bf16_inplace(x, n);
-}
-
-/* y[T, N] = x[T, K] . W^T. In bf16 mode every matmul input has been rounded to bf16 at its operator
- * boundary, so the kernels may use bf16 products (hy_matmul_bf16x: AMX tiles at the amx level); the
- * fp32 mode keeps hy_matmul's fixed, batch-invariant chain. */
-static void linear(const struct hy_model *m, float *y, const float *x, int64_t T, const struct hy_tensor *W)
-{
-    if (m->compute == HY_COMPUTE_BF16)
-        hy_matmul_bf16x(y, x, T, W);
-    else
-        hy_matmul(y, x, T, W);
-    if (m->observe)
-        m->observe(m->observe_ctx, W, x, y, T);
-}
-
 /* Outputs [n0, n1) of linear() on the calling thread (the grouped passes' row bands): the same values
  * linear() gives them, from the same mode's kernel. */
 static void linear_rows(const struct hy_model *m, float *y, int64_t ldy, const float *x, int64_t T,
@@ -289,13 +207,6 @@ static void linear_rows(const struct hy_model *m, float *y, int64_t ldy, const f
         hy_matmul_rows_bf16x(y, ldy, x, T, W, n0, n1);
     else
         hy_matmul_rows(y, ldy, x, T, W, n0, n1);
-}
-
-/* A failed collective step on one rank would leave the others waiting in the next one: end the job. */
-static void dist_ok(int rc)
-{
-    if (rc)
-        hy_dist_abort(1, "forward: %s", hy_err_msg());
 }
 
 static void embed_rows(const struct hy_model *m, const int32_t *ids, int64_t T, float *x)
@@ -320,8 +231,8 @@ static void embed_rows(const struct hy_model *m, const int32_t *ids, int64_t T, 
 }
 
 /* SwiGLU MLP on T rows: y[T, H] = down( silu(gate x) * up x ). */
-static void mlp_forward(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, float *ga,
-                        float *gb, float *y)
+void hy_fwd_mlp(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, float *ga, float *gb,
+                float *y)
 {
     linear(m, ga, x, T, &e->gate);
     linear(m, gb, x, T, &e->up);
@@ -370,7 +281,7 @@ static int64_t bands(int64_t rows, int64_t band)
 }
 
 /* Phase 1 task: gate and up rows [r0, r1) of every token of the job (one sweep, same input rows in
- * cache), then silu(gate) * up on that band, with the bf16-mode roundings of mlp_forward. */
+ * cache), then silu(gate) * up on that band, with the bf16-mode roundings of hy_fwd_mlp. */
 static void ffn_gate_up(const struct hy_model *m, const struct ffn_job *j, int64_t r0, int64_t r1)
 {
     const int64_t I = j->e->gate.rows, w = r1 - r0;
@@ -413,7 +324,7 @@ static void task_of(const struct ffn_job *jobs, int nj, int phase, const int64_t
 
 /* Runs the jobs inside the caller's parallel region (all threads must call it): every job's gate+up
  * bands, a barrier, every job's down bands, a barrier. Each output keeps its kernel chain, so the
- * values equal mlp_forward's bit for bit. */
+ * values equal hy_fwd_mlp's bit for bit. */
 static void ffn_jobs_in_region(const struct hy_model *m, const struct ffn_job *jobs, int nj)
 {
     int64_t n_gu = 0, n_dn = 0, band_gu[FFN_MAX_JOBS], band_dn[FFN_MAX_JOBS];
@@ -438,52 +349,23 @@ static void ffn_jobs_in_region(const struct hy_model *m, const struct ffn_job *j
     }
 }
 
-/* mlp_forward through the grouped pass (one parallel region): same values. */
-static void mlp_forward_grouped(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T,
-                                float *ga, float *gb, float *y)
+/* hy_fwd_mlp through the grouped pass (one parallel region): same values. */
+static void mlp_grouped(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, float *ga,
+                        float *gb, float *y)
 {
     const struct ffn_job j = {.e = e, .n = T, .x = x, .a = ga, .b = gb, .out = y};
 #pragma omp parallel
     ffn_jobs_in_region(m, &j, 1);
 }
 
-/* A SwiGLU MLP split over the ranks of c by intermediate width (shard.c: gate/up rows; down by output
- * rows in the exact combine, by input columns in the sum combine), y[T, H] = the whole MLP. I is the
- * full intermediate width. Exact: the hidden columns are gathered, each rank computes its output rows
- * of down_proj and those are gathered (every value is the one-rank value). */
-static void mlp_dist(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, int64_t I,
-                     struct hy_comm *c, float *ga, float *gb, float *y)
-{
-    struct hy_model_dist *d = m->dist;
-    const int64_t H = m->cfg.hidden_size, Il = e->gate.rows;
-    linear(m, ga, x, T, &e->gate);
-    linear(m, gb, x, T, &e->up);
-    maybe_round(m, ga, T * Il);
-    maybe_round(m, gb, T * Il);
-    hy_silu_mul(ga, ga, gb, T * Il);
-    maybe_round(m, ga, T * Il);
-    if (d->sum) {
-        linear(m, y, ga, T, &e->down);
-        dist_ok(hy_fd_sum_rows(d, c, y, T, H, y));
-    } else {
-        float *full = hy_dist_buf(d, 8, (size_t)(T * I)), *part = hy_dist_buf(d, 9, (size_t)(T * H));
-        if (!full || !part)
-            dist_ok(-1);
-        dist_ok(hy_fd_gather_cols(d, c, ga, T, I, full));
-        linear(m, part, full, T, &e->down);
-        dist_ok(hy_fd_gather_cols(d, c, part, T, H, y));
-    }
-    maybe_round(m, y, T * H);
-}
-
 /* The dense MLP or the shared expert of this rank: split over the dense TP group, or whole. */
-static void ffn_any(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, int64_t I,
-                    float *ga, float *gb, float *y)
+void hy_fwd_ffn(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, int64_t I, float *ga,
+                float *gb, float *y)
 {
     if (m->dist && m->dist->par.dense_tp_size > 1)
-        mlp_dist(m, e, x, T, I, m->dist->dense, ga, gb, y);
+        hy_fwd_mlp_dist(m, e, x, T, I, m->dist->dense, ga, gb, y);
     else
-        (grouped_on(m, T) ? mlp_forward_grouped : mlp_forward)(m, e, x, T, ga, gb, y);
+        (grouped_on(m, T) ? mlp_grouped : hy_fwd_mlp)(m, e, x, T, ga, gb, y);
 }
 
 /* Router for one token (spec §2 MoE block): sigmoid scores, selection by score + bias, unbiased
@@ -585,229 +467,6 @@ static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, 
     }
 }
 
-/* Rank of the world that owns expert e (its expert-parallel group's first rank; with moe_tp > 1 the
- * moe_tp ranks of the group each hold a slice of it). */
-static int expert_owner(const struct hy_model_dist *d, int32_t e)
-{
-    return (e / d->ne) * d->moe_tp;
-}
-
-/* Routed experts of this rank over all T tokens (s->sel / s->selw filled, every rank the same):
- * out[n_loc, H] = the unweighted outputs of the local (expert, token) pairs in (expert ascending,
- * token ascending) order; returns n_loc. */
-static int64_t routed_local(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
-                            struct hy_forward_scratch *s, float **out_rows)
-{
-    struct hy_model_dist *d = m->dist;
-    const int64_t H = m->cfg.hidden_size, K = m->cfg.num_experts_per_tok;
-    int64_t n = 0;
-    for (int64_t i = 0; i < T * K; i++)
-        n += s->sel[i] >= d->e0 && s->sel[i] < d->e0 + d->ne;
-    float *X = hy_dist_buf(d, 3, (size_t)(n * H)), *OUT = hy_dist_buf(d, 4, (size_t)(n * H));
-    if (!X || !OUT)
-        dist_ok(-1);
-    int64_t r = 0;
-    for (int32_t e = d->e0; e < d->e0 + d->ne; e++) {
-        const int64_t r0 = r;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t j = 0; j < K; j++)
-                if (s->sel[t * K + j] == e)
-                    memcpy(X + (r++) * H, x + t * H, (size_t)H * sizeof(float));
-        if (r > r0 && d->moe_tp > 1 && !d->sum) /* the expert split over its moe_tp ranks, outputs gathered */
-            mlp_dist(m, &ly->experts[e], X + r0 * H, r - r0, m->cfg.moe_intermediate_size, d->moe, s->ff_a, s->ff_b,
-                     OUT + r0 * H);
-        else if (r > r0)
-            mlp_forward(m, &ly->experts[e], X + r0 * H, r - r0, s->ff_a, s->ff_b, OUT + r0 * H);
-    }
-    *out_rows = OUT;
-    return n;
-}
-
-/* y[T, H] += Σ w * rows over the (expert, token) pairs of tokens [t0, t1), visited by expert
- * ascending then token ascending: rows holds exactly the pairs of `owner_ok` experts in that order.
- * Per token the additions run in ascending expert id, as the one-rank loop does. */
-static void add_pairs(const struct hy_model *m, const struct hy_forward_scratch *s, int64_t t0, int64_t t1,
-                      const float *rows, float *y, int64_t ldy_t0)
-{
-    const int64_t H = m->cfg.hidden_size, E = m->cfg.num_experts, K = m->cfg.num_experts_per_tok;
-    int64_t r = 0;
-    for (int64_t e = 0; e < E; e++)
-        for (int64_t t = t0; t < t1; t++)
-            for (int64_t j = 0; j < K; j++)
-                if (s->sel[t * K + j] == e) {
-                    const float w = s->selw[t * K + j], *er = rows + (r++) * H;
-                    float *yr = y + (t - ldy_t0) * H;
-                    for (int64_t q = 0; q < H; q++)
-                        yr[q] += w * er[q];
-                }
-}
-
-/* The MoE block over the ranks (shard.h): routed experts on their owners, the shared expert computed
- * while the first exchange is in flight, then combined into s->y (rounded as moe_forward does).
- * Exact + all-gather: every rank receives every pair's output and sums per token in expert order.
- * Exact + all-to-all: pairs go to their token's home rank (hy_part of T), summed there, then the
- * token rows are gathered. Sum + all-gather: per-rank partials reduced in rank order
- * (hy_fd_sum_rows). Sum + all-to-all: partials only for the tokens a rank touched, to the home rank,
- * added in rank order, then gathered. */
-static void moe_dist(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
-                     struct hy_forward_scratch *s)
-{
-    struct hy_model_dist *d = m->dist;
-    const struct hy_model_config *c = &m->cfg;
-    const int64_t H = c->hidden_size, K = c->num_experts_per_tok;
-    const int n = d->size, me = d->rank;
-    size_t sc[HY_DIST_MAX_RANKS], rc[HY_DIST_MAX_RANKS];
-    float *OUT;
-    const int64_t n_loc = routed_local(m, ly, x, T, s, &OUT);
-    struct hy_comm_req req = {0};
-    float *RECV = NULL, *SEND = NULL;
-    int64_t h0, hn; /* this rank's home tokens */
-    hy_part(T, n, me, &h0, &hn);
-    memset(s->y, 0, (size_t)(T * H) * sizeof(float));
-    if (!d->sum) {
-        for (int r = 0; r < n; r++)
-            sc[r] = rc[r] = 0;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t j = 0; j < K; j++) {
-                const int o = expert_owner(d, s->sel[t * K + j]);
-                int home = 0;
-                while (t >= (int64_t)T * (home + 1) / n)
-                    home++;
-                if (d->dispatch == HY_MOE_DISPATCH_AG) {
-                    rc[o] += (size_t)H * sizeof(float);
-                } else {
-                    if (o == me)
-                        sc[home] += (size_t)H * sizeof(float);
-                    if (home == me)
-                        rc[o] += (size_t)H * sizeof(float);
-                }
-            }
-        int64_t tot = 0;
-        for (int r = 0; r < n; r++)
-            tot += (int64_t)(rc[r] / sizeof(float));
-        RECV = hy_dist_buf(d, 6, (size_t)tot);
-        if (!RECV)
-            dist_ok(-1);
-        if (d->dispatch == HY_MOE_DISPATCH_AG) {
-            dist_ok(hy_comm_iallgatherv(d->world, OUT, RECV, rc, &req));
-        } else { /* regroup the local pairs by destination: home-slice by home-slice, each in (e, t) order */
-            SEND = hy_dist_buf(d, 5, (size_t)(n_loc * H));
-            if (!SEND)
-                dist_ok(-1);
-            int64_t w = 0;
-            for (int hr = 0; hr < n; hr++) {
-                int64_t a0, an, r = 0;
-                hy_part(T, n, hr, &a0, &an);
-                for (int32_t e = d->e0; e < d->e0 + d->ne; e++)
-                    for (int64_t t = 0; t < T; t++)
-                        for (int64_t j = 0; j < K; j++)
-                            if (s->sel[t * K + j] == e) {
-                                if (t >= a0 && t < a0 + an)
-                                    memcpy(SEND + (w++) * H, OUT + r * H, (size_t)H * sizeof(float));
-                                r++;
-                            }
-            }
-            dist_ok(hy_comm_ialltoallv(d->world, SEND, sc, RECV, rc, &req));
-        }
-    }
-    struct hy_model_prof *prof = prof_of(m);
-    double t0 = prof_start(prof);
-    if (ly->shared.gate.data) { /* overlapped with the exchange above */
-        hy_comm_test(&req);
-        ffn_any(m, &ly->shared, x, T, (int64_t)c->moe_intermediate_size * c->num_shared_experts, s->ff_a, s->ff_b,
-                s->tmp);
-        hy_comm_test(&req);
-    }
-    prof_stop(prof, HY_STAGE_SHARED, t0);
-    if (!d->sum && d->dispatch == HY_MOE_DISPATCH_AG) {
-        dist_ok(hy_comm_wait(&req));
-        add_pairs(m, s, 0, T, RECV, s->y, 0);
-    } else if (!d->sum) {
-        dist_ok(hy_comm_wait(&req));
-        float *home = hy_dist_buf(d, 7, (size_t)(hn * H));
-        if (!home)
-            dist_ok(-1);
-        memset(home, 0, (size_t)(hn * H) * sizeof(float));
-        add_pairs(m, s, h0, h0 + hn, RECV, home, h0);
-        for (int r = 0; r < n; r++) {
-            int64_t a0, an;
-            hy_part(T, n, r, &a0, &an);
-            sc[r] = (size_t)(an * H) * sizeof(float);
-        }
-        dist_ok(hy_comm_allgatherv(d->world, home, s->y, sc));
-    } else { /* partial sums of this rank's pairs, per token in expert order */
-        float *P = hy_dist_buf(d, 5, (size_t)(T * H));
-        if (!P)
-            dist_ok(-1);
-        memset(P, 0, (size_t)(T * H) * sizeof(float));
-        {
-            int64_t r = 0;
-            for (int32_t e = d->e0; e < d->e0 + d->ne; e++)
-                for (int64_t t = 0; t < T; t++)
-                    for (int64_t j = 0; j < K; j++)
-                        if (s->sel[t * K + j] == e) {
-                            const float w = s->selw[t * K + j], *er = OUT + (r++) * H;
-                            for (int64_t q = 0; q < H; q++)
-                                P[t * H + q] += w * er[q];
-                        }
-        }
-        if (d->dispatch == HY_MOE_DISPATCH_AG) {
-            dist_ok(hy_fd_sum_rows(d, d->world, P, T, H, s->y));
-        } else { /* only the tokens each rank touched travel */
-            uint8_t *touch = (uint8_t *)hy_dist_buf(d, 7, (size_t)(T * n + 3) / 4); /* [n][T] */
-            if (!touch)
-                dist_ok(-1);
-            memset(touch, 0, (size_t)(T * n));
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t j = 0; j < K; j++) {
-                    const int o = expert_owner(d, s->sel[t * K + j]);
-                    for (int q = 0; q < d->moe_tp; q++)
-                        touch[(int64_t)(o + q) * T + t] = 1;
-                }
-            float *S2 = hy_dist_buf(d, 3, (size_t)(T * H)), *R2 = hy_dist_buf(d, 6, (size_t)(n * hn * H)),
-                  *home = hy_dist_buf(d, 4, (size_t)(hn * H));
-            if (!S2 || !R2 || !home)
-                dist_ok(-1);
-            int64_t w = 0;
-            for (int hr = 0; hr < n; hr++) {
-                int64_t a0, an, cnt = 0, cr = 0;
-                hy_part(T, n, hr, &a0, &an);
-                for (int64_t t = a0; t < a0 + an; t++)
-                    if (touch[(int64_t)me * T + t]) {
-                        memcpy(S2 + (w++) * H, P + t * H, (size_t)H * sizeof(float));
-                        cnt++;
-                    }
-                for (int64_t t = h0; t < h0 + hn; t++)
-                    cr += touch[(int64_t)hr * T + t];
-                sc[hr] = (size_t)(cnt * H) * sizeof(float);
-                rc[hr] = (size_t)(cr * H) * sizeof(float);
-            }
-            dist_ok(hy_comm_alltoallv(d->world, S2, sc, R2, rc));
-            memset(home, 0, (size_t)(hn * H) * sizeof(float));
-            const float *src = R2;
-            for (int r = 0; r < n; r++)
-                for (int64_t t = h0; t < h0 + hn; t++)
-                    if (touch[(int64_t)r * T + t]) {
-                        for (int64_t q = 0; q < H; q++)
-                            home[(t - h0) * H + q] += src[q];
-                        src += H;
-                    }
-            for (int r = 0; r < n; r++) {
-                int64_t a0, an;
-                hy_part(T, n, r, &a0, &an);
-                sc[r] = (size_t)(an * H) * sizeof(float);
-            }
-            dist_ok(hy_comm_allgatherv(d->world, home, s->y, sc));
-        }
-    }
-    maybe_round(m, s->y, T * H);
-    if (ly->shared.gate.data) {
-        for (int64_t i = 0; i < T * H; i++)
-            s->y[i] += s->tmp[i];
-        maybe_round(m, s->y, T * H);
-    }
-}
-
 /* MoE block on T rows of x (post-attention-normed): y = Σ_routed w_e Expert_e(x) + Shared(x).
  * Tokens are grouped by expert; each expert runs once over its group. Per token the routed
  * contributions are added in ascending expert id, then the shared expert (fixed order). */
@@ -831,7 +490,7 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
         t0 = prof_start(prof);
     }
     if (m->dist) {
-        moe_dist(m, ly, x, T, s);
+        hy_fwd_moe_dist(m, ly, x, T, s);
         prof_stop(prof, HY_STAGE_ROUTED, t0);
         return;
     }
@@ -854,7 +513,7 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
             memcpy(s->ff_x + i * H, x + (int64_t)s->rows[i] * H, (size_t)H * sizeof(float));
         if (m->observe_route)
             m->observe_route(m->observe_ctx, s->roww, n);
-        mlp_forward(m, &ly->experts[e], s->ff_x, n, s->ff_a, s->ff_b, s->tmp);
+        hy_fwd_mlp(m, &ly->experts[e], s->ff_x, n, s->ff_a, s->ff_b, s->tmp);
         if (m->observe_route)
             m->observe_route(m->observe_ctx, NULL, 0);
         for (int64_t i = 0; i < n; i++) {
@@ -869,7 +528,7 @@ routed_done:
     prof_stop(prof, HY_STAGE_ROUTED, t0);
     if (ly->shared.gate.data) {
         t0 = prof_start(prof);
-        (grouped_on(m, T) ? mlp_forward_grouped : mlp_forward)(m, &ly->shared, x, T, s->ff_a, s->ff_b, s->tmp);
+        (grouped_on(m, T) ? mlp_grouped : hy_fwd_mlp)(m, &ly->shared, x, T, s->ff_a, s->ff_b, s->tmp);
         for (int64_t i = 0; i < T * H; i++)
             s->y[i] += s->tmp[i];
         maybe_round(m, s->y, T * H);
@@ -1049,7 +708,7 @@ static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int 
         moe_forward(m, ly, s->a, T, s);
     } else {
         t0 = prof_start(prof);
-        ffn_any(m, &ly->mlp, s->a, T, c->intermediate_size, s->ff_a, s->ff_b, s->y);
+        hy_fwd_ffn(m, &ly->mlp, s->a, T, c->intermediate_size, s->ff_a, s->ff_b, s->y);
         prof_stop(prof, HY_STAGE_DENSE_MLP, t0);
     }
     for (int64_t i = 0; i < T * H; i++)
