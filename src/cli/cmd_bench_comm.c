@@ -64,7 +64,8 @@ struct bench {
     size_t *c1, *c2, *c3; /* [size] byte counts */
 };
 
-/* [lo, lo + n) of part i of `total` items split into `parts` near-equal contiguous parts (as hy_part). */
+/* [lo, lo + n) of part i of `total` bytes split into `parts` contiguous parts: base + one more for the
+ * first (total mod parts) parts (the engine's hy_part splits at floor(total * i / parts) instead). */
 static void part(size_t total, int parts, int i, size_t *lo, size_t *n)
 {
     const size_t base = total / (size_t)parts, rem = total % (size_t)parts, ii = (size_t)i;

@@ -5,6 +5,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "dist/comm.h"
+#include "kernels/kernel_table.h"
 #include "model/lockstep.h"
 #include "model/place.h"
 #include "model/shard.h"
@@ -133,7 +134,7 @@ static int agree_on_start(const char *model_dir, const struct hy_parallel_config
     const char *keys[MAX_KEYS], *vals[MAX_KEYS];
     char kbuf[MAX_KEYS][64], vbuf[MAX_KEYS][64];
     int n = 0;
-    for (int i = 1; i < argc && n < MAX_KEYS - 3; i++) {
+    for (int i = 1; i < argc && n < MAX_KEYS - 6; i++) {
         const char *a = argv[i];
         if (a[0] == '-' && a[1]) {
             const char *eq = strchr(a, '=');
@@ -161,8 +162,14 @@ static int agree_on_start(const char *model_dir, const struct hy_parallel_config
              (int)par->moe_dispatch);
     keys[n] = "parallel layout";
     vals[n++] = vbuf[0];
-    keys[n] = "HYINFER_ISA";
-    vals[n++] = getenv("HYINFER_ISA") ? getenv("HYINFER_ISA") : "";
+    /* what changes the numbers every rank computes for itself (the router picks experts from them):
+     * the kernel level in use (hosts with different CPUs: set HYINFER_ISA to one level everywhere) */
+    keys[n] = "kernel level (HYINFER_ISA)";
+    vals[n++] = hy_kernels_active()->name;
+    keys[n] = "HYINFER_MXFP4_ACT";
+    vals[n++] = hy_env_params()->mxfp4_act_mxint8 ? "mxint8" : "f32";
+    keys[n] = "HYINFER_KV_FP8_SCALE";
+    vals[n++] = hy_env_params()->kv_fp8_scale_fit ? "mse" : "amax";
     int rc = hy_dist_agree(hy_dist_world(), n, keys, vals);
     free(cfg);
     return rc;

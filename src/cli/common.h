@@ -60,8 +60,9 @@ struct hy_cli_par {
      "accepted for vLLM compatibility; only world rank 0 serves HTTP"}
 /* clang-format on */
 
-/* The layout from the flags (or, when none was given and yaml is non-NULL, the YAML's parallel_config,
- * already in *out) for the job's world size. One rank: everything 1. Returns 0, or -1 with hy_err_msg(). */
+/* The layout for the job's world size: from the flags of p; with from_yaml = 1 and no layout flag
+ * given, *out already holds the YAML's parallel_config and is only checked (and the combine / dispatch
+ * flags applied). One rank: everything 1. Returns 0, or -1 with hy_err_msg() naming the flag or key. */
 int hy_cli_par_resolve(const struct hy_cli_par *p, int from_yaml, struct hy_parallel_config *out);
 
 /* Loads the model for a command: in one process, hy_model_load_ex. Under mpirun (world > 1): every

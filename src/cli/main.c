@@ -189,6 +189,8 @@ int main(int argc, char **argv)
         return 2;
     }
     int rc = dispatch(argc, argv);
+    if (rc != 0 && hy_comm_size(hy_dist_world()) > 1) /* the other ranks may be waiting for this one */
+        hy_dist_abort(rc, "%s %s failed (exit status %d); ending the job", argv[0], argv[1], rc);
     hy_dist_finalize();
     return rc;
 }

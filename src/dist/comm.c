@@ -25,6 +25,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -230,7 +231,7 @@ int hy_dist_init(int *argc, char ***argv)
     int provided = 0, already = 0;
     MPI_Initialized(&already);
     if (!already && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
-        return hy_err_set("MPI_Init_thread failed (started by mpirun: %s is set)", var);
+        return dist_init_rc = hy_err_set("MPI_Init_thread failed (started by mpirun: %s is set)", var);
     if (already)
         MPI_Query_thread(&provided);
     mpi_on = 1;
@@ -784,9 +785,15 @@ static void *watchdog_main(void *arg)
     for (;;) {
         sleep_us(100000);
         const long long start = atomic_load(&step_start_ns), dl = atomic_load(&deadline_ns);
-        if (start && dl > 0 && now_ns() - start > dl)
-            hy_dist_abort(1, "watchdog: step exceeded %.1f s deadline; last collective: %s (#%lld)", (double)dl * 1e-9,
-                          atomic_load(&coll_last), atomic_load(&coll_seq));
+        if (start && dl > 0 && now_ns() - start > dl) {
+            /* the collective thread may be inside MPI (SERIALIZED allows no second caller): log and end
+             * this process; mpirun then ends the job for a rank that exits without finalizing */
+            hy_log_error("rank %d: watchdog: step exceeded %.1f s deadline; last collective: %s (#%lld)", world_rank,
+                         (double)dl * 1e-9, atomic_load(&coll_last), atomic_load(&coll_seq));
+            fflush(stderr);
+            fflush(stdout);
+            _exit(1);
+        }
     }
     return NULL;
 }

@@ -15,9 +15,11 @@
  * (kind, total payload) is folded into a running hash (hy_dist_stats). Ranks that issue the same
  * collectives have the same hash: every rank of a job whose groups all span the world; with
  * attention-DP groups or lm_head groups smaller than the world, the ranks of one group agree (an idle
- * DP group skips its attention collectives, lm_head groups other than rank 0's skip the logits). Errors: MPI's default handler (MPI_ERRORS_ARE_FATAL) ends the job on
- * a transport failure; the functions below return -1 with hy_err_msg() only for sizes MPI cannot
- * express (a count above INT_MAX).
+ * DP group skips its attention collectives, lm_head groups other than rank 0's skip the logits).
+ * Errors: MPI's default handler (MPI_ERRORS_ARE_FATAL) ends the job on a transport failure; the
+ * functions below return -1 with hy_err_msg() for what MPI cannot express (a byte count or
+ * displacement above INT_MAX), a bad root or color, out of memory, or unequal counts in a one-rank
+ * alltoallv.
  */
 #ifndef HY_DIST_COMM_H
 #define HY_DIST_COMM_H
@@ -146,11 +148,13 @@ void hy_dist_stats_reset(void);
  * (the flags and values that shape collectives: model config hash, dtype, parallel sizes, batch
  * limits, block size). One allgather of their hashes. Returns 0 when all ranks agree; otherwise -1
  * on every rank with hy_err_msg() naming the first key that differs and the ranks' values' hashes
- * ("ranks disagree on --max-num-batched-tokens: rank 0 has 2048, rank 1 differs"). */
+ * ("ranks disagree on --max-num-batched-tokens (this rank, 1, has \"64\"; rank 0 differs)"; a long or
+ * multi-line value shows as its size and hash). */
 int hy_dist_agree(struct hy_comm *c, int n, const char *const *keys, const char *const *values);
 
-/* The watchdog: a thread that aborts the job (hy_dist_abort with the rank's last collective) when
- * a step runs longer than deadline_sec. Steps are marked by hy_dist_step_begin/_end (the forward
+/* The watchdog: a thread that ends the job when a step runs longer than deadline_sec: it logs the
+ * rank and its last collective and exits the process (_exit(1), no MPI call from a second thread);
+ * mpirun then ends every rank. Steps are marked by hy_dist_step_begin/_end (the forward
  * pass of every rank); idle waits between steps are never counted. deadline_sec <= 0: no watchdog.
  * Returns 0 or -1 (thread creation failed). */
 int hy_dist_watchdog_start(double deadline_sec);

@@ -134,7 +134,9 @@ static int reserve_local(struct hy_model *m, int64_t max_tokens, int32_t max_ctx
 
 int hy_model_reserve(struct hy_model *m, int64_t max_tokens, int32_t max_ctx)
 {
-    if (hy_lockstep_reserve(m, max_tokens, max_ctx))
+    if (max_tokens < 1 || max_ctx < 1)
+        return hy_err_set("forward: cannot reserve for %lld tokens and %d positions", (long long)max_tokens, max_ctx);
+    if ((m->dist && hy_dist_check_tokens(m, max_tokens)) || hy_lockstep_reserve(m, max_tokens, max_ctx))
         return -1;
     return reserve_local(m, max_tokens, max_ctx);
 }
@@ -489,9 +491,11 @@ static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, con
         prof_stop(prof, HY_STAGE_ROUTER, t0);
         t0 = prof_start(prof);
     }
-    if (m->dist) {
+    if (m->dist) { /* the routed stage without the shared expert moe_dist timed inside it */
+        const double shared0 = prof ? prof->sec[HY_STAGE_SHARED] : 0.0;
         hy_fwd_moe_dist(m, ly, x, T, s);
-        prof_stop(prof, HY_STAGE_ROUTED, t0);
+        if (prof)
+            prof->sec[HY_STAGE_ROUTED] += hy_time_now() - t0 - (prof->sec[HY_STAGE_SHARED] - shared0);
         return;
     }
     memset(s->y, 0, (size_t)(T * H) * sizeof(float));
@@ -754,26 +758,31 @@ static int head_forward(const struct hy_model *m, const float *x, const float *n
     struct hy_model_prof *prof = prof_of(m);
     double t0 = prof_start(prof);
     if (d && d->par.lmhead_tp_size > 1) { /* vocabulary slices, gathered on the leader (world rank 0) */
-        const int64_t nl = b->n_logits, V = m->cfg.vocab_size;
+        /* in chunks of rows of at most 1 GiB of logits (MPI counts are ints; every rank chunks alike) */
+        const int64_t NL = b->n_logits, V = m->cfg.vocab_size,
+                      step = (INT64_C(1) << 30) / (V * 4) > 0 ? (INT64_C(1) << 30) / (V * 4) : 1;
         const int n = hy_comm_size(d->lmhead);
-        float *part = hy_dist_buf(d, 3, (size_t)(nl * d->lnv)), *all = hy_dist_buf(d, 4, (size_t)(nl * V));
         size_t counts[HY_DIST_MAX_RANKS];
-        if (!part || !all)
-            dist_ok(-1);
-        linear(m, part, rows, nl, &m->lm_head);
-        for (int r = 0; r < n; r++) {
-            int64_t lo, w;
-            hy_part(V, n, r, &lo, &w);
-            counts[r] = (size_t)(nl * w) * sizeof(float);
-        }
-        dist_ok(hy_comm_gatherv(d->lmhead, part, all, counts, 0));
-        if (logits) {
+        for (int64_t r0 = 0; r0 < NL; r0 += step) {
+            const int64_t nl = NL - r0 < step ? NL - r0 : step;
+            float *part = hy_dist_buf(d, 3, (size_t)(nl * d->lnv)), *all = hy_dist_buf(d, 4, (size_t)(nl * V));
+            if (!part || !all)
+                dist_ok(-1);
+            linear(m, part, rows + r0 * H, nl, &m->lm_head);
+            for (int r = 0; r < n; r++) {
+                int64_t lo, w;
+                hy_part(V, n, r, &lo, &w);
+                counts[r] = (size_t)(nl * w) * sizeof(float);
+            }
+            dist_ok(hy_comm_gatherv(d->lmhead, part, all, counts, 0));
+            if (!logits)
+                continue;
             const float *src = all;
             for (int r = 0; r < n; r++) {
                 int64_t lo, w;
                 hy_part(V, n, r, &lo, &w);
                 for (int64_t i = 0; i < nl; i++)
-                    memcpy(logits + i * V + lo, src + i * w, (size_t)w * sizeof(float));
+                    memcpy(logits + (r0 + i) * V + lo, src + i * w, (size_t)w * sizeof(float));
                 src += nl * w;
             }
         }
@@ -830,6 +839,8 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
                      float *hidden_out)
 {
     if (check_batch(m, kv, b))
+        return -1;
+    if (m->dist && hy_dist_check_tokens(m, b->n_tokens))
         return -1;
     if (m->dist) { /* the leader sends the step to the other ranks first (lockstep.h) */
         if (hy_lockstep_send_forward(m, kv, b, NULL, logits != NULL) || dist_prepare(m, b))
@@ -888,6 +899,8 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     if (!m->has_mtp)
         return hy_err_set("this model has no MTP layer");
     if (check_batch(m, kv, b))
+        return -1;
+    if (m->dist && hy_dist_check_tokens(m, b->n_tokens))
         return -1;
     if (m->dist) {
         if (hy_lockstep_send_forward(m, kv, b, hidden_in, logits != NULL) || dist_prepare(m, b))

@@ -318,6 +318,8 @@ int hy_model_load_ex(const char *model_dir, const struct hy_load_params *lp, str
     }
     if (hy_model_place(m, lp->format))
         goto fail;
+    if (m->dist)
+        m->dist->ready = 1;
     m->load_seconds = hy_time_now() - t0;
     *out = m;
     return 0;

@@ -11,7 +11,7 @@
 
 enum plan_op { OP_EXIT = 1, OP_KV_INIT, OP_KV_FREE, OP_RESERVE, OP_FORWARD, OP_FORWARD_MTP };
 
-#define MAX_KV 64
+#define MAX_KV HY_DIST_MAX_KV
 
 struct plan_hdr {
     int32_t op, kv_id, n_tokens, n_logits, n_seqs, table_total, want_logits, pad;
@@ -123,9 +123,13 @@ int hy_lockstep_kv_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_
         return 0;
     if (!leader(m))
         return 0;
-    if (m->dist->next_kv_id >= MAX_KV)
-        return hy_err_set("lockstep: more than %d KV caches created in one job", MAX_KV);
-    kv->dist_id = m->dist->next_kv_id++;
+    int32_t id = 0;
+    while (id < MAX_KV && m->dist->kv_used[id])
+        id++;
+    if (id == MAX_KV)
+        return hy_err_set("lockstep: more than %d KV caches alive at once", MAX_KV);
+    m->dist->kv_used[id] = 1;
+    kv->dist_id = id;
     struct plan_hdr h = {.op = OP_KV_INIT, .kv_id = kv->dist_id, .a = block_size, .b = n_blocks, .c = kv_dtype};
     h.pad = kv->scale_fit;
     return send_hdr(m, &h);
@@ -136,6 +140,7 @@ int hy_lockstep_kv_free(struct hy_model *m, const struct hy_kv_cache *kv)
     if (!leader(m))
         return 0;
     struct plan_hdr h = {.op = OP_KV_FREE, .kv_id = kv->dist_id};
+    m->dist->kv_used[kv->dist_id] = 0;
     return send_hdr(m, &h);
 }
 
@@ -159,7 +164,7 @@ static void log_done(const struct hy_model *m)
 
 void hy_lockstep_exit(struct hy_model *m)
 {
-    if (!leader(m))
+    if (!leader(m) || !m->dist->ready) /* a load that failed half-way: the job is being aborted */
         return;
     struct plan_hdr h = {.op = OP_EXIT};
     send_hdr(m, &h);
@@ -173,8 +178,43 @@ void hy_model_kv_cache_free(struct hy_model *m, struct hy_kv_cache *kv)
     hy_kv_cache_free(kv);
 }
 
+/* A forward plan's header as the leader could have sent it; -1 with hy_err_msg() naming the field. */
+static int check_forward_hdr(const struct hy_kv_cache *kvs, const struct plan_hdr *h)
+{
+    if (h->n_tokens < 1 || h->n_logits < 0 || h->n_logits > h->n_tokens || h->n_seqs < 1 || h->n_seqs > h->n_tokens ||
+        h->table_total < 0)
+        return hy_err_set("lockstep: forward plan with %d tokens, %d logits rows, %d sequences, %d table entries",
+                          h->n_tokens, h->n_logits, h->n_seqs, h->table_total);
+    if (!kvs[h->kv_id].k)
+        return hy_err_set("lockstep: forward plan names KV cache %d, which this rank does not hold", h->kv_id);
+    return 0;
+}
+
+/* The body's own consistency: table lengths add up, sequence ids and logits rows in range. */
+static int check_body(const struct plan_hdr *h, const struct body_view *v)
+{
+    int64_t total = 0;
+    for (int32_t i = 0; i < h->n_seqs; i++) {
+        if (v->tlen[i] < 0)
+            return hy_err_set("lockstep: sequence %d has a block table of %d entries", i, v->tlen[i]);
+        total += v->tlen[i];
+    }
+    if (total != h->table_total)
+        return hy_err_set("lockstep: block tables hold %lld entries, the header says %d", (long long)total,
+                          h->table_total);
+    for (int32_t t = 0; t < h->n_tokens; t++)
+        if (v->seq[t] < 0 || v->seq[t] >= h->n_seqs || v->pos[t] < 0)
+            return hy_err_set("lockstep: token %d has sequence %d / position %d", t, v->seq[t], v->pos[t]);
+    for (int32_t i = 0; i < h->n_logits; i++)
+        if (v->rows[i] < 0 || v->rows[i] >= h->n_tokens)
+            return hy_err_set("lockstep: logits row %d outside the %d tokens", v->rows[i], h->n_tokens);
+    return 0;
+}
+
 static int run_forward(struct hy_model *m, struct hy_kv_cache *kvs, const struct plan_hdr *h)
 {
+    if (check_forward_hdr(kvs, h))
+        return -1;
     const size_t bytes = body_bytes(h, m->cfg.hidden_size);
     uint8_t *buf = malloc(bytes ? bytes : 1);
     const int32_t **tables = calloc((size_t)h->n_seqs + 1, sizeof(*tables));
@@ -183,11 +223,12 @@ static int run_forward(struct hy_model *m, struct hy_kv_cache *kvs, const struct
         free(tables);
         return hy_err_set("lockstep: out of memory for a %zu-byte step plan", bytes);
     }
-    int rc = hy_comm_bcast_idle(m->dist->plan, buf, bytes, 0);
+    memset(buf, 0, bytes);
     struct body_view v;
     body_map(h, buf, &v);
+    int rc = hy_comm_bcast_idle(m->dist->plan, buf, bytes, 0) || check_body(h, &v);
     const int32_t *tp = v.tables;
-    for (int32_t i = 0; i < h->n_seqs; i++) {
+    for (int32_t i = 0; i < h->n_seqs && !rc; i++) {
         tables[i] = tp;
         tp += v.tlen[i];
     }
@@ -211,6 +252,7 @@ int hy_model_worker_run(struct hy_model *m)
     int rc = 0;
     for (;;) {
         struct plan_hdr h;
+        memset(&h, 0, sizeof(h));
         if (hy_comm_bcast_idle(m->dist->plan, &h, sizeof(h), 0))
             hy_dist_abort(1, "lockstep: %s", hy_err_msg());
         if (h.op == OP_EXIT)
@@ -219,6 +261,8 @@ int hy_model_worker_run(struct hy_model *m)
             hy_dist_abort(1, "lockstep: step plan names KV cache %d", h.kv_id);
         switch (h.op) {
         case OP_KV_INIT:
+            if (kvs[h.kv_id].k)
+                hy_dist_abort(1, "lockstep: KV cache %d created twice", h.kv_id);
             rc = hy_model_kv_cache_init_dtype(m, &kvs[h.kv_id], (int32_t)h.a, (int32_t)h.b, (enum hy_dtype)h.c);
             kvs[h.kv_id].scale_fit = h.pad;
             break;

@@ -317,3 +317,25 @@ int hy_dist_reserve(struct hy_model *m, int64_t T)
     }
     return 0;
 }
+
+int hy_dist_check_tokens(const struct hy_model *m, int64_t T)
+{
+    const struct hy_model_dist *d = m->dist;
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t H = c->hidden_size, K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
+    int64_t wide = (int64_t)c->num_attention_heads * c->head_dim;
+    wide = wide > c->intermediate_size ? wide : c->intermediate_size;
+    wide = wide > H ? wide : H;
+    const int64_t lim = INT32_MAX, gather = T * wide * 4, pairs = c->num_experts > 0 && !d->sum ? T * K * H * 4 : 0;
+    if (gather > lim)
+        return hy_err_set("dist: a step of %lld tokens gathers %lld bytes of activations in one exchange, above MPI's "
+                          "%lld; lower --max-num-batched-tokens (or the prompt length per step)",
+                          (long long)T, (long long)gather, (long long)lim);
+    if (pairs > lim)
+        return hy_err_set("dist: a step of %lld tokens moves %lld bytes of expert outputs (%lld tokens x top-%lld x "
+                          "hidden %lld x 4 B) in one exchange, above MPI's %lld; lower --max-num-batched-tokens to "
+                          "%lld or less, or use the sum combine (--tp-combine sum)",
+                          (long long)T, (long long)pairs, (long long)T, (long long)K, (long long)H, (long long)lim,
+                          (long long)(lim / (K * H * 4)));
+    return 0;
+}

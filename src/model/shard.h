@@ -17,6 +17,7 @@ struct hy_batch;
 struct hy_forward_scratch;
 
 #define HY_DIST_MAX_RANKS 1024 /* the forward pass keeps per-rank counts on the stack */
+#define HY_DIST_MAX_KV 64      /* KV caches alive at once in a multi-rank job */
 
 struct hy_model_dist {
     struct hy_parallel_config par;
@@ -44,7 +45,8 @@ struct hy_model_dist {
     int sum;      /* combine by rank-order sums instead of gathers */
     void **owned; /* column-slice copies made at load */
     int n_owned, cap_owned;
-    float *buf[10]; /* collective staging, grown on demand (slots: forward_dist.c 0-3, forward.c 3-9) */
+    float *buf[10]; /* collective staging, grown on demand: forward_dist.c uses slots 0-3, forward.c 3, 4, 5, 8
+                       (embedding, DP rows, SP, lm_head), moe_dist.c 3-9; see each user for which overlap */
     size_t cap[10];
     int want_logits; /* worker ranks: the step asks for logits (the leader passes its logits buffer) */
     /* the attention-DP sub-batch of the current step (hy_model_forward fills it) */
@@ -53,8 +55,9 @@ struct hy_model_dist {
     int32_t *loc_pos, *loc_seq;
     int64_t *loc_slot;
     int64_t n_loc, loc_cap;
-    int32_t next_kv_id;
-    int64_t steps, dummy_steps; /* forward steps, and those with no attention tokens on this rank */
+    uint8_t kv_used[HY_DIST_MAX_KV]; /* leader: KV cache ids the workers hold now (lockstep.c) */
+    int ready;                       /* loaded on every rank: hy_model_free then tells the workers to return */
+    int64_t steps, dummy_steps;      /* forward steps, and those with no attention tokens on this rank */
 };
 
 /* Splits a bound model (load.c, before placement) over the job: slices the tensors of this rank
@@ -73,6 +76,12 @@ void hy_part(int64_t total, int parts, int i, int64_t *lo, int64_t *n);
 
 /* A staging buffer of at least `floats` floats (slot 0..9), grown when needed; NULL on out of memory. */
 float *hy_dist_buf(struct hy_model_dist *d, int slot, size_t floats);
+
+/* Whether a step of T tokens fits what one MPI exchange can carry (byte counts are ints: the exact
+ * MoE all-gather moves T * num_experts_per_tok rows of hidden_size floats to every rank). Returns 0,
+ * or -1 with hy_err_msg() naming the limit and what to lower (--max-num-batched-tokens, or the
+ * all-to-all dispatch). The leader checks before it sends a plan, so nothing is left half done. */
+int hy_dist_check_tokens(const struct hy_model *m, int64_t T);
 
 /* Grows the staging slots to what a step of up to T tokens needs (the exchanges' widest rows: the
  * head outputs, the dense / shared / expert hidden, T*num_experts_per_tok expert rows) and touches

@@ -25,7 +25,8 @@ int hy_scheduler_init(struct hy_scheduler *s, const struct hy_sched_config *cfg,
     s->plan.entries = calloc((size_t)cfg->max_num_seqs, sizeof(*s->plan.entries));
     s->hit_ids = malloc((size_t)max_blocks_per_req * sizeof(int32_t));
     s->hit_cap = max_blocks_per_req;
-    if (!s->running || !s->waiting || !s->plan.entries || !s->hit_ids) {
+    s->dp_load = calloc(cfg->dp_groups > 1 ? (size_t)cfg->dp_groups : 1, sizeof(int32_t));
+    if (!s->running || !s->waiting || !s->plan.entries || !s->hit_ids || !s->dp_load) {
         hy_scheduler_free(s);
         return hy_err_set("scheduler: out of memory");
     }
@@ -38,6 +39,7 @@ void hy_scheduler_free(struct hy_scheduler *s)
     free(s->waiting);
     free(s->plan.entries);
     free(s->hit_ids);
+    free(s->dp_load);
     memset(s, 0, sizeof(*s));
 }
 
@@ -119,8 +121,9 @@ static int grow_blocks(struct hy_scheduler *s, struct hy_request *r, int32_t n)
     if (need <= 0)
         return 0;
     if (s->cfg.dp_groups > 1 && r->n_blocks == 0) { /* a new sequence: the least busy attention-DP group */
-        int32_t load[64] = {0}, g = 0;
-        const int32_t G = s->cfg.dp_groups < 64 ? s->cfg.dp_groups : 64;
+        int32_t *load = s->dp_load, g = 0;
+        const int32_t G = s->cfg.dp_groups;
+        memset(load, 0, (size_t)G * sizeof(int32_t));
         for (int32_t i = 0; i < s->n_running; i++)
             if (s->running[i] != r && s->running[i]->n_blocks > 0)
                 load[s->running[i]->blocks[0] % G]++;

@@ -59,6 +59,7 @@ struct hy_scheduler {
     int32_t n_waiting;
     struct hy_sched_plan plan; /* entries[max_num_seqs] */
     int32_t *hit_ids;          /* scratch for prefix lookups */
+    int32_t *dp_load;          /* [cfg.dp_groups] running requests per attention-DP group (scratch) */
     int32_t hit_cap;
     struct hy_sched_stats stats;
 };

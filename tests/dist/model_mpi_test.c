@@ -12,7 +12,8 @@
  * invariance at fixed N); against the reference, bitwise equal (-0 == +0) in the exact combine, or
  * within |d| <= 1e-4 * max(1, |ref|) with the same greedy token wherever the reference's top-1/top-2
  * margin exceeds 1e-3 in the sum combine. With --mtp the MTP layer's logits of A's prefill rows are
- * checked the same way. Prints one line per check; exit 0 when all pass.
+ * checked the same way, and so are the logits of all 7 sequences of the batch prefill (the sequences
+ * land in different attention-DP groups). Prints one line per check; exit 0 when all pass.
  */
 #include "base/err.h"
 #include "config/parallel.h"
@@ -34,6 +35,8 @@
 struct run {
     float *logits; /* [(LEN_A + DECODE), V]: A's logits of every position */
     float *mtp;    /* [LEN_A - 1, V] or NULL */
+    float *batch;  /* batch scenario: [batch_rows, V] logits of every token of the 7-sequence prefill */
+    int64_t batch_rows;
 };
 
 static uint32_t rng = 12345;
@@ -99,6 +102,10 @@ static int scenario(struct hy_model *m, int sc, int32_t *const *tokens, const in
         const int32_t a_n = (c0 + chunk < LEN_A ? c0 + chunk : LEN_A) - c0;
         if (!rc)
             memcpy(r->logits + (int64_t)c0 * V, lg, (size_t)a_n * V * sizeof(float));
+        if (!rc && sc == 1 && r->batch) { /* every sequence's rows: each DP group's sequences are checked */
+            memcpy(r->batch, lg, (size_t)n * V * sizeof(float));
+            r->batch_rows = n;
+        }
         if (!rc && mtp && c0 == 0 && sc == 0) { /* the MTP rows p = 0..LEN_A-2 of A */
             struct hy_batch mb = {LEN_A - 1, tok + 1, pos, slot, seq, tp, LEN_A - 1, rows};
             rc = hy_model_forward_mtp(m, &kv, &mb, hid, r->mtp, NULL);
@@ -225,8 +232,8 @@ int main(int argc, char **argv)
             tokens[s][p] = next_id(V);
     }
     const int64_t rows = LEN_A + DECODE;
-    struct run rr = {calloc((size_t)(rows * V), sizeof(float)),
-                     mtp ? calloc((size_t)(LEN_A * V), sizeof(float)) : NULL};
+    struct run rr = {calloc((size_t)(rows * V), sizeof(float)), mtp ? calloc((size_t)(LEN_A * V), sizeof(float)) : NULL,
+                     NULL, 0};
     struct run rd[3];
     int32_t decode_ids[DECODE] = {0};
     int fails = 0;
@@ -238,8 +245,13 @@ int main(int argc, char **argv)
         if (scenario(ref, 0, tokens, decode_ids, mtp, &rr)) /* re-run so row LEN_A+d sees the token */
             hy_dist_abort(1, "reference: %s", hy_err_msg());
     }
+    struct run rb = {calloc((size_t)(rows * V), sizeof(float)), NULL, calloc((size_t)1024 * V, sizeof(float)), 0};
+    if (scenario(ref, 1, tokens, decode_ids, 0, &rb))
+        hy_dist_abort(1, "reference batch: %s", hy_err_msg());
     for (int sc = 0; sc < 3; sc++) {
         rd[sc].logits = calloc((size_t)(rows * V), sizeof(float));
+        rd[sc].batch = sc == 1 ? calloc((size_t)1024 * V, sizeof(float)) : NULL;
+        rd[sc].batch_rows = 0;
         rd[sc].mtp = mtp && sc == 0 ? calloc((size_t)(LEN_A * V), sizeof(float)) : NULL;
         if (scenario(m, sc, tokens, decode_ids, mtp && sc == 0, &rd[sc]))
             hy_dist_abort(1, "scenario %d: %s", sc, hy_err_msg());
@@ -256,6 +268,10 @@ int main(int argc, char **argv)
         printf("%-4s %d ranks == 1 rank (bitwise, %lld logits): %lld differ\n", d ? "FAIL" : "ok", size,
                (long long)(rows * V), (long long)d);
         fails += d != 0;
+        const int64_t db = rd[1].batch_rows == rb.batch_rows ? n_diff(rd[1].batch, rb.batch, rb.batch_rows * V) : -1;
+        printf("%-4s batch prefill of 7 sequences (%lld rows) == 1 rank (bitwise): %lld differ\n", db ? "FAIL" : "ok",
+               (long long)rb.batch_rows, (long long)db);
+        fails += db != 0;
         if (mtp) {
             const int64_t dm = n_diff(rd[0].mtp, rr.mtp, (int64_t)(LEN_A - 1) * V);
             printf("%-4s MTP logits == 1 rank (bitwise): %lld differ\n", dm ? "FAIL" : "ok", (long long)dm);
@@ -268,6 +284,9 @@ int main(int argc, char **argv)
                "1e-3 equal\n",
                ok ? "ok" : "FAIL", size, e);
         fails += !ok;
+        const int okb = rd[1].batch_rows == rb.batch_rows && close_enough(rd[1].batch, rb.batch, rb.batch_rows, V, &e);
+        printf("%-4s batch prefill of 7 sequences vs 1 rank (sum combine): max rel %.3g\n", okb ? "ok" : "FAIL", e);
+        fails += !okb;
     }
     const struct hy_dist_stats *st = hy_dist_stats();
     printf("     collectives %lld, log hash %016llx\n", (long long)st->n, (unsigned long long)st->log_hash);
@@ -277,9 +296,12 @@ int main(int argc, char **argv)
         free(tokens[s]);
     free(rr.logits);
     free(rr.mtp);
+    free(rb.logits);
+    free(rb.batch);
     for (int sc = 0; sc < 3; sc++) {
         free(rd[sc].logits);
         free(rd[sc].mtp);
+        free(rd[sc].batch);
     }
     hy_dist_finalize();
     return fails ? 1 : 0;
