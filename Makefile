@@ -27,7 +27,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(BUILD)/src/cli/main.d $(BUILD)/tests/avx512_emu.d
 
-.PHONY: FORCE all deps test-deps run check test test-emu test-only unit asan fuzz bench clean
+.PHONY: FORCE print-ldlibs all deps test-deps run check test test-emu test-only unit asan fuzz bench clean
 all: $(BUILD)/hyinfer
 
 # deps: what building and running need (compiler, pkg-config, the four libraries).
@@ -69,6 +69,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhyinfer.a $(TEST_EMU_OBJ)
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(TEST_EMU_OBJ) $(BUILD)/libhyinfer.a $(LDLIBS) -lcmocka
 
 unit: $(TEST_BIN)
+
+# The libraries a program linked against $(BUILD)/libhyinfer.a needs (the golden tests' C drivers).
+print-ldlibs:
+	@echo $(LDLIBS)
 
 # The model-level multi-rank test program of tests/dist/test_model_mpi.sh (run under mpirun).
 $(BUILD)/tests/model_mpi_test: tests/dist/model_mpi_test.c $(BUILD)/libhyinfer.a

@@ -29,7 +29,8 @@ from hy3_ref import MUTATIONS, Hy3Ref  # noqa: E402
 
 N_GEN = 64
 MARGIN_MIN = 1e-3
-PROMPT_LENS = {"inner": (5, 17, 40), "outer-fused": (6, 23, 38), "sharded": (8, 19, 33), "scaled": (5, 12, 40)}
+PROMPT_LENS = {"inner": (5, 17, 40), "outer-fused": (6, 23, 38), "sharded": (8, 19, 33), "scaled": (5, 12, 40),
+               "dist": (7, 21, 36)}
 
 
 def prompts_for(variant, vocab):
