@@ -324,7 +324,7 @@ int hy_quality_run(const struct hy_quality_model *qa, const struct hy_quality_mo
         /* the KV cache is reused: each window writes positions 0.. before reading them */
         for (int32_t p0 = 0; p0 < len; p0 += rows_per_step) {
             const int32_t n = len - p0 < rows_per_step ? len - p0 : rows_per_step;
-            struct hy_batch bt = {n, win + p0, pos + p0, slots + p0, seq, tables, n, rows};
+            struct hy_batch bt = {n, win + p0, pos + p0, slots + p0, seq, tables, n, rows, 0};
             for (int k = 0; k < 2; k++)
                 if (hy_model_forward(sd[k].m, &sd[k].kv, &bt, sd[k].logits, NULL)) {
                     hy_err_prefix("%s forward, window %lld, positions %d..%d", k ? "reference" : "model",

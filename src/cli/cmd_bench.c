@@ -183,7 +183,7 @@ static int run_prefill(struct hy_model *m, enum hy_dtype kv_dtype, int32_t len, 
         table[i] = i;
     const int32_t *tables[1] = {table};
     int32_t last = len - 1;
-    struct hy_batch b = {len, ids, pos, slots, seq, tables, 1, &last};
+    struct hy_batch b = {len, ids, pos, slots, seq, tables, 1, &last, 0};
     hy_model_prof_reset(m);
     const struct hy_dist_stats before = *hy_dist_stats();
     double t0 = hy_time_now();
@@ -265,7 +265,7 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
                 rows[s] = n;
         }
     if (ctx0 > 0) {
-        struct hy_batch pb = {n, ids, pos, slots, seq, tables, batch, rows};
+        struct hy_batch pb = {n, ids, pos, slots, seq, tables, batch, rows, 0};
         if (hy_model_forward(m, &kv, &pb, logits, NULL))
             goto out;
     }
@@ -294,7 +294,7 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
             rows[s] = s;
             ctx[s] = p + 1;
         }
-        struct hy_batch db = {batch, ids, pos, slots, seq, tables, batch, rows};
+        struct hy_batch db = {batch, ids, pos, slots, seq, tables, batch, rows, 0};
         hy_model_prof_reset(m);
         if (k == 1)
             before = *hy_dist_stats();

@@ -43,8 +43,10 @@ int hy_cmd_generate(int argc, char **argv)
     hy_sampling_params_init(&cli);
     int seen_t = 0, seen_p = 0, seen_k = 0, seen_minp = 0, seen_rep = 0, seen_pres = 0, seen_freq = 0, seen_seed = 0;
     struct hy_cli_par par = {0};
+    struct hy_cli_spec spec_args = {0};
     const struct hy_arg args[] = {
         HY_CLI_PAR_ARGS(par),
+        HY_CLI_SPEC_ARGS(spec_args),
         {"--model", "-m", HY_ARG_STR, &model_dir, NULL, "model directory (Hugging Face layout)"},
         {"--prompt", "-p", HY_ARG_STR, &prompt, NULL, "prompt text"},
         {"--prompt-ids", NULL, HY_ARG_STR, &prompt_ids, NULL, "prompt as comma-separated token ids"},
@@ -99,6 +101,10 @@ int hy_cmd_generate(int argc, char **argv)
     enum hy_compute_dtype cd;
     enum hy_dtype kv_dtype;
     hy_sampling_params_init(&sp);
+    struct hy_spec_config spec;
+    hy_spec_config_init(&spec);
+    if (hy_cli_spec_resolve(&spec_args, &spec))
+        goto fail;
     if (hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype"))
         goto fail;
     if (hy_sampling_params_from_generation_config(model_dir, &sp))
@@ -161,7 +167,7 @@ int hy_cmd_generate(int argc, char **argv)
     req.prompt_ids = ids;
     req.n_prompt = n;
     req.params = sp;
-    struct hy_gen_opts opts = {1, (int32_t)n, 16, 0, on_token, NULL, &g, kv_dtype};
+    struct hy_gen_opts opts = {1, (int32_t)n, 16, 0, on_token, NULL, &g, kv_dtype, &spec};
     struct hy_gen_stats st;
     if (hy_generate(m, &req, 1, &opts, &st))
         goto fail;
@@ -183,6 +189,7 @@ int hy_cmd_generate(int argc, char **argv)
             t_load, n, st.prefill_seconds * 1e3, st.prefill_seconds > 0 ? st.prefill_tokens / st.prefill_seconds : 0.0,
             req.t_first_token * 1e3, req.n_out, tpot * 1e3, tpot > 0 ? 1.0 / tpot : 0.0,
             req.finish == HY_FINISH_EOS ? "eos" : "length", cd == HY_COMPUTE_F32 ? "float32" : "bfloat16");
+    hy_cli_print_spec(stderr, "[hyinfer] ", st.num_speculative_tokens, &st.spec);
     rc = 0;
     goto out;
 fail:

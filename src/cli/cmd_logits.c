@@ -52,7 +52,7 @@ static int compute(struct hy_model *m, const int32_t *ids, int32_t n, int all, i
         rows[i] = i;
     }
     const int32_t *tables[1] = {table};
-    struct hy_batch b = {n, ids, pos, slots, seq, tables, all ? n : 1, all ? rows : rows + n - 1};
+    struct hy_batch b = {n, ids, pos, slots, seq, tables, all ? n : 1, all ? rows : rows + n - 1, 0};
     if (hy_model_forward(m, &kv, &b, *logits, hidden))
         goto out;
     if (mtp && n >= 2) {
@@ -61,7 +61,7 @@ static int compute(struct hy_model *m, const int32_t *ids, int32_t n, int all, i
             hy_err_set("out of memory");
             goto out;
         }
-        struct hy_batch mb = {n - 1, ids + 1, pos, slots, seq, tables, n - 1, rows};
+        struct hy_batch mb = {n - 1, ids + 1, pos, slots, seq, tables, n - 1, rows, 0};
         if (hy_model_forward_mtp(m, &kv, &mb, hidden, *mtp_logits, NULL))
             goto out;
     }

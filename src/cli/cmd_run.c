@@ -122,6 +122,7 @@ static void report(const struct hy_run_config *cfg, const struct hy_model *m, st
             st->decode_seconds * 1e3, st->max_batch_seen);
     fprintf(stderr, "throughput       %.1f generated tokens/s over %.2f s wall\n",
             t_gen > 0 ? (double)out_tokens / t_gen : 0.0, t_gen);
+    hy_cli_print_spec(stderr, "", st->num_speculative_tokens, &st->spec);
     fprintf(stderr, "peak RSS         %s\n", hy_cli_fmt_bytes((double)hy_peak_rss_bytes(), rss, sizeof(rss)));
     free(ttft);
 }
@@ -145,8 +146,10 @@ int hy_cmd_run(int argc, char **argv)
     int threads = 0, help = 0, np = 0;
     const char *pos[1];
     struct hy_cli_par par = {0};
+    struct hy_cli_spec spec_args = {0};
     const struct hy_arg args[] = {
         HY_CLI_PAR_ARGS(par),
+        HY_CLI_SPEC_ARGS(spec_args),
         {"--yaml", NULL, HY_ARG_STR, &yaml, NULL, "run config (cann-recipes-infer YAML schema)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd_flag, NULL,
@@ -190,11 +193,13 @@ int hy_cmd_run(int argc, char **argv)
                  : (hy_kv_dtype_parse(cfg.kv_cache_dtype, &kv_dtype) &&
                     hy_err_prefix("%s: model_config.kv_cache_dtype", cfg.config_path)))
         goto fail;
-    if (cfg.next_n > 0)
-        fprintf(stderr,
-                "hyinfer: warning: model_config.next_n=%d: MTP speculative decoding is not implemented yet; "
-                "running without it\n",
-                cfg.next_n);
+    struct hy_spec_config spec;
+    hy_spec_config_init(&spec);
+    spec.num_speculative_tokens = cfg.next_n;
+    if (hy_spec_config_validate(&spec) && hy_err_prefix("%s: model_config.next_n", cfg.config_path))
+        goto fail;
+    if (hy_cli_spec_resolve(&spec_args, &spec))
+        goto fail;
     double t0 = hy_time_now();
     if (ctx.tty)
         fprintf(stderr, "loading    %s ...", cfg.model_path);
@@ -243,7 +248,7 @@ int hy_cmd_run(int argc, char **argv)
     int32_t budget = cfg.max_prefill_tokens > 0    ? cfg.max_prefill_tokens
                      : cfg.input_truncated_len > 0 ? cfg.input_truncated_len * cfg.batch_size
                                                    : 2048;
-    struct hy_gen_opts opts = {cfg.batch_size, budget, cfg.block_size, 0, NULL, on_finish, &ctx, kv_dtype};
+    struct hy_gen_opts opts = {cfg.batch_size, budget, cfg.block_size, 0, NULL, on_finish, &ctx, kv_dtype, &spec};
     struct hy_gen_stats st;
     ctx.n_reqs = ds.n;
     progress(&ctx, "generate");

@@ -45,8 +45,10 @@ int hy_cmd_serve(int argc, char **argv)
     int prefix_on = 0, prefix_off = 0, max_waiting = c.engine.max_waiting_requests, threads = 0, help = 0;
     uint64_t kv_bytes = 0, max_body = 4u << 20;
     struct hy_cli_par par = {0};
+    struct hy_cli_spec spec_args = {0};
     const struct hy_arg args[] = {
         HY_CLI_PAR_ARGS(par),
+        HY_CLI_SPEC_ARGS(spec_args),
         {"--model", "-m", HY_ARG_STR, &model_flag, NULL, "model directory (or give it as the first argument)"},
         {"--host", NULL, HY_ARG_STR, &host, NULL, "address to bind (default 127.0.0.1)"},
         {"--port", NULL, HY_ARG_INT, &port, NULL, "port (default 8000)"},
@@ -100,7 +102,7 @@ int hy_cmd_serve(int argc, char **argv)
         return 2;
     }
     if ((hy_kv_dtype_parse(kvd, &c.engine.kv_cache_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
-        hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
+        hy_cli_spec_resolve(&spec_args, &c.engine.spec) || hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
         fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
         return 2;
     }

@@ -1,4 +1,5 @@
 #include "cli/common.h"
+#include "engine/spec.h"
 
 #include "base/env.h"
 #include "base/err.h"
@@ -212,4 +213,35 @@ int hy_cli_load(const char *model_dir, enum hy_compute_dtype cd, const struct hy
     if (hy_cli_par_resolve(p, 0, &par))
         return -1;
     return hy_cli_load_model(model_dir, &lp, &par, argc, argv, m);
+}
+
+int hy_cli_spec_resolve(const struct hy_cli_spec *s, struct hy_spec_config *out)
+{
+    if (s->json && hy_spec_config_parse_json(out, s->json))
+        return hy_err_prefix("--speculative-config");
+    const char *keys[] = {"method", "num_speculative_tokens", "draft_p_min", "gate", "mtp_zero_pos0"};
+    const char *vals[] = {s->method, s->k, s->p_min, s->gate, s->zero0};
+    for (int i = 0; i < 5; i++)
+        if (vals[i] && hy_spec_config_set(out, keys[i], vals[i]))
+            return hy_err_prefix("--speculative-config.%s", keys[i]);
+    return hy_spec_config_validate(out);
+}
+
+void hy_cli_print_spec(FILE *f, const char *prefix, int32_t k, const struct hy_spec_stats *st)
+{
+    if (k <= 0)
+        return;
+    const double nd = st->num_drafts ? (double)st->num_drafts : 1.0;
+    fprintf(f,
+            "%sspec decode: k %d, drafts %llu, draft tokens %llu, accepted %llu (%.1f%%), mean acceptance length %.2f, "
+            "per-position acceptance [",
+            prefix, k, (unsigned long long)st->num_drafts, (unsigned long long)st->num_draft_tokens,
+            (unsigned long long)st->num_accepted_tokens,
+            st->num_draft_tokens ? 100.0 * (double)st->num_accepted_tokens / (double)st->num_draft_tokens : 0.0,
+            1.0 + (double)st->num_accepted_tokens / nd);
+    for (int32_t i = 0; i < k && i < HY_SPEC_MAX_TOKENS; i++)
+        fprintf(f, "%s%.3f", i ? ", " : "", (double)st->num_accepted_tokens_per_pos[i] / nd);
+    fprintf(f, "], gate windows on %llu / off %llu (%.1f vs %.1f tok/s), drafting %s\n",
+            (unsigned long long)st->gate_windows_on, (unsigned long long)st->gate_windows_off, st->rate_on,
+            st->rate_off, st->drafting ? "on" : "off");
 }

@@ -5,11 +5,13 @@
 #include "base/env.h"
 #include "cli/args.h"
 #include "config/parallel.h"
+#include "config/spec_config.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* "float32" | "bfloat16" | "auto" (NULL = auto: float32 when the embedding is stored F32, else
  * bfloat16). Returns 0 and *out, or -1 with hy_err_msg(). model_dir is read for auto. */
@@ -82,5 +84,39 @@ int hy_cli_single_rank(const char *what);
 
 /* Writes a human-readable byte count ("12.3 MiB") into buf. */
 const char *hy_cli_fmt_bytes(double bytes, char *buf, size_t len);
+
+/* --speculative-config in vLLM's JSON and dotted forms (serve, generate, bench latency). */
+struct hy_cli_spec {
+    const char *json;   /* --speculative-config '{"method":"mtp","num_speculative_tokens":k}' */
+    const char *method; /* --speculative-config.method */
+    const char *k;      /* --speculative-config.num_speculative_tokens */
+    const char *p_min;  /* --speculative-config.draft_p_min */
+    const char *gate;   /* --speculative-config.gate */
+    const char *zero0;  /* --speculative-config.mtp_zero_pos0 */
+};
+
+/* clang-format off */
+#define HY_CLI_SPEC_ARGS(s) \
+    {"--speculative-config", NULL, HY_ARG_STR, &(s).json, NULL, \
+     "MTP speculative decoding, vLLM's JSON: '{\"method\":\"mtp\",\"num_speculative_tokens\":1}' (also " \
+     "draft_p_min 0..1, gate auto|off, mtp_zero_pos0)"}, \
+    {"--speculative-config.method", NULL, HY_ARG_STR, &(s).method, NULL, "mtp (dotted form of the JSON keys)"}, \
+    {"--speculative-config.num_speculative_tokens", NULL, HY_ARG_STR, &(s).k, NULL, "drafts per step, 1..8"}, \
+    {"--speculative-config.draft_p_min", NULL, HY_ARG_STR, &(s).p_min, NULL, \
+     "draft only while the MTP's top probability >= this (default 0.6)"}, \
+    {"--speculative-config.gate", NULL, HY_ARG_STR, &(s).gate, NULL, \
+     "auto (default: plain decode while drafting measures slower) | off"}, \
+    {"--speculative-config.mtp_zero_pos0", NULL, HY_ARG_STR, &(s).zero0, NULL, \
+     "true: zero the MTP embedding at position 0 (vLLM); default false"}
+/* clang-format on */
+
+/* Applies the spec flags over *out (filled by hy_spec_config_init or a YAML job): the JSON first, then
+ * the dotted keys. Returns 0, or -1 with hy_err_msg() naming the flag. */
+int hy_cli_spec_resolve(const struct hy_cli_spec *s, struct hy_spec_config *out);
+
+struct hy_spec_stats;
+/* Writes one line "<prefix>spec decode: k K, drafts N, draft tokens D, accepted A (R%), mean acceptance
+ * length L, per-position acceptance [a0, a1, ...], gate ..." to f (nothing when k is 0). */
+void hy_cli_print_spec(FILE *f, const char *prefix, int32_t k, const struct hy_spec_stats *st);
 
 #endif

@@ -2,8 +2,9 @@
 #include "engine/engine.h"
 
 #include "base/err.h"
-#include "model/lockstep.h"
 #include "base/log.h"
+#include "base/timing.h"
+#include "model/lockstep.h"
 #include "cache/block_pool.h"
 #include "sample/logprobs.h"
 #include "engine/runner.h"
@@ -20,6 +21,11 @@ struct hy_engine {
     struct hy_block_pool pool;
     struct hy_scheduler sched;
     struct hy_runner runner;
+    struct hy_spec spec;      /* used when cfg.spec.num_speculative_tokens > 0 */
+    int32_t *allow;           /* [max_num_seqs] drafts each plan entry may get */
+    struct hy_request **done; /* [max_num_seqs] requests that finished in this step */
+    double spec_log_t;        /* when the last speculative-decoding log line was written */
+    uint64_t spec_log_drafts;
     struct hy_request **live; /* [live_cap] waiting or running requests */
     int32_t n_live, live_cap;
     uint64_t *aborted; /* [live_cap] ids to report as aborted next step */
@@ -41,6 +47,7 @@ void hy_engine_config_init(struct hy_engine_config *c)
     c->kv_cache_memory_bytes = 0;
     c->max_waiting_requests = 1024;
     c->kv_cache_dtype = HY_DTYPE_UNKNOWN;
+    hy_spec_config_init(&c->spec);
 }
 
 static int32_t cdiv(int64_t a, int64_t b)
@@ -75,6 +82,8 @@ static int check_config(const struct hy_engine_config *c)
         return hy_err_set("engine: max_model_len=%d: must be >= 1", c->max_model_len);
     if (c->max_waiting_requests < 0)
         return hy_err_set("engine: max_waiting_requests=%d: must be >= 0", c->max_waiting_requests);
+    if (hy_spec_config_validate(&c->spec))
+        return -1;
     if (c->kv_cache_dtype != HY_DTYPE_UNKNOWN && c->kv_cache_dtype != HY_DTYPE_F32 &&
         c->kv_cache_dtype != HY_DTYPE_BF16 && c->kv_cache_dtype != HY_DTYPE_F8_E4M3)
         return hy_err_set("engine: kv_cache_dtype %s: not a KV cache dtype (auto, bf16, fp8, fp32)",
@@ -132,12 +141,20 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
     if (check_config(&e->cfg) || !(n_blocks = size_blocks(m, &e->cfg)))
         goto fail;
     const struct hy_engine_config *c = &e->cfg;
-    struct hy_sched_config sc = {c->max_num_seqs, c->max_num_batched_tokens, c->enable_prefix_caching,
-                                 c->max_waiting_requests, hy_model_dp_groups(m)};
-    if (hy_block_pool_init(&e->pool, n_blocks, c->block_size) ||
+    const int32_t k = c->spec.num_speculative_tokens;
+    struct hy_sched_config sc = {c->max_num_seqs,
+                                 c->max_num_batched_tokens,
+                                 c->enable_prefix_caching,
+                                 c->max_waiting_requests,
+                                 hy_model_dp_groups(m),
+                                 k,
+                                 k > 0};
+    if ((k > 0 && hy_spec_init(&e->spec, &c->spec, m, c->max_num_batched_tokens, c->max_num_seqs, c->block_size)) ||
+        hy_block_pool_init(&e->pool, n_blocks, c->block_size) ||
         hy_model_kv_cache_init_dtype(m, &e->kv, c->block_size, n_blocks, c->kv_cache_dtype) ||
         hy_scheduler_init(&e->sched, &sc, &e->pool, cdiv((int64_t)c->max_model_len + 1, c->block_size)) ||
-        hy_runner_init(&e->runner, c->max_num_batched_tokens, c->max_num_seqs, c->block_size, m->cfg.vocab_size) ||
+        hy_runner_init(&e->runner, c->max_num_batched_tokens, c->max_num_seqs, c->block_size, m->cfg.vocab_size, k,
+                       m->cfg.hidden_size) ||
         hy_model_reserve(m, c->max_num_batched_tokens, c->max_model_len))
         goto fail;
     e->live_cap = c->max_waiting_requests + c->max_num_seqs;
@@ -145,7 +162,9 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
     e->aborted = calloc((size_t)e->live_cap, sizeof(*e->aborted));
     e->outs = calloc((size_t)e->live_cap + (size_t)c->max_num_seqs, sizeof(*e->outs));
     e->row = malloc((size_t)m->cfg.vocab_size * sizeof(float));
-    if (!e->live || !e->aborted || !e->outs || !e->row) {
+    e->allow = calloc((size_t)c->max_num_seqs, sizeof(int32_t));
+    e->done = calloc((size_t)c->max_num_seqs, sizeof(*e->done));
+    if (!e->live || !e->aborted || !e->outs || !e->row || !e->allow || !e->done) {
         hy_err_set("engine: out of memory");
         goto fail;
     }
@@ -160,7 +179,13 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
         hy_log_info("kv cache: %s, %d blocks of %d tokens (%lld token slots), %zu bytes per token, %.1f MiB%s",
                     hy_kv_dtype_name(kd), n_blocks, c->block_size, (long long)n_blocks * c->block_size, tb,
                     (double)tb * (double)n_blocks * (double)c->block_size / 1048576.0, vnote);
+        if (k > 0)
+            hy_log_info("speculative decoding: mtp, num_speculative_tokens %d, draft_p_min %.2f, gate %s, "
+                        "position-0 embedding %s",
+                        k, (double)c->spec.draft_p_min, c->spec.gate ? "auto" : "off",
+                        c->spec.mtp_zero_pos0 ? "zeroed" : "real");
     }
+    e->spec_log_t = hy_time_now();
     return e;
 fail:
     hy_engine_free(e);
@@ -177,6 +202,10 @@ void hy_engine_free(struct hy_engine *e)
     free(e->aborted);
     free(e->outs);
     free(e->row);
+    free(e->allow);
+    free(e->done);
+    if (e->cfg.spec.num_speculative_tokens > 0)
+        hy_spec_free(&e->spec);
     hy_runner_free(&e->runner);
     hy_scheduler_free(&e->sched);
     hy_model_kv_cache_free(e->m, &e->kv);
@@ -322,9 +351,10 @@ static enum hy_engine_finish check_stop(const struct hy_engine *e, const struct 
     return HY_ENGINE_RUNNING;
 }
 
-/* Samples the next token of q from logits[vocab] (used as scratch), appends it, fills an output
- * and retires q when it finished. */
-static void emit_token(struct hy_engine *e, struct hy_request *q, float *logits, size_t *n_outs)
+/* Samples the next token of q from logits[vocab] (used as scratch), appends it and fills an output.
+ * Returns the token; *finish says whether q finished (the caller retires it). */
+static int32_t emit_token(struct hy_engine *e, struct hy_request *q, float *logits, size_t *n_outs,
+                          enum hy_engine_finish *finish)
 {
     const int32_t V = e->m->cfg.vocab_size;
     if (q->logprobs >= 0)
@@ -342,24 +372,91 @@ static void emit_token(struct hy_engine *e, struct hy_request *q, float *logits,
     } else {
         o->finish = check_stop(e, q, tok);
     }
-    if (o->finish != HY_ENGINE_RUNNING)
-        retire(e, q);
+    *finish = o->finish;
+    return tok;
 }
 
-/* The forward failed: every scheduled request finishes (aborted). */
+/* The forward failed: every scheduled request that has not finished yet finishes (aborted). */
 static void fail_plan(struct hy_engine *e, const struct hy_sched_plan *plan, size_t *n_outs)
 {
     for (int32_t i = 0; i < plan->n; i++)
         plan->entries[i].req->plan_idx = -1; /* so retiring leaves the plan as it is */
     for (int32_t i = 0; i < plan->n; i++) {
-        new_output(e, n_outs, plan->entries[i].req->id)->finish = HY_ENGINE_FINISHED_ABORT;
-        retire(e, plan->entries[i].req);
+        struct hy_request *q = plan->entries[i].req;
+        if (q->status == HY_REQ_FINISHED)
+            continue;
+        new_output(e, n_outs, q->id)->finish = HY_ENGINE_FINISHED_ABORT;
+        retire(e, q);
     }
+}
+
+/* Verifies entry i of the plan: samples its logits rows in order (the last known token, then each
+ * draft), keeping drafts while they equal the sample; stop checks after every token. Returns the
+ * number of tokens emitted; *finish as emit_token. */
+static int32_t verify_entry(struct hy_engine *e, const struct hy_sched_plan *plan, int32_t i, size_t *n_outs,
+                            enum hy_engine_finish *finish)
+{
+    const int32_t V = e->m->cfg.vocab_size;
+    const struct hy_sched_entry *en = &plan->entries[i];
+    struct hy_request *q = en->req;
+    float *rows = e->runner.logits + (size_t)e->runner.logit0[i] * V;
+    int32_t drafts[HY_SPEC_MAX_TOKENS], j = 0, accepted = 0;
+    memcpy(drafts, q->drafts, (size_t)en->n_drafts * sizeof(int32_t)); /* emitting appends to q->tokens only */
+    for (;; j++) {
+        const int32_t tok = emit_token(e, q, rows + (size_t)j * V, n_outs, finish);
+        const int match = j < en->n_drafts && tok == drafts[j];
+        accepted += match;
+        if (*finish != HY_ENGINE_RUNNING || !match)
+            break;
+    }
+    if (en->n_drafts > 0) {
+        hy_spec_count(&e->spec, en->n_drafts, accepted);
+        hy_scheduler_reject(&e->sched, i, en->n_drafts - j);
+    }
+    return j + 1;
+}
+
+/* How many drafts the request of plan entry i may get for the next step: none when it finished, has
+ * prompt left or the gate is off; else num_speculative_tokens, fewer near max_tokens (a step yields at
+ * most drafts + 1 tokens) and max_model_len (verified positions stay below max_model_len - 1). */
+static int32_t draft_allowance(const struct hy_engine *e, const struct hy_sched_entry *en)
+{
+    const struct hy_request *q = en->req;
+    if (!en->wants_logits || q->status == HY_REQ_FINISHED || !hy_spec_drafting(&e->spec))
+        return 0;
+    int32_t k = e->cfg.spec.num_speculative_tokens;
+    const int32_t by_len = e->cfg.max_model_len - 1 - q->n_tokens;
+    const int32_t by_max = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+    if (by_len < k)
+        k = by_len;
+    if (by_max < k)
+        k = by_max;
+    return k > 0 ? k : 0;
+}
+
+static void spec_log(struct hy_engine *e, double now)
+{
+    const struct hy_spec_stats *st = &e->spec.stats;
+    if (now - e->spec_log_t < 10.0 || st->num_drafts == e->spec_log_drafts)
+        return;
+    char per[HY_SPEC_MAX_TOKENS * 8 + 8];
+    size_t off = 0;
+    for (int32_t i = 0; i < e->cfg.spec.num_speculative_tokens && off < sizeof(per) - 8; i++)
+        off += (size_t)snprintf(per + off, sizeof(per) - off, "%s%.3f", i ? ", " : "",
+                                (double)st->num_accepted_tokens_per_pos[i] / (double)st->num_drafts);
+    hy_log_info("spec decode: mean acceptance length %.2f, accepted %llu of %llu draft tokens (%.1f%%), "
+                "per-position acceptance [%s], drafting %s (gate: %.1f tok/s with drafts, %.1f without)",
+                1.0 + (double)st->num_accepted_tokens / (double)st->num_drafts,
+                (unsigned long long)st->num_accepted_tokens, (unsigned long long)st->num_draft_tokens,
+                100.0 * (double)st->num_accepted_tokens / (double)st->num_draft_tokens, per,
+                hy_spec_drafting(&e->spec) ? "on" : "off", st->rate_on, st->rate_off);
+    e->spec_log_t = now;
+    e->spec_log_drafts = st->num_drafts;
 }
 
 int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, size_t *n_outs)
 {
-    const int32_t V = e->m->cfg.vocab_size;
+    const double t0 = hy_time_now();
     size_t n = 0;
     *outs = e->outs;
     *n_outs = 0;
@@ -376,14 +473,42 @@ int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, si
         *n_outs = n;
         return -1;
     }
+    /* verify and sample; finished requests are retired after the MTP pass (it still writes their rows) */
+    int32_t n_done = 0;
+    int64_t emitted = 0;
+    int pure_decode = 1;
+    for (int32_t i = 0; i < plan->n; i++) {
+        const struct hy_sched_entry *en = &plan->entries[i];
+        if (en->n_tokens - en->n_drafts != 1)
+            pure_decode = 0;
+        if (!en->wants_logits)
+            continue;
+        enum hy_engine_finish fin;
+        emitted += verify_entry(e, plan, i, &n, &fin);
+        if (fin != HY_ENGINE_RUNNING) {
+            en->req->status = HY_REQ_FINISHED;
+            e->done[n_done++] = en->req;
+        }
+    }
     hy_scheduler_update(&e->sched, plan);
-    /* emit_token may retire requests; the plan's entries stay readable (plan_idx was cleared) */
-    int32_t row = 0;
-    for (int32_t i = 0; i < plan->n; i++)
-        if (plan->entries[i].wants_logits)
-            emit_token(e, plan->entries[i].req, e->runner.logits + (size_t)row++ * V, &n);
+    int rc = 0;
+    if (e->cfg.spec.num_speculative_tokens > 0) {
+        for (int32_t i = 0; i < plan->n; i++)
+            e->allow[i] = draft_allowance(e, &plan->entries[i]);
+        if (hy_spec_propose(&e->spec, e->m, &e->kv, plan, &e->runner, e->allow)) {
+            fail_plan(e, plan, &n);
+            rc = -1;
+        }
+    }
+    for (int32_t i = 0; i < n_done; i++)
+        retire(e, e->done[i]);
+    if (e->cfg.spec.num_speculative_tokens > 0 && rc == 0) {
+        const double now = hy_time_now();
+        hy_spec_gate_step(&e->spec, pure_decode, emitted, now - t0);
+        spec_log(e, now);
+    }
     *n_outs = n;
-    return 0;
+    return rc;
 }
 
 void hy_engine_get_stats(const struct hy_engine *e, struct hy_engine_stats *st)
@@ -405,4 +530,7 @@ void hy_engine_get_stats(const struct hy_engine *e, struct hy_engine_stats *st)
     st->generation_tokens = e->generation_tokens;
     st->num_blocks_cached = e->pool.n_cached;
     st->prefix_evictions = e->pool.n_evictions;
+    st->num_speculative_tokens = e->cfg.spec.num_speculative_tokens;
+    if (st->num_speculative_tokens > 0)
+        st->spec = e->spec.stats;
 }

@@ -9,10 +9,16 @@
  * positions, slot_mapping, block tables), the model runs, the sampler picks tokens for requests
  * whose known tokens are all computed, and stop checks (EOS unless ignore_eos, stop_token_ids,
  * max_tokens, max_model_len) finish requests and free their blocks (kept in the prefix cache).
+ * With speculative decoding (cfg.spec) a decode step also verifies the request's MTP drafts: each
+ * verified row is sampled with the request's own sampler and RNG (one draw per emitted token, so the
+ * output equals decoding without drafts) and drafts are kept while they equal the sample; the stop
+ * checks run after every emitted token; then the MTP layer drafts for the next step (engine/spec.h).
  */
 #ifndef HY_ENGINE_ENGINE_H
 #define HY_ENGINE_ENGINE_H
 
+#include "config/spec_config.h"
+#include "engine/spec.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 #include "sched/request.h" /* enum hy_engine_finish */
@@ -32,6 +38,7 @@ struct hy_engine_config {
     int32_t max_waiting_requests;   /* add_request beyond this returns HY_ENGINE_QUEUE_FULL (default 1024) */
     enum hy_dtype kv_cache_dtype;   /* HY_DTYPE_UNKNOWN (default) = auto: the compute dtype; BF16, F32,
                                         or F8_E4M3 (FP8 KV cache, kv_cache.h); the budget counts its bytes */
+    struct hy_spec_config spec;     /* MTP speculative decoding (default off; engine/spec.h) */
 };
 
 /* Defaults as documented above. */
@@ -71,6 +78,8 @@ struct hy_engine_stats {
     uint64_t prompt_tokens, generation_tokens; /* counters */
     int32_t num_blocks_cached;                 /* blocks findable in the prefix cache */
     uint64_t prefix_evictions;                 /* cached blocks reused for other content */
+    int32_t num_speculative_tokens;            /* 0: speculative decoding off */
+    struct hy_spec_stats spec;                 /* its counters (zero when off) */
 };
 
 /* Results of adding work: OK; ERROR (invalid input, out of memory: the message says which);

@@ -71,6 +71,8 @@ int hy_generate(struct hy_model *m, struct hy_gen_request *reqs, size_t n_reqs, 
     ec.max_model_len = longest;
     ec.kv_cache_memory_bytes = 0; /* enough for max_num_seqs sequences of max_model_len (capped by RAM) */
     ec.kv_cache_dtype = opts->kv_cache_dtype;
+    if (opts->spec)
+        ec.spec = *opts->spec;
     ec.max_waiting_requests = (int32_t)(n_reqs < INT32_MAX - 1 ? n_reqs + 1 : INT32_MAX);
     struct hy_engine *e = hy_engine_create(m, &ec);
     if (!e)
@@ -142,6 +144,8 @@ int hy_generate(struct hy_model *m, struct hy_gen_request *reqs, size_t n_reqs, 
     struct hy_engine_stats st;
     hy_engine_get_stats(e, &st);
     stats->max_batch_seen = st.max_batch_seqs;
+    stats->num_speculative_tokens = st.num_speculative_tokens;
+    stats->spec = st.spec;
     /* prompt tokens actually computed (prefix-cache hits excluded) */
     for (size_t i = 0; i < n_reqs; i++)
         stats->prefill_tokens += (int64_t)reqs[i].n_prompt;

@@ -8,6 +8,7 @@
 #ifndef HY_ENGINE_OFFLINE_H
 #define HY_ENGINE_OFFLINE_H
 
+#include "engine/spec.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 
@@ -38,8 +39,9 @@ struct hy_gen_opts {
     void (*on_token)(void *ud, size_t request_index, int32_t token_id);
     void (*on_finish)(void *ud, size_t request_index);
     void *ud;
-    enum hy_dtype kv_cache_dtype; /* HY_DTYPE_UNKNOWN (0, also when left out of an initializer) = auto;
+    enum hy_dtype kv_cache_dtype;      /* HY_DTYPE_UNKNOWN (0, also when left out of an initializer) = auto;
                                      BF16, F32 or F8_E4M3 (engine.h) */
+    const struct hy_spec_config *spec; /* MTP speculative decoding, NULL (default) = off */
 };
 
 struct hy_gen_stats {
@@ -48,7 +50,9 @@ struct hy_gen_stats {
     double decode_seconds; /* wall time of pure decode steps */
     int64_t decode_tokens; /* tokens produced by decode steps */
     int64_t steps;
-    int32_t max_batch_seen; /* most sequences in one step */
+    int32_t max_batch_seen;         /* most sequences in one step */
+    int32_t num_speculative_tokens; /* 0: speculative decoding was off */
+    struct hy_spec_stats spec;      /* its counters */
 };
 
 /* Generates for every request. Requests whose prompt plus max_new_tokens exceed max_model_len

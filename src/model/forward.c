@@ -682,7 +682,7 @@ static void attention_forward(const struct hy_model *m, struct hy_kv_cache *kv, 
             dist_ok(-1);
         for (int64_t i = 0; i < n; i++)
             memcpy(xs + i * H, x + (int64_t)d->loc_row[i] * H, (size_t)H * sizeof(float));
-        const struct hy_batch sb = {(int32_t)n, NULL, d->loc_pos, d->loc_slot, d->loc_seq, b->block_tables, 0, NULL};
+        const struct hy_batch sb = {(int32_t)n, NULL, d->loc_pos, d->loc_slot, d->loc_seq, b->block_tables, 0, NULL, 0};
         if (n > 0)
             attn_core(m, kv, L, &sb, xs, s);
         dist_ok(hy_fd_dp_rows(d, d->grp, T, H, s->tmp, all));
@@ -924,6 +924,8 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     /* u = eh_proj · [enorm(embed(tok)); hnorm(h)]  (embedding first, spec §4.1) */
     embed_rows(m, b->token_ids, T, x);
     for (int64_t t = 0; t < T; t++) {
+        if (b->mtp_zero_pos0 && b->positions[t] == 0)
+            memset(x + t * H, 0, (size_t)H * sizeof(float));
         hy_rmsnorm(s->tmp + t * 2 * H, x + t * H, ly->enorm, 1, H, c->rms_norm_eps);
         hy_rmsnorm(s->tmp + t * 2 * H + H, hidden_in + t * H, ly->hnorm, 1, H, c->rms_norm_eps);
     }

@@ -74,7 +74,8 @@ int hy_lockstep_send_forward(struct hy_model *m, const struct hy_kv_cache *kv, c
                          .kv_id = kv->dist_id,
                          .n_tokens = b->n_tokens,
                          .n_logits = b->n_logits,
-                         .want_logits = want_logits};
+                         .want_logits = want_logits,
+                         .pad = b->mtp_zero_pos0 != 0}; /* forward ops: pad carries the MTP position-0 rule */
     for (int64_t t = 0; t < n; t++)
         if (b->seq_ids[t] + 1 > h.n_seqs)
             h.n_seqs = b->seq_ids[t] + 1;
@@ -232,7 +233,7 @@ static int run_forward(struct hy_model *m, struct hy_kv_cache *kvs, const struct
         tables[i] = tp;
         tp += v.tlen[i];
     }
-    const struct hy_batch b = {h->n_tokens, v.tok, v.pos, v.slots, v.seq, tables, h->n_logits, v.rows};
+    const struct hy_batch b = {h->n_tokens, v.tok, v.pos, v.slots, v.seq, tables, h->n_logits, v.rows, h->pad != 0};
     m->dist->want_logits = h->want_logits;
     struct hy_kv_cache *kv = &kvs[h->kv_id];
     if (!rc)

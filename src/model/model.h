@@ -192,6 +192,8 @@ struct hy_batch {
     const int32_t *const *block_tables; /* [n_seqs] -> [ceil(max_pos+1 / block_size)] block ids */
     int32_t n_logits;
     const int32_t *logits_rows; /* [n_logits] token indices */
+    int mtp_zero_pos0;          /* hy_model_forward_mtp only: 1 zeroes the token embedding of rows at position 0
+                                   (vLLM's hy_v3_mtp); 0 (default): the real embedding (DESIGN §5) */
 };
 
 /* Sizes the forward pass's activations, once, for up to max_tokens tokens per call, contexts of up to

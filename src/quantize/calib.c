@@ -570,7 +570,7 @@ static int run_pass(struct hy_calib *c, int32_t p)
             win[len++] = c->bos;
         for (int64_t i = (int64_t)w * per; len < seq_len; i++)
             win[len++] = c->ids[i];
-        const struct hy_batch bt = {len, win, pos, slots, seq, tables, 0, NULL};
+        const struct hy_batch bt = {len, win, pos, slots, seq, tables, 0, NULL, 0};
         float *ck = c->resid ? c->resid + (size_t)w * stream : NULL;
         if (start > 0)
             memcpy(x, ck, stream * sizeof(float));
@@ -587,7 +587,7 @@ static int run_pass(struct hy_calib *c, int32_t p)
             goto out;
         }
         if (run_mtp) { /* MTP row p: token p + 1 with the main model's hidden state p (spec §4.1) */
-            const struct hy_batch bm = {len - 1, win + 1, pos, slots, seq, tables, 0, NULL};
+            const struct hy_batch bm = {len - 1, win + 1, pos, slots, seq, tables, 0, NULL, 0};
             if (hy_model_forward_mtp(m, &kv, &bm, hid, NULL, NULL) || c->obs_failed) {
                 hy_err_prefix("calibration window %d (MTP)", w);
                 goto out;

@@ -6,6 +6,8 @@
 #ifndef HY_SCHED_REQUEST_H
 #define HY_SCHED_REQUEST_H
 
+#include "config/spec_config.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,11 +40,14 @@ struct hy_request {
     int32_t blocks_cap;
     uint64_t *hashes; /* [blocks_cap] chained hashes of full blocks, computed lazily */
     int32_t n_hashes;
-    int32_t n_cached_blocks; /* leading blocks found in or offered to the prefix cache */
-    int32_t canon_prev;      /* cached block holding block n_cached_blocks-1's content (-1 none,
+    int32_t n_cached_blocks;            /* leading blocks found in or offered to the prefix cache */
+    int32_t canon_prev;                 /* cached block holding block n_cached_blocks-1's content (-1 none,
                                   -2: the chain broke, register no more) */
-    uint32_t canon_gen;      /* its generation when seen */
-    int32_t plan_idx;        /* index in the current step's plan, -1 if not scheduled */
+    uint32_t canon_gen;                 /* its generation when seen */
+    int32_t plan_idx;                   /* index in the current step's plan, -1 if not scheduled */
+    int32_t drafts[HY_SPEC_MAX_TOKENS]; /* MTP drafts for positions n_tokens.. (engine/spec.h), verified by
+                                           the next step together with the last known token */
+    int32_t n_drafts;                   /* 0 when none; cleared by preemption */
     uint32_t n_preemptions;
     /* generation settings and state (engine) */
     struct hy_sampler *sampler; /* survives preemption */

@@ -92,6 +92,7 @@ static int32_t preempt_newest(struct hy_scheduler *s)
     int32_t back = unplan(&s->plan, v);
     release_blocks(s, v);
     v->n_computed = 0;
+    v->n_drafts = 0;
     v->status = HY_REQ_WAITING;
     v->n_preemptions++;
     s->stats.num_preemptions++;
@@ -107,17 +108,30 @@ static void plan_add(struct hy_scheduler *s, struct hy_request *r, int32_t n)
     e->req = r;
     e->start = r->n_computed;
     e->n_tokens = n;
-    e->wants_logits = r->n_computed + n == r->n_tokens;
+    e->wants_logits = r->n_computed + n == r->n_tokens + r->n_drafts;
+    e->n_drafts = e->wants_logits ? r->n_drafts : 0;
+    e->n_rejected = 0;
     r->plan_idx = s->plan.n++;
     s->plan.n_tokens += n;
     if (e->start < r->n_prompt)
         s->stats.prompt_chunks++;
 }
 
-/* Allocates the blocks r needs to hold n_computed + n tokens. 0, or -1 when too few are free. */
+/* Token slots r needs when computing up to position upto - 1: plus the lookahead for the next
+ * drafts, within the most tokens r can have. */
+static int32_t slots_needed(const struct hy_scheduler *s, const struct hy_request *r, int32_t upto)
+{
+    int32_t want = upto + s->cfg.num_lookahead_tokens;
+    if (want > r->cap)
+        want = r->cap;
+    return want > upto ? want : upto;
+}
+
+/* Allocates the blocks r needs to hold n_computed + n tokens (and the lookahead). 0, or -1 when
+ * too few are free. */
 static int grow_blocks(struct hy_scheduler *s, struct hy_request *r, int32_t n)
 {
-    int32_t need = cdiv(r->n_computed + n, s->pool->block_size) - r->n_blocks;
+    int32_t need = cdiv(slots_needed(s, r, r->n_computed + n), s->pool->block_size) - r->n_blocks;
     if (need <= 0)
         return 0;
     if (s->cfg.dp_groups > 1 && r->n_blocks == 0) { /* a new sequence: the least busy attention-DP group */
@@ -143,7 +157,12 @@ static int grow_blocks(struct hy_scheduler *s, struct hy_request *r, int32_t n)
  * run out. Returns 1 if r itself was preempted. */
 static int schedule_running(struct hy_scheduler *s, struct hy_request *r, int32_t *budget, int *preempted)
 {
-    int32_t n = r->n_tokens - r->n_computed;
+    int32_t n = r->n_tokens + r->n_drafts - r->n_computed;
+    if (n > *budget && r->n_drafts > 0) { /* drop the drafts that do not fit */
+        int32_t drop = n - *budget < r->n_drafts ? n - *budget : r->n_drafts;
+        r->n_drafts -= drop;
+        n -= drop;
+    }
     if (n > *budget)
         n = *budget;
     if (n <= 0)
@@ -177,6 +196,9 @@ static int32_t lookup_prefix(struct hy_scheduler *s, struct hy_request *r)
             break;
         s->hit_ids[k] = id;
     }
+    if (s->cfg.drop_last_hit_block && k > 0)
+        k--; /* recompute it: its last MTP row saw the token after the block, which only a hit on the
+                next block guarantees to be ours */
     return k;
 }
 
@@ -189,7 +211,7 @@ static int admit_front(struct hy_scheduler *s, int32_t *budget)
     int32_t n = r->n_tokens - hits * bs;
     if (n > *budget)
         n = *budget;
-    int32_t need = cdiv(hits * bs + n, bs) - hits;
+    int32_t need = cdiv(slots_needed(s, r, hits * bs + n), bs) - hits;
     int32_t hits_free = 0; /* hit blocks now in the free queue: touching takes them out */
     for (int32_t k = 0; k < hits; k++)
         hits_free += s->pool->blocks[s->hit_ids[k]].ref_cnt == 0;
@@ -243,12 +265,19 @@ const struct hy_sched_plan *hy_scheduler_schedule(struct hy_scheduler *s)
     return p;
 }
 
+void hy_scheduler_reject(struct hy_scheduler *s, int32_t i, int32_t n_rejected)
+{
+    struct hy_sched_entry *e = &s->plan.entries[i];
+    e->n_rejected = n_rejected < 0 ? 0 : n_rejected > e->n_drafts ? e->n_drafts : n_rejected;
+}
+
 void hy_scheduler_update(struct hy_scheduler *s, const struct hy_sched_plan *plan)
 {
     const int32_t bs = s->pool->block_size;
     for (int32_t i = 0; i < plan->n; i++) {
         struct hy_request *r = plan->entries[i].req;
-        r->n_computed += plan->entries[i].n_tokens;
+        r->n_computed += plan->entries[i].n_tokens - plan->entries[i].n_rejected;
+        r->n_drafts = 0;
         r->plan_idx = -1;
         if (!s->cfg.enable_prefix_caching)
             continue;

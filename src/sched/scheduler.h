@@ -9,6 +9,10 @@
  * blocks run out the newest running request is preempted: its blocks are freed, its computed
  * count reset to 0 and it goes back to the front of the waiting queue with its output tokens,
  * which are recomputed with the prompt. The scheduler moves block ids only; it never sees KV data.
+ * Speculative decoding: a request's drafts count as known tokens (a decode step schedules the last
+ * token plus its drafts; drafts that do not fit the token budget are dropped), blocks are reserved
+ * for num_lookahead_tokens positions beyond the scheduled ones (the next drafts' MTP KV), and the
+ * engine reports rejected drafts (hy_scheduler_reject) so only accepted rows count as computed.
  */
 #ifndef HY_SCHED_SCHEDULER_H
 #define HY_SCHED_SCHEDULER_H
@@ -22,9 +26,12 @@ struct hy_sched_config {
     int32_t max_num_seqs;           /* >= 1 */
     int32_t max_num_batched_tokens; /* >= 1 */
     int enable_prefix_caching;
-    int32_t max_waiting; /* room for new waiting requests (preempted ones come on top) */
-    int32_t dp_groups;   /* > 1: a new request's first block goes to the attention-DP group (first block id
+    int32_t max_waiting;          /* room for new waiting requests (preempted ones come on top) */
+    int32_t dp_groups;            /* > 1: a new request's first block goes to the attention-DP group (first block id
                                         mod dp_groups) with the fewest running requests (multi-rank jobs) */
+    int32_t num_lookahead_tokens; /* speculative decoding: slots reserved beyond the scheduled tokens (0: off) */
+    int drop_last_hit_block;      /* 1: a prefix-cache hit gives back its last block, which is recomputed (its
+                                     last position's MTP KV depends on the token after the block) */
 };
 
 /* One scheduled request: compute tokens[start, start + n_tokens) of req. */
@@ -32,7 +39,9 @@ struct hy_sched_entry {
     struct hy_request *req;
     int32_t start;
     int32_t n_tokens;
-    int wants_logits; /* start + n_tokens == req->n_tokens: sample after this step */
+    int wants_logits;   /* start + n_tokens == req->n_tokens + req->n_drafts: sample after this step */
+    int32_t n_drafts;   /* the last n_drafts of the n_tokens are drafts to verify (0 without) */
+    int32_t n_rejected; /* set by hy_scheduler_reject: trailing rows whose input was a rejected draft */
 };
 
 struct hy_sched_plan {
@@ -77,7 +86,11 @@ int hy_scheduler_add(struct hy_scheduler *s, struct hy_request *r);
 /* Plans one step (may preempt and admit). The plan is valid until the next call. */
 const struct hy_sched_plan *hy_scheduler_schedule(struct hy_scheduler *s);
 
-/* After the plan ran: advances computed counts and, with prefix caching, registers newly full
+/* Marks the last n_rejected rows of plan entry i (0 <= n_rejected <= its n_drafts) as not computed:
+ * their input tokens were rejected drafts (their KV slots are overwritten later). Before update. */
+void hy_scheduler_reject(struct hy_scheduler *s, int32_t i, int32_t n_rejected);
+
+/* After the plan ran: advances computed counts (n_tokens - n_rejected per entry) and, with prefix caching, registers newly full
  * blocks in the block pool's hash map. */
 void hy_scheduler_update(struct hy_scheduler *s, const struct hy_sched_plan *plan);
 

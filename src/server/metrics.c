@@ -107,6 +107,25 @@ int hy_metrics_render(const struct hy_server_metrics *m, const struct hy_engine_
     rc |= metric(o, "hyinfer:prompt_chunks_total", "counter", "Prefill chunks scheduled (> prompts when chunking).",
                  lbl, (double)st->prompt_chunks);
     static const char *const reasons[3] = {"stop", "length", "abort"};
+    if (st->num_speculative_tokens > 0) { /* vLLM's spec_decode counters, under our prefix */
+        const struct hy_spec_stats *sp = &st->spec;
+        rc |= metric(o, "hyinfer:spec_decode_num_drafts_total", "counter", "Verify rounds that carried drafts.", lbl,
+                     (double)sp->num_drafts);
+        rc |= metric(o, "hyinfer:spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.", lbl,
+                     (double)sp->num_draft_tokens);
+        rc |= metric(o, "hyinfer:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", lbl,
+                     (double)sp->num_accepted_tokens);
+        rc |=
+            hy_sbuf_printf(o, "# HELP hyinfer:spec_decode_num_accepted_tokens_per_pos_total Accepted draft tokens "
+                              "by position in the draft.\n# TYPE hyinfer:spec_decode_num_accepted_tokens_per_pos_total "
+                              "counter\n");
+        for (int32_t i = 0; i < st->num_speculative_tokens && i < HY_SPEC_MAX_TOKENS; i++)
+            rc |= hy_sbuf_printf(o, "hyinfer:spec_decode_num_accepted_tokens_per_pos_total{%s,position=\"%d\"} %llu\n",
+                                 lbl, i, (unsigned long long)sp->num_accepted_tokens_per_pos[i]);
+        rc |= metric(o, "hyinfer:spec_decode_drafting", "gauge",
+                     "1 while the gate lets requests draft, 0 while it falls back to plain decode.", lbl,
+                     (double)sp->drafting);
+    }
     rc |= hy_sbuf_printf(o, "# HELP hyinfer:request_success_total Finished requests by finish reason.\n"
                             "# TYPE hyinfer:request_success_total counter\n");
     for (int i = 0; i < 3; i++)

@@ -97,7 +97,7 @@ static int scenario(struct hy_model *m, int sc, int32_t *const *tokens, const in
                 rows[n] = n;
             }
         }
-        struct hy_batch b = {n, tok, pos, slot, seq, tp, n, rows};
+        struct hy_batch b = {n, tok, pos, slot, seq, tp, n, rows, 0};
         rc = hy_model_forward(m, &kv, &b, lg, hid);
         const int32_t a_n = (c0 + chunk < LEN_A ? c0 + chunk : LEN_A) - c0;
         if (!rc)
@@ -107,7 +107,7 @@ static int scenario(struct hy_model *m, int sc, int32_t *const *tokens, const in
             r->batch_rows = n;
         }
         if (!rc && mtp && c0 == 0 && sc == 0) { /* the MTP rows p = 0..LEN_A-2 of A */
-            struct hy_batch mb = {LEN_A - 1, tok + 1, pos, slot, seq, tp, LEN_A - 1, rows};
+            struct hy_batch mb = {LEN_A - 1, tok + 1, pos, slot, seq, tp, LEN_A - 1, rows, 0};
             rc = hy_model_forward_mtp(m, &kv, &mb, hid, r->mtp, NULL);
         }
     }
@@ -122,7 +122,7 @@ static int scenario(struct hy_model *m, int sc, int32_t *const *tokens, const in
             slot[n] = (int64_t)tables[s][p / BS] * BS + p % BS;
             rows[n] = n;
         }
-        struct hy_batch b = {n, tok, pos, slot, seq, tp, n, rows};
+        struct hy_batch b = {n, tok, pos, slot, seq, tp, n, rows, 0};
         rc = hy_model_forward(m, &kv, &b, lg, NULL);
         if (!rc)
             memcpy(r->logits + (int64_t)(LEN_A + d) * V, lg, (size_t)V * sizeof(float));

@@ -38,7 +38,7 @@ static int forward(struct hy_model *m, float *logits)
         slots[i] = (int64_t)table[i / bs] * bs + i % bs;
     }
     const int32_t *tables[1] = {table};
-    struct hy_batch b = {N_TOK, ids, pos, slots, seq, tables, N_TOK, rows};
+    struct hy_batch b = {N_TOK, ids, pos, slots, seq, tables, N_TOK, rows, 0};
     const int rc = hy_model_forward(m, &kv, &b, logits, NULL);
     hy_kv_cache_free(&kv);
     return rc;

@@ -36,7 +36,7 @@ static int forward_window(struct hy_model *m, enum hy_dtype kv_dtype, const int3
         slots[i] = (int64_t)table[i / bs] * bs + i % bs;
     }
     const int32_t *tables[1] = {table};
-    struct hy_batch b = {n, ids, pos, slots, seq, tables, n, rows};
+    struct hy_batch b = {n, ids, pos, slots, seq, tables, n, rows, 0};
     int rc = hy_model_forward(m, &kv, &b, logits, NULL);
     free(pos);
     free(seq);

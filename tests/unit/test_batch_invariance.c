@@ -91,7 +91,7 @@ static void run(struct tseq *seqs, int n_seqs, int who, int chunk, float *out)
         if (n == 0)
             break;
         float *logits = malloc((size_t)n * V * sizeof(float));
-        struct hy_batch b = {n, tok, pos, slot, sid, tables, n, rows};
+        struct hy_batch b = {n, tok, pos, slot, sid, tables, n, rows, 0};
         assert_int_equal(hy_model_forward(model, &kv, &b, logits, NULL), 0);
         for (int32_t t = 0; t < n; t++)
             if (owner_pos[t] >= 0)

@@ -61,7 +61,7 @@ static void run_prompt(float *out)
     const int32_t *tables[1] = {table};
     struct hy_kv_cache kv;
     assert_int_equal(hy_model_kv_cache_init(model, &kv, 4, 4), 0);
-    struct hy_batch b = {NTOK, ids, pos, slot, seq, tables, NTOK, rows};
+    struct hy_batch b = {NTOK, ids, pos, slot, seq, tables, NTOK, rows, 0};
     assert_int_equal(hy_model_forward(model, &kv, &b, out, NULL), 0);
     hy_kv_cache_free(&kv);
 }

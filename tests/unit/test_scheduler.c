@@ -20,7 +20,7 @@ struct fixture {
 
 static void setup_fx(struct fixture *f, int32_t n_blocks, int32_t max_seqs, int32_t budget, int prefix)
 {
-    struct hy_sched_config c = {max_seqs, budget, prefix, 16, 1};
+    struct hy_sched_config c = {max_seqs, budget, prefix, 16, 1, 0, 0};
     assert_int_equal(hy_block_pool_init(&f->pool, n_blocks, BS), 0);
     assert_int_equal(hy_scheduler_init(&f->s, &c, &f->pool, 64), 0);
 }
@@ -67,7 +67,7 @@ static void test_dp_groups_balance(void **state)
     struct fixture f;
     uint64_t ids[8];
     int32_t ns[8];
-    struct hy_sched_config c = {4, 64, 0, 16, 3};
+    struct hy_sched_config c = {4, 64, 0, 16, 3, 0, 0};
     assert_int_equal(hy_block_pool_init(&f.pool, 30, BS), 0);
     assert_int_equal(hy_scheduler_init(&f.s, &c, &f.pool, 64), 0);
     struct hy_request *r[4];
@@ -441,6 +441,71 @@ static void test_random_traffic(void **state)
     }
 }
 
+/* Drafts: a decode step schedules the last token plus the drafts, blocks cover the lookahead, rejected
+ * rows do not count as computed, drafts that overflow the budget are dropped, preemption clears them,
+ * and a prefix hit gives back its last block when drop_last_hit_block is set. */
+static void test_spec_drafts(void **state)
+{
+    (void)state;
+    struct fixture f;
+    struct hy_sched_config c = {2, 4, 1, 16, 1, 3, 1};
+    assert_int_equal(hy_block_pool_init(&f.pool, 16, BS), 0);
+    assert_int_equal(hy_scheduler_init(&f.s, &c, &f.pool, 64), 0);
+    struct hy_request *a = mk(1, 4, 10);
+    assert_int_equal(hy_scheduler_add(&f.s, a), 0);
+    const struct hy_sched_plan *p = hy_scheduler_schedule(&f.s);
+    assert_int_equal(p->n, 1);
+    assert_int_equal(p->entries[0].n_tokens, 4);
+    assert_int_equal(a->n_blocks, 2); /* 4 tokens + 3 lookahead slots */
+    hy_scheduler_update(&f.s, p);
+    assert_int_equal(hy_request_append(a, 1000), 0); /* 5 known, 4 computed */
+    a->drafts[0] = 7, a->drafts[1] = 8, a->drafts[2] = 9, a->n_drafts = 3;
+    p = hy_scheduler_schedule(&f.s);
+    assert_int_equal(p->entries[0].n_tokens, 4); /* last token + 3 drafts = the whole budget */
+    assert_int_equal(p->entries[0].n_drafts, 3);
+    assert_true(p->entries[0].wants_logits);
+    assert_int_equal(a->n_blocks, 3); /* positions up to 4 + 4 + 3 - 1 */
+    hy_scheduler_reject(&f.s, 0, 2);  /* draft 1 accepted, 2 and 3 rejected */
+    hy_scheduler_update(&f.s, p);
+    assert_int_equal(a->n_computed, 6);
+    assert_int_equal(a->n_drafts, 0);
+    assert_int_equal(hy_request_append(a, 7), 0);
+    assert_int_equal(hy_request_append(a, 1001), 0); /* 7 known, 6 computed */
+    /* more drafts than the budget holds: the last ones are dropped; the waiting request gets nothing */
+    struct hy_request *b = mk(2, 2, 50);
+    assert_int_equal(hy_scheduler_add(&f.s, b), 0);
+    for (int i = 0; i < 5; i++)
+        a->drafts[i] = i + 1;
+    a->n_drafts = 5;
+    p = hy_scheduler_schedule(&f.s);
+    assert_int_equal(p->n, 1);
+    assert_int_equal(p->entries[0].req, a);
+    assert_int_equal(p->entries[0].n_tokens, 4);
+    assert_int_equal(p->entries[0].n_drafts, 3);
+    hy_scheduler_update(&f.s, p); /* nothing rejected: all rows count */
+    assert_int_equal(a->n_computed, 10);
+    hy_scheduler_finish(&f.s, a);
+    hy_scheduler_finish(&f.s, b);
+    hy_request_free(a);
+    hy_request_free(b);
+    /* prefix hit of 2 full blocks gives back the last one */
+    struct hy_request *d = mk(3, 9, 10), *e = mk(4, 9, 10);
+    assert_int_equal(hy_scheduler_add(&f.s, d), 0);
+    while (d->n_computed < 9) {
+        p = hy_scheduler_schedule(&f.s);
+        hy_scheduler_update(&f.s, p);
+    }
+    hy_scheduler_finish(&f.s, d);
+    assert_int_equal(hy_scheduler_add(&f.s, e), 0);
+    p = hy_scheduler_schedule(&f.s);
+    assert_int_equal(p->entries[0].start, 4); /* block 0 hit; block 1 recomputed */
+    hy_scheduler_update(&f.s, p);
+    hy_scheduler_finish(&f.s, e);
+    hy_request_free(d);
+    hy_request_free(e);
+    teardown_fx(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_prefix_duplicates_then_diverge),
         cmocka_unit_test(test_random_traffic),
         cmocka_unit_test(test_dp_groups_balance),
+        cmocka_unit_test(test_spec_drafts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
