@@ -18,6 +18,7 @@
  * to stderr; the table (or, with --json, one JSON object) to stdout.
  */
 #include "cli/args.h"
+#include "cli/bench_spec.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 
@@ -438,8 +439,10 @@ int hy_cmd_bench(int argc, char **argv)
         skip_model = 0;
     float flop_s = 0.25f;
     struct hy_cli_par par = {0};
+    struct hy_cli_spec spec_args = {0};
     const struct hy_arg args[] = {
         HY_CLI_PAR_ARGS(par),
+        HY_CLI_SPEC_ARGS(spec_args),
         {"--model", "-m", HY_ARG_STR, &model_dir, NULL, "model directory (Hugging Face layout)"},
         {"--prompt-lens", NULL, HY_ARG_STR, &plens_s, NULL, "prefill prompt lengths (default 128,512,2048)"},
         {"--batch-sizes", NULL, HY_ARG_STR, &batches_s, NULL, "decode batch sizes (default 1,4,16)"},
@@ -493,7 +496,10 @@ int hy_cmd_bench(int argc, char **argv)
         return 2;
     }
     enum hy_dtype kv_dtype;
-    if (hy_cli_set_threads(&threads) || (hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype"))) {
+    struct hy_spec_config spec;
+    hy_spec_config_init(&spec);
+    if (hy_cli_set_threads(&threads) || (hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
+        hy_cli_spec_resolve(&spec_args, &spec)) {
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
         return 2;
     }
@@ -762,6 +768,14 @@ int hy_cmd_bench(int argc, char **argv)
                             json_pack("{s:i, s:i, s:f, s:f, s:s}", "layers", proj_layers, "dense_layers", proj_dense,
                                       "moe_layer_s", moe_layer_s, "dense_layer_s", dense_layer_s, "formula",
                                       proj_formula));
+        if (m && spec.num_speculative_tokens > 0 && json) { /* the table run prints it after the table */
+            json_t *sj = NULL;
+            if (hy_bench_spec_run(m, kv_dtype, &spec, batches, n_batches, ctx0, steps, (uint64_t)seed, 0, &sj)) {
+                json_decref(o);
+                goto fail;
+            }
+            json_object_set_new(o, "speculative", sj);
+        }
         char *txt = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
         json_decref(o);
         if (!txt) {
@@ -864,6 +878,13 @@ int hy_cmd_bench(int argc, char **argv)
                 printf("  projected_full_model_ms/tok  %.1f ms  (%d layers; moe_layer %.4f s, dense_layer %.4f s)\n"
                        "    = %s\n",
                        proj_ms, proj_layers, moe_layer_s, dense_layer_s, proj_formula);
+            json_t *sj = NULL;
+            if (m && spec.num_speculative_tokens > 0) {
+                fflush(stdout);
+                if (hy_bench_spec_run(m, kv_dtype, &spec, batches, n_batches, ctx0, steps, (uint64_t)seed, 1, &sj))
+                    goto fail;
+                json_decref(sj);
+            }
         }
     }
     rc = 0;

@@ -241,7 +241,8 @@ void hy_cli_print_spec(FILE *f, const char *prefix, int32_t k, const struct hy_s
             1.0 + (double)st->num_accepted_tokens / nd);
     for (int32_t i = 0; i < k && i < HY_SPEC_MAX_TOKENS; i++)
         fprintf(f, "%s%.3f", i ? ", " : "", (double)st->num_accepted_tokens_per_pos[i] / nd);
-    fprintf(f, "], gate windows on %llu / off %llu (%.1f vs %.1f tok/s), drafting %s\n",
+    fprintf(f, "], gate: windows on %llu / off %llu (%.1f vs %.1f tok/s), early off %llu, MTP off %llu, drafting %s\n",
             (unsigned long long)st->gate_windows_on, (unsigned long long)st->gate_windows_off, st->rate_on,
-            st->rate_off, st->drafting ? "on" : "off");
+            st->rate_off, (unsigned long long)st->gate_early_off, (unsigned long long)st->gate_hard_off,
+            st->drafting ? "on" : "off");
 }

@@ -422,7 +422,7 @@ static int32_t verify_entry(struct hy_engine *e, const struct hy_sched_plan *pla
 static int32_t draft_allowance(const struct hy_engine *e, const struct hy_sched_entry *en)
 {
     const struct hy_request *q = en->req;
-    if (!en->wants_logits || q->status == HY_REQ_FINISHED || !hy_spec_drafting(&e->spec))
+    if (!en->wants_logits || q->status == HY_REQ_FINISHED || q->mtp_stale || !hy_spec_drafting(&e->spec))
         return 0;
     int32_t k = e->cfg.spec.num_speculative_tokens;
     const int32_t by_len = e->cfg.max_model_len - 1 - q->n_tokens;
@@ -468,6 +468,7 @@ int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, si
         *n_outs = n;
         return 0;
     }
+    e->runner.want_hidden = e->cfg.spec.num_speculative_tokens > 0 && hy_spec_mtp_active(&e->spec);
     if (hy_runner_execute(&e->runner, e->m, &e->kv, plan)) {
         fail_plan(e, plan, &n);
         *n_outs = n;
@@ -492,7 +493,11 @@ int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, si
     }
     hy_scheduler_update(&e->sched, plan);
     int rc = 0;
-    if (e->cfg.spec.num_speculative_tokens > 0) {
+    double t_mtp = hy_time_now();
+    if (e->cfg.spec.num_speculative_tokens > 0 && !hy_spec_mtp_active(&e->spec)) {
+        for (int32_t i = 0; i < plan->n; i++) /* their new rows get no MTP KV: they never draft again */
+            plan->entries[i].req->mtp_stale = 1;
+    } else if (e->cfg.spec.num_speculative_tokens > 0) {
         for (int32_t i = 0; i < plan->n; i++)
             e->allow[i] = draft_allowance(e, &plan->entries[i]);
         if (hy_spec_propose(&e->spec, e->m, &e->kv, plan, &e->runner, e->allow)) {
@@ -500,11 +505,12 @@ int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, si
             rc = -1;
         }
     }
+    t_mtp = hy_time_now() - t_mtp;
     for (int32_t i = 0; i < n_done; i++)
         retire(e, e->done[i]);
     if (e->cfg.spec.num_speculative_tokens > 0 && rc == 0) {
         const double now = hy_time_now();
-        hy_spec_gate_step(&e->spec, pure_decode, emitted, now - t0);
+        hy_spec_gate_step(&e->spec, pure_decode, plan->n, emitted, now - t0, t_mtp);
         spec_log(e, now);
     }
     *n_outs = n;

@@ -26,6 +26,7 @@ int hy_runner_init(struct hy_runner *r, int32_t max_tokens, int32_t max_seqs, in
     r->logit0 = malloc((size_t)max_seqs * sizeof(int32_t));
     if (max_drafts > 0)
         r->hidden = malloc((size_t)max_tokens * (size_t)hidden_size * sizeof(float));
+    r->want_hidden = max_drafts > 0;
     if (!r->tok || !r->pos || !r->seq || !r->slots || !r->rows || !r->tables || !r->logits || !r->row0 || !r->logit0 ||
         (max_drafts > 0 && !r->hidden)) {
         hy_runner_free(r);
@@ -76,5 +77,5 @@ int hy_runner_execute(struct hy_runner *r, struct hy_model *m, struct hy_kv_cach
                 r->rows[n_logits++] = n - 1 - j;
     }
     struct hy_batch b = {n, r->tok, r->pos, r->slots, r->seq, r->tables, n_logits, r->rows, 0};
-    return hy_model_forward(m, kv, &b, r->logits, r->hidden);
+    return hy_model_forward(m, kv, &b, r->logits, r->want_hidden ? r->hidden : NULL);
 }

@@ -16,6 +16,7 @@ struct hy_runner {
     const int32_t **tables;          /* [max_seqs] */
     float *logits;                   /* [max_seqs * (max_drafts + 1), vocab] */
     float *hidden;                   /* [max_tokens, hidden_size] final-normed states (MTP input), or NULL */
+    int want_hidden;                 /* 1 (default with hidden): fill it; 0: the MTP layer is off this step */
     int32_t *row0;                   /* [max_seqs] first batch row of each plan entry */
     int32_t *logit0;                 /* [max_seqs] first logits row of each entry (-1: none) */
 };

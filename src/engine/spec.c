@@ -8,10 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GATE_WINDOW 8       /* pure-decode steps per measurement window */
-#define GATE_EXPLOIT_MIN 4  /* windows in the faster mode before the first probe of the other */
-#define GATE_EXPLOIT_MAX 64 /* probes that keep losing are spaced out up to this many windows */
-
 int hy_spec_init(struct hy_spec *s, const struct hy_spec_config *cfg, const struct hy_model *m, int32_t max_tokens,
                  int32_t max_seqs, int32_t block_size)
 {
@@ -48,9 +44,7 @@ int hy_spec_init(struct hy_spec *s, const struct hy_spec_config *cfg, const stru
         hy_spec_free(s);
         return hy_err_set("speculative decoding: out of memory (%d tokens, %d sequences)", max_tokens, max_seqs);
     }
-    s->mode = 1;
-    s->exploit_len = GATE_EXPLOIT_MIN;
-    s->stats.drafting = 1;
+    hy_spec_gate_init(s);
     return 0;
 }
 
@@ -68,11 +62,6 @@ void hy_spec_free(struct hy_spec *s)
     free(s->hidden_in);
     free(s->chain_in);
     memset(s, 0, sizeof(*s));
-}
-
-int hy_spec_drafting(const struct hy_spec *s)
-{
-    return !s->cfg.gate || s->mode;
 }
 
 /* Draft from one MTP logits row: its argmax when the top probability reaches p_min, else -1. */
@@ -110,7 +99,7 @@ int hy_spec_propose(struct hy_spec *s, struct hy_model *m, struct hy_kv_cache *k
         s->tables[i] = q->blocks;
         q->n_drafts = 0;
         int32_t last = -1;
-        for (int32_t j = 0; j < kept; j++) {
+        for (int32_t j = 0; j < kept && !q->mtp_stale; j++) {
             const int32_t p = e->start + j;
             if (p + 1 >= q->n_tokens) /* no next token (a request that ended at its cap) */
                 break;
@@ -184,48 +173,10 @@ void hy_spec_count(struct hy_spec *s, int32_t n_drafts, int32_t n_accepted)
 {
     if (n_drafts <= 0)
         return;
+    s->win_drafts += n_drafts;
     s->stats.num_drafts++;
     s->stats.num_draft_tokens += (uint64_t)n_drafts;
     s->stats.num_accepted_tokens += (uint64_t)n_accepted;
     for (int32_t i = 0; i < n_accepted && i < HY_SPEC_MAX_TOKENS; i++)
         s->stats.num_accepted_tokens_per_pos[i]++;
-}
-
-void hy_spec_gate_step(struct hy_spec *s, int pure_decode, int64_t tokens, double seconds)
-{
-    if (!s->cfg.gate || !pure_decode || seconds <= 0.0)
-        return;
-    s->win_tokens += tokens;
-    s->win_sec += seconds;
-    if (++s->win_steps < GATE_WINDOW)
-        return;
-    const double rate = (double)s->win_tokens / s->win_sec;
-    const int mode = s->mode, other = !mode;
-    s->rate[mode] = s->have[mode] ? 0.5 * (s->rate[mode] + rate) : rate;
-    s->have[mode] = 1;
-    if (mode)
-        s->stats.gate_windows_on++;
-    else
-        s->stats.gate_windows_off++;
-    s->win_steps = 0;
-    s->win_tokens = 0;
-    s->win_sec = 0.0;
-    if (!s->have[other]) { /* measure the other mode once */
-        s->mode = other;
-        s->probing = 1;
-    } else if (s->probing) { /* a probe window ended: keep the faster mode */
-        const int best = s->rate[1] >= s->rate[0];
-        s->exploit_len = best == mode                            ? GATE_EXPLOIT_MIN
-                         : s->exploit_len * 2 > GATE_EXPLOIT_MAX ? GATE_EXPLOIT_MAX
-                                                                 : s->exploit_len * 2;
-        s->mode = best;
-        s->exploit_left = s->exploit_len;
-        s->probing = 0;
-    } else if (--s->exploit_left <= 0) { /* probe the other mode again */
-        s->mode = other;
-        s->probing = 1;
-    }
-    s->stats.rate_on = s->rate[1];
-    s->stats.rate_off = s->rate[0];
-    s->stats.drafting = s->mode;
 }

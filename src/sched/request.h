@@ -48,6 +48,8 @@ struct hy_request {
     int32_t drafts[HY_SPEC_MAX_TOKENS]; /* MTP drafts for positions n_tokens.. (engine/spec.h), verified by
                                            the next step together with the last known token */
     int32_t n_drafts;                   /* 0 when none; cleared by preemption */
+    int mtp_stale;                      /* 1: some computed position lacks its MTP KV (the gate had the MTP
+                                           layer off); the request no longer drafts */
     uint32_t n_preemptions;
     /* generation settings and state (engine) */
     struct hy_sampler *sampler; /* survives preemption */

@@ -106,6 +106,27 @@ else
   echo "FAIL: run --yaml on 4 ranks (exit $rc) differs from one process"; tail -5 "$W/run4.err" | sed 's/^/    /'
   failures=$((failures + 1))
 fi
+# MTP speculative decoding on ranks (the drafts' MTP passes go through the same step plans): greedy ids
+# equal to one process without drafts, and drafts were accepted
+spec_case() { # NP FLAGS...
+  local np=$1; shift
+  local a=(generate -m models/hy3-tiny -p "ROMEO:" -n 40 --temperature 0 --dtype float32 --print-ids -t 1)
+  i=$((i + 1))
+  "$HY" "${a[@]}" >"$W/spec1.ids" 2>/dev/null
+  "${MPIRUN[@]}" -np "$np" "$HY" "${a[@]}" "$@" \
+    --speculative-config '{"method":"mtp","num_speculative_tokens":2,"draft_p_min":0,"gate":"off"}' \
+    >"$W/specn.ids" 2>"$W/specn.err"
+  local rc=$?
+  if [ $rc -eq 0 ] && [ -s "$W/spec1.ids" ] && cmp -s "$W/spec1.ids" "$W/specn.ids" &&
+     grep -q "spec decode: k 2, drafts [1-9][0-9]*, draft tokens [0-9]*, accepted [1-9]" "$W/specn.err"; then
+    echo "ok: generate with MTP drafts (k 2) on $np ranks $*: the ids of one process without drafts"
+  else
+    echo "FAIL: generate with MTP drafts on $np ranks $* (exit $rc)"; grep -v '^hyinfer: info' "$W/specn.err" | tail -5 | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+}
+spec_case 2 -tp 2 --enable-expert-parallel
+spec_case 4 -tp 2 -dp 2 --enable-expert-parallel
 # world_size must match the job: one process with the 4-rank YAML is refused, naming the key
 i=$((i + 1))
 if ! "$HY" run --yaml configs/recipe-4ranks.yaml >/dev/null 2>"$W/ws.err" && grep -q "world_size 4 but the job has 1 rank" "$W/ws.err"; then
