@@ -770,7 +770,8 @@ int hy_cmd_bench(int argc, char **argv)
                                       proj_formula));
         if (m && spec.num_speculative_tokens > 0 && json) { /* the table run prints it after the table */
             json_t *sj = NULL;
-            if (hy_bench_spec_run(m, kv_dtype, &spec, batches, n_batches, ctx0, steps, (uint64_t)seed, 0, &sj)) {
+            if (hy_bench_spec_run(m, kv_dtype, &spec, batches, n_batches, ctx0, steps, (uint64_t)seed, proj_layers,
+                                  proj_dense, 0, &sj)) {
                 json_decref(o);
                 goto fail;
             }
@@ -881,7 +882,8 @@ int hy_cmd_bench(int argc, char **argv)
             json_t *sj = NULL;
             if (m && spec.num_speculative_tokens > 0) {
                 fflush(stdout);
-                if (hy_bench_spec_run(m, kv_dtype, &spec, batches, n_batches, ctx0, steps, (uint64_t)seed, 1, &sj))
+                if (hy_bench_spec_run(m, kv_dtype, &spec, batches, n_batches, ctx0, steps, (uint64_t)seed, proj_layers,
+                                      proj_dense, 1, &sj))
                     goto fail;
                 json_decref(sj);
             }

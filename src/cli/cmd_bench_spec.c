@@ -8,8 +8,9 @@
  *  - one MTP draft step (B rows, logits): seconds relative to the 1-token step;
  *  - the engine itself: B requests decoding with drafts and without, in interleaved rounds: decode
  *    tokens/s (medians) and the measured acceptance;
- *  - the projected speed-up at acceptance a = 0.6 / 0.8 / 0.9 for k' = 1 .. k:
- *    (1 + a + ... + a^k') * t(1) / (t(k'+1) + k' * t_mtp).
+ *  - the speed-up at acceptance a = 0.6 / 0.8 / 0.9 for k' = 1 .. k,
+ *    (1 + a + ... + a^k') * t(1) / (t(k'+1) + k' * t_mtp), from the measured step times and from them
+ *    projected to the full model's layer count (--project-layers; the MTP step is one layer at any depth).
  */
 #include "cli/bench_spec.h"
 
@@ -41,9 +42,10 @@ static int cmp_d(const void *a, const void *b)
 }
 
 struct verify_result {
-    double step_s[HY_SPEC_MAX_TOKENS + 2];  /* [n] seconds per step of n tokens per sequence */
-    double experts[HY_SPEC_MAX_TOKENS + 2]; /* [n] distinct routed experts per MoE layer per step */
-    double mtp_s;                           /* one MTP draft step (B rows, logits) */
+    double step_s[HY_SPEC_MAX_TOKENS + 2];                /* [n] seconds per step of n tokens per sequence */
+    double experts[HY_SPEC_MAX_TOKENS + 2];               /* [n] distinct routed experts per MoE layer per step */
+    double stage[HY_SPEC_MAX_TOKENS + 2][HY_STAGE_COUNT]; /* [n] per-stage seconds of those steps */
+    double mtp_s;                                         /* one MTP draft step (B rows, logits) */
 };
 
 /* Verify-shaped steps on a fresh KV cache: B sequences, prefill ctx0, then `steps` timed steps of n
@@ -109,6 +111,8 @@ static int measure_verify(struct hy_model *m, enum hy_dtype kv_dtype, int32_t B,
                 } else {
                     struct hy_bench_bytes by;
                     r->step_s[n] += dt / steps;
+                    for (int st_i = 0; st_i < HY_STAGE_COUNT; st_i++)
+                        r->stage[n][st_i] += m->prof.sec[st_i] / steps;
                     hy_bench_account(m, m->prof.expert_hits, t, ctx, t, 2, &by, NULL);
                     r->experts[n] += n_moe ? (double)by.distinct_experts / n_moe / steps : 0.0;
                 }
@@ -138,6 +142,24 @@ out:
     free(hidden);
     hy_model_kv_cache_free(m, &kv);
     return rc;
+}
+
+/* Seconds of an n-token verify step scaled to a model of proj_layers decoder layers (proj_dense dense):
+ * the measured step plus the missing layers at the measured per-layer stage times (bench latency's
+ * projection rule). proj_layers <= the model's layers: the measured step. */
+static double project(const struct hy_model *m, const struct verify_result *r, int32_t n, int proj_layers,
+                      int proj_dense)
+{
+    const int L = m->cfg.num_hidden_layers;
+    int n_moe = 0, n_dense = 0;
+    for (int i = 0; i < L; i++)
+        m->layers[i].is_moe ? n_moe++ : n_dense++;
+    if (proj_layers <= L)
+        return r->step_s[n];
+    const double *s = r->stage[n], attn = s[HY_STAGE_ATTENTION] / L;
+    const double moe = n_moe ? attn + (s[HY_STAGE_ROUTER] + s[HY_STAGE_ROUTED] + s[HY_STAGE_SHARED]) / n_moe : 0.0;
+    const double dense = n_dense ? attn + s[HY_STAGE_DENSE_MLP] / n_dense : 0.0;
+    return r->step_s[n] + (proj_layers - proj_dense - n_moe) * moe + (proj_dense - n_dense) * dense;
 }
 
 /* B requests of ctx0 random tokens decoding `steps` tokens each (greedy, ignore_eos) through the engine;
@@ -178,9 +200,41 @@ static int engine_run(struct hy_model *m, enum hy_dtype kv_dtype, const struct h
     return 0;
 }
 
+/* The speed-up table for acceptance 0.6 / 0.8 / 0.9 and k' = 1 .. k from verify step seconds t[n] and
+ * the MTP draft step t_mtp; printed under `label` when print. Returns a JSON array (new). */
+static json_t *speedups(const char *label, const double *t, double t_mtp, int32_t k, int print)
+{
+    static const double accs[3] = {0.6, 0.8, 0.9};
+    json_t *proj = json_array();
+    if (print) {
+        printf("    %s\n      %-6s", label, "a");
+        for (int32_t kk = 1; kk <= k; kk++)
+            printf("   k'=%d", kk);
+        printf("\n");
+    }
+    for (int ai = 0; ai < 3; ai++) {
+        if (print)
+            printf("      %-6.1f", accs[ai]);
+        json_t *row = json_array();
+        for (int32_t kk = 1; kk <= k; kk++) {
+            double e = 0.0, p = 1.0;
+            for (int32_t i = 0; i <= kk; i++, p *= accs[ai])
+                e += p;
+            const double sp = e * t[1] / (t[kk + 1] + kk * t_mtp);
+            if (print)
+                printf("  %5.2fx", sp);
+            json_array_append_new(row, json_real(sp));
+        }
+        if (print)
+            printf("\n");
+        json_array_append_new(proj, json_pack("{s:f, s:o}", "acceptance", accs[ai], "speedup_by_k", row));
+    }
+    return proj;
+}
+
 int hy_bench_spec_run(struct hy_model *m, enum hy_dtype kv_dtype, const struct hy_spec_config *sc,
-                      const int32_t *batches, int n_batches, int32_t ctx0, int32_t steps, uint64_t seed, int print,
-                      json_t **out)
+                      const int32_t *batches, int n_batches, int32_t ctx0, int32_t steps, uint64_t seed,
+                      int proj_layers, int proj_dense, int print, json_t **out)
 {
     const int32_t k = sc->num_speculative_tokens;
     if (!m->has_mtp)
@@ -199,57 +253,49 @@ int hy_bench_spec_run(struct hy_model *m, enum hy_dtype kv_dtype, const struct h
         struct hy_spec_config none;
         hy_spec_config_init(&none);
         for (int r = 0; r < ROUNDS; r++) /* interleaved: the machine's bandwidth drifts */
-            if (engine_run(m, kv_dtype, &none, B, ctx0, 4 * steps, seed + 50 + (uint64_t)r, &offr[r], NULL) ||
-                engine_run(m, kv_dtype, sc, B, ctx0, 4 * steps, seed + 50 + (uint64_t)r, &on[r], &ss))
+            if (engine_run(m, kv_dtype, &none, B, ctx0, 8 * steps, seed + 50 + (uint64_t)r, &offr[r], NULL) ||
+                engine_run(m, kv_dtype, sc, B, ctx0, 8 * steps, seed + 50 + (uint64_t)r, &on[r], &ss))
                 goto fail;
         qsort(on, ROUNDS, sizeof(double), cmp_d);
         qsort(offr, ROUNDS, sizeof(double), cmp_d);
         const double t1 = vr.step_s[1], on_med = on[ROUNDS / 2], off_med = offr[ROUNDS / 2];
         const double nd = ss.num_drafts ? (double)ss.num_drafts : 1.0;
-        json_t *o = json_object(), *steps_j = json_array(), *proj = json_array();
+        double tp[HY_SPEC_MAX_TOKENS + 2];
+        for (int32_t n = 1; n <= k + 1; n++)
+            tp[n] = project(m, &vr, n, proj_layers, proj_dense);
+        json_t *o = json_object(), *steps_j = json_array();
         if (print) {
             printf("  batch %d: plain step %.4f s; MTP draft step %.4f s (%.2fx)\n", B, t1, vr.mtp_s, vr.mtp_s / t1);
-            printf("    %-10s %10s %8s %22s\n", "tokens/seq", "s/step", "vs 1", "distinct experts/layer");
+            printf("    %-10s %10s %8s %22s %14s %8s\n", "tokens/seq", "s/step", "vs 1", "distinct experts/layer",
+                   "projected s", "vs 1");
         }
         for (int32_t n = 1; n <= k + 1; n++) {
             if (print)
-                printf("    %-10d %10.4f %7.2fx %22.1f\n", n, vr.step_s[n], vr.step_s[n] / t1, vr.experts[n]);
-            json_array_append_new(steps_j, json_pack("{s:i, s:f, s:f, s:f}", "tokens_per_seq", n, "seconds",
-                                                     vr.step_s[n], "vs_plain", vr.step_s[n] / t1,
-                                                     "distinct_experts_per_moe_layer", vr.experts[n]));
+                printf("    %-10d %10.4f %7.2fx %22.1f %14.4f %7.2fx\n", n, vr.step_s[n], vr.step_s[n] / t1,
+                       vr.experts[n], tp[n], tp[n] / tp[1]);
+            json_array_append_new(steps_j,
+                                  json_pack("{s:i, s:f, s:f, s:f, s:f}", "tokens_per_seq", n, "seconds", vr.step_s[n],
+                                            "vs_plain", vr.step_s[n] / t1, "distinct_experts_per_moe_layer",
+                                            vr.experts[n], "projected_seconds", tp[n]));
         }
         if (print) {
-            printf("    engine decode (medians of %d interleaved rounds): %.2f tok/s with drafts, %.2f without = "
-                   "%.3fx; acceptance per position [",
-                   ROUNDS, on_med, off_med, on_med / (off_med > 0 ? off_med : 1.0));
+            printf("    engine decode (medians of %d interleaved rounds, %d tokens per request): %.2f tok/s with "
+                   "drafts, %.2f without = %.3fx; acceptance per position [",
+                   ROUNDS, 8 * steps, on_med, off_med, on_med / (off_med > 0 ? off_med : 1.0));
             for (int32_t i = 0; i < k; i++)
                 printf("%s%.3f", i ? ", " : "", (double)ss.num_accepted_tokens_per_pos[i] / nd);
-            printf("], mean acceptance length %.2f, gate windows on %llu / off %llu\n",
+            printf("], mean acceptance length %.2f; gate: windows on %llu / off %llu, early off %llu, MTP off %llu\n",
                    1.0 + (double)ss.num_accepted_tokens / nd, (unsigned long long)ss.gate_windows_on,
-                   (unsigned long long)ss.gate_windows_off);
-            printf("    projected speed-up (1 + a + .. + a^k') * t(1) / (t(k'+1) + k' * t_mtp):\n      %-6s", "a");
-            for (int32_t kk = 1; kk <= k; kk++)
-                printf("   k'=%d", kk);
-            printf("\n");
+                   (unsigned long long)ss.gate_windows_off, (unsigned long long)ss.gate_early_off,
+                   (unsigned long long)ss.gate_hard_off);
         }
-        static const double accs[3] = {0.6, 0.8, 0.9};
-        for (int ai = 0; ai < 3; ai++) {
-            if (print)
-                printf("      %-6.1f", accs[ai]);
-            json_t *row = json_array();
-            for (int32_t kk = 1; kk <= k; kk++) {
-                double e = 0.0, p = 1.0;
-                for (int32_t i = 0; i <= kk; i++, p *= accs[ai])
-                    e += p;
-                const double sp = e * t1 / (vr.step_s[kk + 1] + kk * vr.mtp_s);
-                if (print)
-                    printf("  %5.2fx", sp);
-                json_array_append_new(row, json_real(sp));
-            }
-            if (print)
-                printf("\n");
-            json_array_append_new(proj, json_pack("{s:f, s:o}", "acceptance", accs[ai], "speedup_by_k", row));
-        }
+        char label[160];
+        snprintf(label, sizeof(label),
+                 "speed-up on this model, (1 + a + .. + a^k') * t(1) / (t(k'+1) + k' * t_mtp), acceptance a:");
+        json_t *meas = speedups(label, vr.step_s, vr.mtp_s, k, print);
+        snprintf(label, sizeof(label), "the same projected to %d layers (%d dense), t_mtp as measured:", proj_layers,
+                 proj_dense);
+        json_t *proj = speedups(label, tp, vr.mtp_s, k, print);
         json_t *acc = json_array();
         for (int32_t i = 0; i < k; i++)
             json_array_append_new(acc, json_real((double)ss.num_accepted_tokens_per_pos[i] / nd));
@@ -261,7 +307,9 @@ int hy_bench_spec_run(struct hy_model *m, enum hy_dtype kv_dtype, const struct h
         json_object_set_new(o, "on_vs_off", json_real(on_med / (off_med > 0 ? off_med : 1.0)));
         json_object_set_new(o, "acceptance_per_position", acc);
         json_object_set_new(o, "mean_acceptance_length", json_real(1.0 + (double)ss.num_accepted_tokens / nd));
-        json_object_set_new(o, "projected", proj);
+        json_object_set_new(o, "speedup", meas);
+        json_object_set_new(o, "speedup_projected", proj);
+        json_object_set_new(o, "projected_layers", json_integer(proj_layers));
         json_array_append_new(arr, o);
     }
     *out = json_pack("{s:i, s:f, s:b, s:o}", "num_speculative_tokens", k, "draft_p_min", (double)sc->draft_p_min,

@@ -65,7 +65,7 @@ int hy_spec_init(struct hy_spec *s, const struct hy_spec_config *cfg, const stru
                  int32_t max_seqs, int32_t block_size);
 void hy_spec_free(struct hy_spec *s);
 
-/* Resets the gate: plain decode first (a short window), then a drafting probe. */
+/* Resets the gate: plain decode first (2 steps), then a drafting probe. */
 void hy_spec_gate_init(struct hy_spec *s);
 
 /* 1 while the gate lets requests draft (always with cfg.gate 0). */
@@ -89,7 +89,7 @@ void hy_spec_count(struct hy_spec *s, int32_t n_drafts, int32_t n_accepted);
 /* Feeds the gate one finished step: pure_decode (no prompt tokens in it), n_seqs requests in it, tokens
  * emitted, wall seconds of the whole step (target, verification, MTP pass) and of the MTP pass alone.
  * Only pure-decode steps are measured, and not the first one after a switch (it verifies the old
- * mode's drafts). The rules, measured in windows of 8 steps (the first plain window 4):
+ * mode's drafts). The rules, measured in windows of 8 steps (the first plain window 2):
  *  - start with plain decode, then probe drafting; keep the faster mode, re-probe the other after 4
  *    windows, doubling the interval (up to 64) while the probes keep losing;
  *  - a drafting window ends after 2 steps once it provably loses: a plain step costs at most the verify

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #define WINDOW 8        /* pure-decode steps per measurement window */
-#define FIRST_WINDOW 4  /* the first plain window */
+#define FIRST_WINDOW 2  /* the first plain window (where the MTP KV pass is first measured) */
 #define EXPLOIT_MIN 4   /* windows in the faster mode before the first probe of the other */
 #define EXPLOIT_MAX 64  /* probes that keep losing are spaced out up to this many windows */
 #define HARD_STEPS 4096 /* pure-decode steps with the MTP layer off once drafting cannot win */
