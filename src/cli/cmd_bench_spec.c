@@ -3,9 +3,10 @@
  *
  * Per decode batch size B:
  *  - verify steps of n = 1 .. k+1 tokens per sequence (B * n rows, logits for all) after a prefill of
- *    ctx0 random tokens: seconds per step relative to the 1-token step, and the distinct routed experts
- *    per MoE layer the step reads (the union over its tokens);
- *  - one MTP draft step (B rows, logits): seconds relative to the 1-token step;
+ *    ctx0 random tokens: seconds per step (median) relative to the 1-token step, and the distinct routed
+ *    experts per MoE layer the step reads (the union over its tokens);
+ *  - one MTP draft step (B rows, logits): seconds relative to the 1-token step; all shapes interleaved,
+ *    one step each per round;
  *  - the engine itself: B requests decoding with drafts and without, in interleaved rounds: decode
  *    tokens/s (medians) and the measured acceptance;
  *  - the speed-up at acceptance a = 0.6 / 0.8 / 0.9 for k' = 1 .. k,
@@ -83,9 +84,16 @@ static int measure_verify(struct hy_model *m, enum hy_dtype kv_dtype, int32_t B,
         tables[s] = tab + (size_t)s * bps;
     uint64_t st = seed * 0x9E3779B97F4A7C15ull + 11;
     memset(r, 0, sizeof(*r));
-    for (int32_t n = 0; n <= n_max + 1; n++) { /* n = 0: prefill; n_max + 1: MTP steps */
-        const int32_t per = n == 0 ? (ctx0 > 0 ? ctx0 : 1) : n <= n_max ? n : 1;
-        for (int32_t k = 0; k <= (n == 0 ? 0 : steps); k++) {
+    double *times = malloc((size_t)(n_max + 2) * (size_t)steps * sizeof(double));
+    if (!times) {
+        hy_err_set("bench: out of memory");
+        goto out;
+    }
+    /* the prefill, then rounds of one step per shape (n = 1 .. n_max tokens per sequence, then the MTP
+     * step), interleaved so that the machine's drift hits every shape alike; round 0 is the warm-up */
+    for (int32_t k = -1; k <= steps; k++)
+        for (int32_t n = k < 0 ? 0 : 1; n <= (k < 0 ? 0 : n_max + 1); n++) {
+            const int32_t per = n == 0 ? (ctx0 > 0 ? ctx0 : 1) : n <= n_max ? n : 1;
             int32_t t = 0;
             for (int32_t s = 0; s < B; s++)
                 for (int32_t j = 0; j < per; j++, t++) {
@@ -102,15 +110,15 @@ static int measure_verify(struct hy_model *m, enum hy_dtype kv_dtype, int32_t B,
             hy_model_prof_reset(m);
             const double t0 = hy_time_now();
             if (is_mtp ? hy_model_forward_mtp(m, &kv, &b, hidden, logits, NULL)
-                       : hy_model_forward(m, &kv, &b, logits, hidden))
+                       : hy_model_forward(m, &kv, &b, logits, hidden)) {
+                free(times);
                 goto out;
+            }
             const double dt = hy_time_now() - t0;
-            if (k > 0) { /* k = 0 is the warm-up */
-                if (is_mtp) {
-                    r->mtp_s += dt / steps;
-                } else {
+            if (k > 0) {
+                times[(size_t)n * (size_t)steps + (size_t)(k - 1)] = dt;
+                if (!is_mtp) {
                     struct hy_bench_bytes by;
-                    r->step_s[n] += dt / steps;
                     for (int st_i = 0; st_i < HY_STAGE_COUNT; st_i++)
                         r->stage[n][st_i] += m->prof.sec[st_i] / steps;
                     hy_bench_account(m, m->prof.expert_hits, t, ctx, t, 2, &by, NULL);
@@ -125,7 +133,16 @@ static int measure_verify(struct hy_model *m, enum hy_dtype kv_dtype, int32_t B,
             for (int32_t s = 0; s < B; s++)
                 at[s] += per;
         }
+    for (int32_t n = 1; n <= n_max + 1; n++) { /* medians */
+        double *tn = times + (size_t)n * (size_t)steps;
+        qsort(tn, (size_t)steps, sizeof(double), cmp_d);
+        const double med = tn[steps / 2];
+        if (n == n_max + 1)
+            r->mtp_s = med;
+        else
+            r->step_s[n] = med;
     }
+    free(times);
     rc = 0;
 out:
     free(ids);

@@ -30,7 +30,7 @@ struct hy_engine {
     int32_t n_live, live_cap;
     uint64_t *aborted; /* [live_cap] ids to report as aborted next step */
     int32_t n_aborted;
-    struct hy_engine_output *outs; /* [max_num_seqs + live_cap] */
+    struct hy_engine_output *outs; /* [live_cap + max_num_seqs * (num_speculative_tokens + 2)] */
     float *row;                    /* [vocab] raw logits copy for logprobs */
     uint64_t next_id;
     uint64_t prompt_tokens, generation_tokens;
@@ -160,7 +160,9 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
     e->live_cap = c->max_waiting_requests + c->max_num_seqs;
     e->live = calloc((size_t)e->live_cap, sizeof(*e->live));
     e->aborted = calloc((size_t)e->live_cap, sizeof(*e->aborted));
-    e->outs = calloc((size_t)e->live_cap + (size_t)c->max_num_seqs, sizeof(*e->outs));
+    /* a step reports the aborts (<= live_cap), up to k + 1 tokens per scheduled request and, when the MTP
+     * pass fails after them, one abort each */
+    e->outs = calloc((size_t)e->live_cap + (size_t)c->max_num_seqs * (size_t)(k + 2), sizeof(*e->outs));
     e->row = malloc((size_t)m->cfg.vocab_size * sizeof(float));
     e->allow = calloc((size_t)c->max_num_seqs, sizeof(int32_t));
     e->done = calloc((size_t)c->max_num_seqs, sizeof(*e->done));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # MTP speculative decoding from the command line (fp32, models/hy3-tiny): `generate` with the JSON and
 # the dotted --speculative-config forms prints the same ids as without and reports the drafts;
+# live acceptance equals a teacher-forced replay through `hyinfer logits --mtp`;
 # `run --yaml` with model_config.next_n gives the same completions as next_n 0 and reports acceptance;
 # start-up errors: k out of range, another method, bad JSON, a checkpoint without the MTP layer, one
 # with an MTP tensor missing (named in the error, never a half-loaded layer), next_n out of range.
@@ -27,6 +28,33 @@ gen --speculative-config.method mtp --speculative-config.num_speculative_tokens 
   { cat "$W/dot.err"; fail "dotted form"; }
 cmp -s "$W/off.ids" "$W/dot.ids" || fail "dotted form: ids differ"
 grep -q "spec decode: k 2" "$W/dot.err" || fail "dotted form: no spec report"
+
+# live acceptance == replay through `hyinfer logits --mtp` (k = 1, teacher-forced: the MTP argmax of row
+# r is token r + 2; a round at row r moves on by 2 tokens when accepted, 1 otherwise; none for the last)
+ids="128167,3442,6903,25"
+$BIN generate -m "$TINY" --prompt-ids "$ids" -n 24 --ignore-eos --temperature 0 --dtype float32 --print-ids -t 1 \
+  --speculative-config '{"method":"mtp","num_speculative_tokens":1,"draft_p_min":0,"gate":"off"}' \
+  >"$W/live.ids" 2>"$W/live.err" || { cat "$W/live.err"; fail "generate for the replay"; }
+all="$ids,$(tr -d '[] \n' <"$W/live.ids")"
+$BIN logits -m "$TINY" --prompt-ids "$all" --mtp --dtype float32 -t 1 --json >"$W/replay.json" 2>/dev/null ||
+  fail "logits --mtp for the replay"
+"$PY" - "$W/replay.json" "$W/live.err" 4 <<'PY' || fail "live acceptance differs from the replay"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+seq, n_prompt = d["prompt_ids"], int(sys.argv[3])
+arg = [max(range(len(row)), key=row.__getitem__) for row in d["mtp_logits"]]
+drafts = accepted = 0
+r = n_prompt - 1
+while r + 3 < len(seq):
+    drafts += 1
+    ok = arg[r] == seq[r + 2]
+    accepted += ok
+    r += 2 if ok else 1
+m = re.search(r"drafts (\d+), draft tokens \d+, accepted (\d+)", open(sys.argv[2]).read())
+live = (int(m.group(1)), int(m.group(2)))
+print("replay: drafts %d accepted %d; live: drafts %d accepted %d" % (drafts, accepted, *live))
+sys.exit(0 if (drafts, accepted) == live and accepted > 0 else 1)
+PY
 
 # run --yaml with next_n
 cat > "$W/prompts.json" <<'JSON'
@@ -100,4 +128,4 @@ ggen() { $BIN generate -m "$1" --prompt-ids 471,5,6,7 -n 4 --temperature 0 --dty
 ggen "$W/no-mtp" >/dev/null 2>"$W/nm.err" || { cat "$W/nm.err"; fail "a checkpoint without MTP must still generate"; }
 expect_err "MTP layer" ggen "$W/no-mtp" --speculative-config '{"method":"mtp","num_speculative_tokens":1}'
 expect_err "model.layers.$L.enorm.weight" ggen "$W/half-mtp" --speculative-config '{"method":"mtp","num_speculative_tokens":1}'
-echo "PASS: speculative decoding CLI (generate k=1..3 + dotted form, run next_n, start-up errors)"
+echo "PASS: speculative decoding CLI (generate k=1..3 + dotted form, live acceptance == logits --mtp replay, run next_n, start-up errors)"
