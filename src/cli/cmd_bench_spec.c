@@ -14,6 +14,7 @@
  *    projected to the full model's layer count (--project-layers; the MTP step is one layer at any depth).
  */
 #include "cli/bench_spec.h"
+#include "cli/common.h"
 
 #include "base/err.h"
 #include "base/timing.h"
@@ -297,14 +298,9 @@ int hy_bench_spec_run(struct hy_model *m, enum hy_dtype kv_dtype, const struct h
         }
         if (print) {
             printf("    engine decode (medians of %d interleaved rounds, %d tokens per request): %.2f tok/s with "
-                   "drafts, %.2f without = %.3fx; acceptance per position [",
+                   "drafts, %.2f without = %.3fx\n",
                    ROUNDS, 8 * steps, on_med, off_med, on_med / (off_med > 0 ? off_med : 1.0));
-            for (int32_t i = 0; i < k; i++)
-                printf("%s%.3f", i ? ", " : "", (double)ss.num_accepted_tokens_per_pos[i] / nd);
-            printf("], mean acceptance length %.2f; gate: windows on %llu / off %llu, early off %llu, MTP off %llu\n",
-                   1.0 + (double)ss.num_accepted_tokens / nd, (unsigned long long)ss.gate_windows_on,
-                   (unsigned long long)ss.gate_windows_off, (unsigned long long)ss.gate_early_off,
-                   (unsigned long long)ss.gate_hard_off);
+            hy_cli_print_spec(stdout, "    last round with drafts: ", k, &ss);
         }
         char label[160];
         snprintf(label, sizeof(label),

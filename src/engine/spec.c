@@ -85,10 +85,34 @@ static int64_t slot_of(const struct hy_request *q, int32_t p, int32_t bs)
     return (int64_t)q->blocks[p / bs] * bs + p % bs;
 }
 
+/* Draft `step` for the n MTP logits rows just computed (row r: request of plan entry who[r], hidden
+ * state at s->hidden row rows[r]): appends each confident argmax to its request's drafts and keeps the
+ * requests allowed more than `step` drafts, in order, as the next chain step's rows (who, chain_in).
+ * Returns how many it kept. */
+static int32_t take_drafts(struct hy_spec *s, const struct hy_sched_plan *plan, const int32_t *allow, int32_t n,
+                           int32_t step)
+{
+    const int64_t V = s->vocab, H = s->hidden_size;
+    int32_t next = 0;
+    for (int32_t r = 0; r < n; r++) {
+        const int32_t i = s->who[r];
+        struct hy_request *q = plan->entries[i].req;
+        const int32_t d = draft_of(s->logits + r * V, (int32_t)V, s->cfg.draft_p_min);
+        if (d < 0)
+            continue;
+        q->drafts[q->n_drafts++] = d;
+        if (allow[i] > step) { /* next <= r: who[] is overwritten behind the reads */
+            memcpy(s->chain_in + next * H, s->hidden + (int64_t)s->rows[r] * H, (size_t)H * sizeof(float));
+            s->who[next++] = i;
+        }
+    }
+    return next;
+}
+
 int hy_spec_propose(struct hy_spec *s, struct hy_model *m, struct hy_kv_cache *kv, const struct hy_sched_plan *plan,
                     const struct hy_runner *run, const int32_t *allow)
 {
-    const int32_t bs = s->block_size, V = s->vocab;
+    const int32_t bs = s->block_size;
     const int64_t H = s->hidden_size;
     int32_t n = 0, n_logits = 0, k_max = 0;
     /* step 1: every kept row, with its next token */
@@ -124,19 +148,7 @@ int hy_spec_propose(struct hy_spec *s, struct hy_model *m, struct hy_kv_cache *k
     if (hy_model_forward_mtp(m, kv, &b, s->hidden_in, n_logits ? s->logits : NULL, k_max >= 2 ? s->hidden : NULL))
         return -1;
     /* draft 1 per allowed request, then the chain */
-    int32_t live = 0;
-    for (int32_t r = 0; r < n_logits; r++) {
-        const int32_t i = s->who[r];
-        struct hy_request *q = plan->entries[i].req;
-        const int32_t d = draft_of(s->logits + (int64_t)r * V, V, s->cfg.draft_p_min);
-        if (d < 0)
-            continue;
-        q->drafts[q->n_drafts++] = d;
-        if (allow[i] >= 2) {
-            memcpy(s->chain_in + (int64_t)live * H, s->hidden + (int64_t)s->rows[r] * H, (size_t)H * sizeof(float));
-            s->who[live++] = i;
-        }
-    }
+    int32_t live = take_drafts(s, plan, allow, n_logits, 1);
     for (int32_t step = 2; step <= k_max && live > 0; step++) {
         for (int32_t r = 0; r < live; r++) {
             const int32_t i = s->who[r];
@@ -151,20 +163,7 @@ int hy_spec_propose(struct hy_spec *s, struct hy_model *m, struct hy_kv_cache *k
         struct hy_batch cb = {live, s->tok, s->pos, s->slots, s->seq, s->tables, live, s->rows, s->cfg.mtp_zero_pos0};
         if (hy_model_forward_mtp(m, kv, &cb, s->chain_in, s->logits, s->hidden))
             return -1;
-        int32_t next = 0;
-        for (int32_t r = 0; r < live; r++) {
-            const int32_t i = s->who[r];
-            struct hy_request *q = plan->entries[i].req;
-            const int32_t d = draft_of(s->logits + (int64_t)r * V, V, s->cfg.draft_p_min);
-            if (d < 0)
-                continue;
-            q->drafts[q->n_drafts++] = d;
-            if (allow[i] > step) {
-                memcpy(s->chain_in + (int64_t)next * H, s->hidden + (int64_t)r * H, (size_t)H * sizeof(float));
-                s->who[next++] = i;
-            }
-        }
-        live = next;
+        live = take_drafts(s, plan, allow, live, step);
     }
     return 0;
 }
