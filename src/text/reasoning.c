@@ -3,12 +3,17 @@
 
 #include <string.h>
 
-static const char *const k_markers[2] = {HY_THINK_OPEN, HY_THINK_CLOSE};
-
-void hy_reasoning_init(struct hy_reasoning *r, int start_in_reasoning)
+void hy_reasoning_init_markers(struct hy_reasoning *r, int start_in_reasoning, const char *open, const char *close)
 {
     memset(r, 0, sizeof(*r));
     r->in_reasoning = start_in_reasoning ? 1 : 0;
+    r->markers[0] = open;
+    r->markers[1] = close;
+}
+
+void hy_reasoning_init(struct hy_reasoning *r, int start_in_reasoning)
+{
+    hy_reasoning_init_markers(r, start_in_reasoning, HY_THINK_OPEN, HY_THINK_CLOSE);
 }
 
 int hy_reasoning_feed(struct hy_reasoning *r, const char *text, size_t len, struct hy_sbuf *content,
@@ -24,7 +29,7 @@ int hy_reasoning_feed(struct hy_reasoning *r, const char *text, size_t len, stru
         size_t pos = (size_t)-1;
         int which = -1;
         for (int i = 0; i < 2; i++) {
-            const char *f = hl ? memmem(h, hl, k_markers[i], strlen(k_markers[i])) : NULL;
+            const char *f = hl ? memmem(h, hl, r->markers[i], strlen(r->markers[i])) : NULL;
             if (f && (size_t)(f - h) < pos) {
                 pos = (size_t)(f - h);
                 which = i;
@@ -34,15 +39,15 @@ int hy_reasoning_feed(struct hy_reasoning *r, const char *text, size_t len, stru
             if (hy_sbuf_append(side, h, pos))
                 return -1;
             r->in_reasoning = which == 0;
-            hy_sbuf_consume(&r->held, pos + strlen(k_markers[which]));
+            hy_sbuf_consume(&r->held, pos + strlen(r->markers[which]));
             continue;
         }
         /* hold back the longest suffix that may begin a marker */
         size_t keep = 0;
         for (int i = 0; i < 2; i++) {
-            size_t ml = strlen(k_markers[i]);
+            size_t ml = strlen(r->markers[i]);
             for (size_t k = ml - 1 < hl ? ml - 1 : hl; k > keep; k--)
-                if (!memcmp(h + hl - k, k_markers[i], k)) {
+                if (!memcmp(h + hl - k, r->markers[i], k)) {
                     keep = k;
                     break;
                 }

@@ -17,9 +17,15 @@
 struct hy_reasoning {
     int in_reasoning;
     struct hy_sbuf held;
+    const char *markers[2]; /* open, close (borrowed) */
 };
 
+/* Hy3 spelling (HY_THINK_OPEN / HY_THINK_CLOSE). */
 void hy_reasoning_init(struct hy_reasoning *r, int start_in_reasoning);
+
+/* Other spellings (e.g. Hy3-preview's "<think>" / "</think>", discovered from the vocabulary);
+ * the strings are borrowed and must outlive r. */
+void hy_reasoning_init_markers(struct hy_reasoning *r, int start_in_reasoning, const char *open, const char *close);
 
 /* Feeds len bytes, appending decided text to *content / *reasoning. Returns 0 or -1 on OOM. */
 int hy_reasoning_feed(struct hy_reasoning *r, const char *text, size_t len, struct hy_sbuf *content,

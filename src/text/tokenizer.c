@@ -1325,6 +1325,20 @@ int32_t hy_tokenizer_token_to_id(const struct hy_tokenizer *t, const char *token
     return hy_strmap_get(&t->by_surf, token, strlen(token));
 }
 
+int hy_tokenizer_added_count(const struct hy_tokenizer *t)
+{
+    return t->n_added;
+}
+
+const char *hy_tokenizer_added_token(const struct hy_tokenizer *t, int i, size_t *len, int32_t *id)
+{
+    if (i < 0 || i >= t->n_added)
+        return NULL;
+    *len = t->added[i].len;
+    *id = t->added[i].id;
+    return t->added[i].text;
+}
+
 int hy_tokenizer_is_special(const struct hy_tokenizer *t, int32_t id)
 {
     return id >= 0 && id < t->n_vocab && t->tok[id].special;

@@ -84,6 +84,13 @@ int32_t hy_tokenizer_vocab_size(const struct hy_tokenizer *tok);
  * "▁"-form for SentencePiece-style ones, raw bytes for tiktoken files. */
 int32_t hy_tokenizer_token_to_id(const struct hy_tokenizer *tok, const char *token);
 
+/* Number of added tokens (tokenizer.json "added_tokens", tiktoken special tokens). */
+int hy_tokenizer_added_count(const struct hy_tokenizer *tok);
+
+/* The i-th added token (0 <= i < count; order unspecified): its text (not NUL-terminated, *len
+ * bytes, owned by tok) and *id. NULL when i is out of range. */
+const char *hy_tokenizer_added_token(const struct hy_tokenizer *tok, int i, size_t *len, int32_t *id);
+
 /* 1 if id is an added token marked special (control token), else 0. */
 int hy_tokenizer_is_special(const struct hy_tokenizer *tok, int32_t id);
 
