@@ -239,6 +239,8 @@ static int check_request(const struct hy_engine *e, const struct hy_engine_reque
                           HY_ENGINE_MAX_LOGPROBS);
     if (r->params.max_new_tokens < 1)
         return hy_err_set("engine: max_tokens=%d: must be >= 1", r->params.max_new_tokens);
+    if (hy_token_rules_validate(r->rules, V))
+        return -1;
     return hy_sampling_params_validate(&r->params);
 }
 
@@ -264,6 +266,15 @@ static struct hy_request *make_request(struct hy_engine *e, const struct hy_engi
         }
         memcpy(q->stop_ids, r->stop_token_ids, r->n_stop_token_ids * sizeof(int32_t));
         q->n_stop = r->n_stop_token_ids;
+    }
+    if (!hy_token_rules_empty(r->rules)) {
+        q->rules = malloc(sizeof(*q->rules));
+        if (!q->rules) {
+            hy_request_free(q);
+            hy_err_set("engine: out of memory");
+            return NULL;
+        }
+        *q->rules = *r->rules;
     }
     q->sampler = hy_sampler_create(&r->params, e->m->cfg.vocab_size);
     if (!q->sampler) {
@@ -361,6 +372,8 @@ static int32_t emit_token(struct hy_engine *e, struct hy_request *q, float *logi
     const int32_t V = e->m->cfg.vocab_size;
     if (q->logprobs >= 0)
         memcpy(e->row, logits, (size_t)V * sizeof(float));
+    if (q->rules)
+        hy_token_rules_apply(q->rules, &q->rules_state, q->tokens[q->n_tokens - 1], logits, V);
     int32_t tok = hy_sampler_sample(q->sampler, logits);
     struct hy_engine_output *o = new_output(e, n_outs, q->id);
     o->token_id = tok;

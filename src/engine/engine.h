@@ -52,7 +52,8 @@ struct hy_engine_request {
     struct hy_sampling_params params; /* max_new_tokens = max_tokens; seed etc. */
     const int32_t *stop_token_ids;    /* [n_stop_token_ids], copied; may be NULL */
     size_t n_stop_token_ids;
-    int32_t logprobs; /* -1: none; 0..20: chosen token's logprob + that many top */
+    int32_t logprobs;                   /* -1: none; 0..20: chosen token's logprob + that many top */
+    const struct hy_token_rules *rules; /* copied; NULL: none (bans / forced sequences, token_rules.h) */
 };
 
 /* One new token (or a finish without a token, token_id = -1, e.g. abort) of one request. */

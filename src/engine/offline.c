@@ -85,7 +85,7 @@ int hy_generate(struct hy_model *m, struct hy_gen_request *reqs, size_t n_reqs, 
         goto out;
     }
     for (size_t i = 0; i < n_reqs; i++) {
-        struct hy_engine_request er = {reqs[i].prompt_ids, reqs[i].n_prompt, reqs[i].params, NULL, 0, -1};
+        struct hy_engine_request er = {reqs[i].prompt_ids, reqs[i].n_prompt, reqs[i].params, NULL, 0, -1, NULL};
         if (hy_engine_add_request(e, &er, &ids[i]) != HY_ENGINE_OK) {
             hy_err_prefix("request %zu", i);
             goto out;

@@ -41,6 +41,7 @@ void hy_request_free(struct hy_request *r)
     free(r->blocks);
     free(r->hashes);
     free(r->stop_ids);
+    free(r->rules);
     hy_sampler_free(r->sampler);
     free(r);
 }

@@ -7,6 +7,7 @@
 #define HY_SCHED_REQUEST_H
 
 #include "config/spec_config.h"
+#include "sample/token_rules.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +59,8 @@ struct hy_request {
     int32_t logprobs;  /* -1: none */
     int32_t *stop_ids; /* [n_stop] */
     size_t n_stop;
+    struct hy_token_rules *rules;            /* malloc'd copy, or NULL (sample/token_rules.h) */
+    struct hy_token_rules_state rules_state; /* survives preemption */
     enum hy_engine_finish finish;
 };
 

@@ -528,6 +528,58 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
 }
 
 /* bf16 compute (bf16 KV cache, half the bytes per block): runs and frees everything. */
+/* Token rules: a banned id never appears; a force rule fires once when its trigger is the last
+ * token (the prompt's last token counts) and emits its sequence at any temperature; the free
+ * tokens around it are the model's. */
+static void test_token_rules(void **state)
+{
+    (void)state;
+    struct hy_engine_request r;
+    req_init(&r, &prompts[0], MAXTOK);
+    struct result free_run = run_one(&r, 0);
+    struct hy_token_rules rules;
+    memset(&rules, 0, sizeof(rules));
+    rules.banned[rules.n_banned++] = free_run.toks[0]; /* the greedy first choice is banned */
+    r.rules = &rules;
+    struct result banned = run_one(&r, 0);
+    for (int i = 0; i < banned.n; i++)
+        assert_int_not_equal(banned.toks[i], free_run.toks[0]);
+    /* forced right after the prompt (trigger = the prompt's last token), then after token 7 */
+    memset(&rules, 0, sizeof(rules));
+    struct hy_force_rule *f = &rules.force[rules.n_force++];
+    f->trigger = prompts[0].ids[prompts[0].n - 1];
+    f->n = 3;
+    f->seq[0] = 7, f->seq[1] = 11, f->seq[2] = 7;
+    f = &rules.force[rules.n_force++];
+    f->trigger = 11;
+    f->n = 1;
+    f->seq[0] = 5;
+    for (int busy = 0; busy < 2; busy++) {
+        r.params.temperature = busy ? 1.0f : 0.0f;
+        struct result forced = run_one(&r, busy);
+        assert_int_equal(forced.n, MAXTOK);
+        assert_int_equal(forced.toks[0], 7);
+        assert_int_equal(forced.toks[1], 11);
+        assert_int_equal(forced.toks[2], 7);
+        /* rule 1 cannot fire on the 11 inside rule 0's sequence (one rule at a time) */
+        assert_false(forced.toks[3] == 5 && forced.toks[2] == 11);
+    }
+    /* a rule whose trigger ends rule 0's sequence fires right after it */
+    rules.force[1].trigger = 7;
+    r.params.temperature = 0.0f;
+    struct result chained = run_one(&r, 0);
+    assert_int_equal(chained.toks[3], 5);
+    /* invalid ids are refused at submit */
+    rules.banned[0] = 1 << 30;
+    rules.n_banned = 1;
+    struct hy_engine_config c;
+    base_config(&c);
+    struct hy_engine *e = create(&c);
+    uint64_t id;
+    assert_int_equal(hy_engine_add_request(e, &r, &id), HY_ENGINE_ERROR);
+    hy_engine_free(e);
+}
+
 static void test_bf16_smoke(void **state)
 {
     (void)state;
@@ -569,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_abort_frees_blocks),
         cmocka_unit_test(test_seeded_sampling),
         cmocka_unit_test(test_logprobs_stop_ids_and_lengths),
+        cmocka_unit_test(test_token_rules),
         cmocka_unit_test(test_bf16_smoke),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
