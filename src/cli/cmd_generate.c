@@ -2,6 +2,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/tools_file.h"
 
 #include "base/err.h"
 #include "base/timing.h"
@@ -38,6 +39,8 @@ static void on_token(void *ud, size_t req, int32_t id)
 int hy_cmd_generate(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *effort = NULL, *kvd = NULL;
+    const char *tools_path = NULL;
+    json_t *tools = NULL;
     int max_tokens = 128, threads = 0, print_ids = 0, echo = 0, chat = 0, help = 0, ignore_eos = 0;
     struct hy_sampling_params sp, cli;
     hy_sampling_params_init(&cli);
@@ -63,6 +66,9 @@ int hy_cmd_generate(int argc, char **argv)
         {"--ignore-eos", NULL, HY_ARG_FLAG, &ignore_eos, NULL, "do not stop at EOS"},
         {"--chat", NULL, HY_ARG_FLAG, &chat, NULL, "render the prompt as a user turn via the chat template"},
         {"--reasoning-effort", NULL, HY_ARG_STR, &effort, NULL, "no_think | low | high (with --chat)"},
+        {"--tools", NULL, HY_ARG_STR, &tools_path, NULL,
+         "OpenAI tools list (JSON file) for the chat prompt (with --chat); prints the text, then the parsed "
+         "calls as a JSON line 'tool_calls: [...]'"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 (fp8_e4m3) | fp32"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
@@ -144,15 +150,21 @@ int hy_cmd_generate(int argc, char **argv)
         if (hy_args_parse_ids(prompt_ids, &ids, &nn))
             goto fail;
         n = (size_t)nn;
-    } else if (hy_cli_encode_prompt(tok, prompt, chat, effort, &ids, &n)) {
-        goto fail;
+    } else {
+        if (tools_path && (!chat || hy_cli_load_tools(tools_path, &tools))) {
+            if (!chat)
+                hy_err_set("--tools needs --chat");
+            goto fail;
+        }
+        if (hy_cli_encode_prompt(tok, prompt, chat, effort, tools, &ids, &n))
+            goto fail;
     }
     if (n == 0) {
         hy_err_set("the prompt encodes to no tokens");
         goto fail;
     }
     /* The detokenizer sees the prompt first, so the first completion token decodes in context. */
-    g.print_text = !print_ids;
+    g.print_text = !print_ids && !tools; /* with tools the text prints once parsed */
     if (tok) {
         hy_detok_init(&g.detok, tok, 1);
         for (size_t i = 0; i < n; i++)
@@ -173,6 +185,16 @@ int hy_cmd_generate(int argc, char **argv)
         goto fail;
     if (tok && hy_detok_flush(&g.detok, &g.buf, &g.len, &g.cap) == 0)
         emit(&g);
+    if (tools && !print_ids) {
+        struct hy_cli_tool_result tr;
+        const int thinking = effort && (!strcmp(effort, "low") || !strcmp(effort, "high"));
+        if (hy_cli_tool_result(tok, req.out_ids, req.n_out, tools, thinking, &tr))
+            goto fail;
+        char *j = json_dumps(tr.calls, JSON_COMPACT | JSON_ENSURE_ASCII);
+        printf("%s\ntool_calls: %s", tr.content, j ? j : "[]");
+        free(j);
+        hy_cli_tool_result_free(&tr);
+    }
     if (print_ids) {
         printf("[");
         for (size_t i = 0; i < req.n_out; i++)
@@ -198,6 +220,7 @@ out:
     free(req.out_ids);
     free(g.buf);
     free(ids);
+    json_decref(tools);
     hy_tokenizer_free(tok);
     hy_model_free(m);
     return rc;

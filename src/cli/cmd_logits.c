@@ -136,7 +136,7 @@ int hy_cmd_logits(int argc, char **argv)
             goto fail;
     } else {
         size_t nn;
-        if (hy_tokenizer_load_dir(model_dir, &tok) || hy_cli_encode_prompt(tok, prompt, chat, NULL, &ids, &nn))
+        if (hy_tokenizer_load_dir(model_dir, &tok) || hy_cli_encode_prompt(tok, prompt, chat, NULL, NULL, &ids, &nn))
             goto fail;
         n = (int32_t)nn;
         if (n == 0) {

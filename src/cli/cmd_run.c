@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/dataset.h"
+#include "cli/tools_file.h"
 
 #include "base/err.h"
 #include "base/timing.h"
@@ -127,14 +128,20 @@ static void report(const struct hy_run_config *cfg, const struct hy_model *m, st
     free(ttft);
 }
 
-static int write_output(const char *path, const struct hy_dataset *ds, struct hy_gen_request *reqs, char **texts)
+/* calls: per prompt, the parsed tool calls (with --tools) or NULL. */
+static int write_output(const char *path, const struct hy_dataset *ds, struct hy_gen_request *reqs, char **texts,
+                        json_t **calls)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < ds->n; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:s?, s:I, s:I, s:s}", "prompt", ds->prompts[i], "completion",
-                                             texts[i], "prompt_tokens", (json_int_t)reqs[i].n_prompt,
-                                             "completion_tokens", (json_int_t)reqs[i].n_out, "finish_reason",
-                                             reqs[i].finish == HY_FINISH_EOS ? "stop" : "length"));
+    for (size_t i = 0; i < ds->n; i++) {
+        json_t *rec =
+            json_pack("{s:s, s:s?, s:I, s:I, s:s}", "prompt", ds->prompts[i], "completion", texts[i], "prompt_tokens",
+                      (json_int_t)reqs[i].n_prompt, "completion_tokens", (json_int_t)reqs[i].n_out, "finish_reason",
+                      reqs[i].finish == HY_FINISH_EOS ? "stop" : "length");
+        if (calls && calls[i])
+            json_object_set(rec, "tool_calls", calls[i]);
+        json_array_append_new(arr, rec);
+    }
     int rc = json_dump_file(arr, path, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     json_decref(arr);
     return rc ? hy_err_set("%s: cannot write output", path) : 0;
@@ -142,7 +149,8 @@ static int write_output(const char *path, const struct hy_dataset *ds, struct hy
 
 int hy_cmd_run(int argc, char **argv)
 {
-    const char *yaml = NULL, *kvd_flag = NULL;
+    const char *yaml = NULL, *kvd_flag = NULL, *tools_path = NULL;
+    json_t *tools = NULL, **calls = NULL;
     int threads = 0, help = 0, np = 0;
     const char *pos[1];
     struct hy_cli_par par = {0};
@@ -151,6 +159,9 @@ int hy_cmd_run(int argc, char **argv)
         HY_CLI_PAR_ARGS(par),
         HY_CLI_SPEC_ARGS(spec_args),
         {"--yaml", NULL, HY_ARG_STR, &yaml, NULL, "run config (cann-recipes-infer YAML schema)"},
+        {"--tools", NULL, HY_ARG_STR, &tools_path, NULL,
+         "OpenAI tools list (JSON file) rendered into every chat prompt (needs apply_chat_template: true); "
+         "tool calls are parsed from the completions"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd_flag, NULL,
          "auto | bf16 | fp8 (fp8_e4m3) | fp32; overrides model_config.kv_cache_dtype"},
@@ -187,6 +198,12 @@ int hy_cmd_run(int argc, char **argv)
     memset(&cfg, 0, sizeof(cfg));
     if (hy_run_config_load(yaml, &cfg))
         goto fail;
+    if (tools_path && hy_cli_load_tools(tools_path, &tools))
+        goto fail;
+    if (tools && !cfg.apply_chat_template) {
+        hy_err_set("--tools needs data_config.apply_chat_template: true in %s", yaml);
+        goto fail;
+    }
     enum hy_compute_dtype cd = cfg.dtype && !strcmp(cfg.dtype, "float32") ? HY_COMPUTE_F32 : HY_COMPUTE_BF16;
     enum hy_dtype kv_dtype;
     if (kvd_flag ? (hy_kv_dtype_parse(kvd_flag, &kv_dtype) && hy_err_prefix("--kv-cache-dtype"))
@@ -230,13 +247,14 @@ int hy_cmd_run(int argc, char **argv)
     reqs = calloc(ds.n, sizeof(*reqs));
     ids = calloc(ds.n, sizeof(*ids));
     texts = calloc(ds.n, sizeof(*texts));
-    if (!reqs || !ids || !texts) {
+    calls = tools ? calloc(ds.n, sizeof(*calls)) : NULL;
+    if (!reqs || !ids || !texts || (tools && !calls)) {
         hy_err_set("out of memory");
         goto fail;
     }
     for (size_t i = 0; i < ds.n; i++) {
         size_t n = 0;
-        if (hy_cli_encode_prompt(tok, ds.prompts[i], cfg.apply_chat_template, NULL, &ids[i], &n)) {
+        if (hy_cli_encode_prompt(tok, ds.prompts[i], cfg.apply_chat_template, NULL, tools, &ids[i], &n)) {
             hy_err_prefix("%s: prompt %zu", ds.source, i);
             goto fail;
         }
@@ -258,12 +276,26 @@ int hy_cmd_run(int argc, char **argv)
     double t_gen = hy_time_now() - tg;
     for (size_t i = 0; i < ds.n; i++) {
         texts[i] = decode_output(tok, &reqs[i]);
+        if (tools) { /* the text becomes the content; calls print after it */
+            struct hy_cli_tool_result tr;
+            if (hy_cli_tool_result(tok, reqs[i].out_ids, reqs[i].n_out, tools, 0, &tr))
+                goto fail;
+            free(texts[i]);
+            texts[i] = strdup(tr.content);
+            calls[i] = json_incref(tr.calls);
+            hy_cli_tool_result_free(&tr);
+        }
         printf("=== [%zu/%zu] prompt (%zu tokens) ===\n%s\n--- completion (%zu tokens, %s) ---\n%s\n\n", i + 1, ds.n,
                reqs[i].n_prompt, ds.prompts[i], reqs[i].n_out, reqs[i].finish == HY_FINISH_EOS ? "stop" : "length",
                texts[i] ? texts[i] : "");
+        if (calls && json_array_size(calls[i])) {
+            char *j = json_dumps(calls[i], JSON_COMPACT | JSON_ENSURE_ASCII);
+            printf("--- tool_calls ---\n%s\n\n", j ? j : "[]");
+            free(j);
+        }
     }
     fflush(stdout);
-    if (cfg.output_path && write_output(cfg.output_path, &ds, reqs, texts))
+    if (cfg.output_path && write_output(cfg.output_path, &ds, reqs, texts, calls))
         goto fail;
     report(&cfg, m, reqs, ds.n, &st, t_load, t_gen);
     rc = 0;
@@ -277,7 +309,11 @@ out:
         free(reqs[i].out_ids);
         free(ids[i]);
         free(texts[i]);
+        if (calls)
+            json_decref(calls[i]);
     }
+    free(calls);
+    json_decref(tools);
     free(reqs);
     free(ids);
     free(texts);

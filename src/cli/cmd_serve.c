@@ -11,12 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t g_stop;
 
+/* SIGTERM / SIGINT: the first drains (hy_server_run), a second exits at once. */
 static void on_signal(int sig)
 {
     (void)sig;
+    if (g_stop)
+        _exit(1);
     g_stop = 1;
 }
 
@@ -44,8 +48,12 @@ int hy_cmd_serve(int argc, char **argv)
     int max_batched = c.engine.max_num_batched_tokens, block_size = c.engine.block_size;
     int prefix_on = 0, prefix_off = 0, max_waiting = c.engine.max_waiting_requests, threads = 0, help = 0;
     uint64_t kv_bytes = 0, max_body = 4u << 20;
+    int max_conn = 8192, max_conn_ip = 1024, http_timeout = 15;
+    float shutdown_timeout = 5;
     struct hy_cli_par par = {0};
     struct hy_cli_spec spec_args = {0};
+    int auto_tools = 0;
+    const char *tool_parser = NULL, *reasoning_parser = NULL;
     const struct hy_arg args[] = {
         HY_CLI_PAR_ARGS(par),
         HY_CLI_SPEC_ARGS(spec_args),
@@ -69,6 +77,22 @@ int hy_cmd_serve(int argc, char **argv)
         {"--max-waiting-requests", NULL, HY_ARG_INT, &max_waiting, NULL,
          "waiting requests before new ones get HTTP 503 (default 1024)"},
         {"--max-body-bytes", NULL, HY_ARG_U64, &max_body, NULL, "request body limit (default 4 MiB)"},
+        {"--enable-auto-tool-choice", NULL, HY_ARG_FLAG, &auto_tools, NULL,
+         "accepted as vLLM spells it: Hy3 tool calls are always parsed (tool_choice auto is the default with tools)"},
+        {"--tool-call-parser", NULL, HY_ARG_STR, &tool_parser, NULL,
+         "hy_v3 (the only one; also SGLang's name hunyuan): <tool_calls> markup -> message.tool_calls"},
+        {"--reasoning-parser", NULL, HY_ARG_STR, &reasoning_parser, NULL,
+         "hy_v3 (the only one; also hunyuan): <think> text -> reasoning_content, always on"},
+        {"--max-connections", NULL, HY_ARG_INT, &max_conn, NULL,
+         "open HTTP connections at once; more are refused (default 8192)"},
+        {"--max-connections-per-ip", NULL, HY_ARG_INT, &max_conn_ip, NULL,
+         "open connections per client address (default 1024; 0: no limit)"},
+        {"--http-timeout", NULL, HY_ARG_INT, &http_timeout, NULL,
+         "seconds an idle connection or an unfinished request may stay silent (default 15; "
+         "waiting for tokens does not count)"},
+        {"--shutdown-timeout", NULL, HY_ARG_FLOAT, &shutdown_timeout, NULL,
+         "on SIGTERM/SIGINT, seconds running requests get to finish before they are aborted (default 5; "
+         "0: at once); a second signal exits at once"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "engine worker threads"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
@@ -96,11 +120,23 @@ int hy_cmd_serve(int argc, char **argv)
         return 2;
     }
     if (port < 0 || port > 65535 || max_num_seqs < 1 || max_model_len < 0 || max_batched < 1 || block_size < 1 ||
-        max_waiting < 0) {
+        max_waiting < 0 || max_conn < 1 || max_conn_ip < 0 || http_timeout < 1 || !(shutdown_timeout >= 0)) {
         fprintf(stderr, "hyinfer serve: --port must be 0..65535; --max-num-seqs, --max-num-batched-tokens, "
-                        "--block-size >= 1; --max-model-len, --max-waiting-requests >= 0\n");
+                        "--block-size, --max-connections, --http-timeout >= 1; --max-model-len, "
+                        "--max-waiting-requests, --max-connections-per-ip, --shutdown-timeout >= 0\n");
         return 2;
     }
+    if (tool_parser && strcmp(tool_parser, "hy_v3") && strcmp(tool_parser, "hunyuan")) {
+        fprintf(stderr, "hyinfer serve: --tool-call-parser %s: not supported (hyinfer parses Hy3's format: hy_v3)\n",
+                tool_parser);
+        return 2;
+    }
+    if (reasoning_parser && strcmp(reasoning_parser, "hy_v3") && strcmp(reasoning_parser, "hunyuan")) {
+        fprintf(stderr, "hyinfer serve: --reasoning-parser %s: not supported (hyinfer splits Hy3's <think>: hy_v3)\n",
+                reasoning_parser);
+        return 2;
+    }
+    (void)auto_tools;
     if ((hy_kv_dtype_parse(kvd, &c.engine.kv_cache_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
         hy_cli_spec_resolve(&spec_args, &c.engine.spec) || hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
         fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
@@ -124,6 +160,10 @@ int hy_cmd_serve(int argc, char **argv)
     c.engine.kv_cache_memory_bytes = (size_t)kv_bytes;
     c.engine.max_waiting_requests = max_waiting;
     c.stop_flag = &g_stop;
+    c.max_connections = (unsigned)max_conn;
+    c.max_connections_per_ip = (unsigned)max_conn_ip;
+    c.http_timeout_s = (unsigned)http_timeout;
+    c.shutdown_timeout_s = shutdown_timeout;
     struct serve_load sl = {.dir = c.model_dir, .argc = argc, .argv = argv};
     hy_load_params_default(&sl.lp, c.dtype);
     if (hy_cli_par_resolve(&par, 0, &sl.par)) {

@@ -57,7 +57,7 @@ int hy_cli_set_threads(int *threads)
 }
 
 int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int chat, const char *reasoning_effort,
-                         int32_t **ids, size_t *n)
+                         const json_t *tools, int32_t **ids, size_t *n)
 {
     *ids = NULL;
     *n = 0;
@@ -68,7 +68,7 @@ int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int c
         struct hy_chat_template_opts o;
         hy_chat_template_opts_init(&o);
         o.reasoning_effort = reasoning_effort;
-        char *rendered = hy_chat_template_render(msgs, NULL, &o);
+        char *rendered = hy_chat_template_render(msgs, tools, &o);
         json_decref(msgs);
         if (!rendered)
             return -1;

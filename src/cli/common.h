@@ -9,6 +9,8 @@
 #include "model/model.h"
 #include "text/tokenizer.h"
 
+#include <jansson.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,9 +28,10 @@ int hy_cli_set_threads(int *threads);
 
 /* Turns a text prompt into ids: raw (tokenizer's BOS prepended when it adds one, special token
  * strings matched) or, with chat = 1, rendered as one user turn through the model's chat template
- * (reasoning_effort may be NULL). Returns 0 with malloc'd *ids, or -1 with hy_err_msg(). */
+ * (reasoning_effort and tools - an OpenAI tools list, cli/tools_file.h - may be NULL). Returns 0
+ * with malloc'd *ids, or -1 with hy_err_msg(). */
 int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int chat, const char *reasoning_effort,
-                         int32_t **ids, size_t *n);
+                         const json_t *tools, int32_t **ids, size_t *n);
 
 /* The multi-rank flags every model command takes (vLLM's names; docs/distributed.md). */
 struct hy_cli_par {

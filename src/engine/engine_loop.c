@@ -21,6 +21,7 @@ struct seq {
     uint64_t id;
     enum seq_state state;
     int want_abort;
+    int has_out; /* an output was queued (the drain spares it) */
 };
 
 struct hy_srv_job {
@@ -40,6 +41,8 @@ struct hy_srv_job {
     struct hy_srv_out *q;
     size_t q_len, q_cap, q_head;
     pthread_cond_t cond;
+    void (*notify)(void *); /* hy_srv_submit_async's hook, or NULL */
+    void *notify_arg;
 };
 
 struct hy_srv_engine {
@@ -50,6 +53,7 @@ struct hy_srv_engine {
     struct hy_srv_job *cmds, *cmds_tail;
     struct hy_srv_job *active;
     int stop;
+    int drain; /* 1: hy_srv_engine_drain asked, 2: done */
     int running;
     int joined;
     struct hy_engine_stats stats;
@@ -62,6 +66,14 @@ static void job_free(struct hy_srv_job *j)
     free(j->seqs);
     free(j->q);
     free(j);
+}
+
+/* Wakes the job's waiters: the condition variable and the async hook (se->mu held). */
+static void job_signal(struct hy_srv_job *j)
+{
+    pthread_cond_broadcast(&j->cond);
+    if (j->notify && j->handler_ref)
+        j->notify(j->notify_arg);
 }
 
 static void maybe_free(struct hy_srv_job *j)
@@ -105,7 +117,7 @@ static void seq_done(struct hy_srv_engine *se, struct hy_srv_job *j, int s)
     if (j->n_done == j->n && j->engine_ref) {
         act_remove(se, j);
         j->engine_ref = 0;
-        pthread_cond_broadcast(&j->cond);
+        job_signal(j);
     }
 }
 
@@ -137,6 +149,12 @@ static void process_cmds(struct hy_srv_engine *se)
             se->cmds_tail = NULL;
         j->in_cmds = 0;
         j->cmd_next = NULL;
+        if (j->add_pending && !j->handler_ref) { /* an async submit released before its add: drop it */
+            j->add_pending = 0;
+            j->add_rc = HY_ENGINE_ERROR;
+            j->engine_ref = 0;
+            j->reqs = NULL;
+        }
         if (j->add_pending) {
             j->add_pending = 0;
             j->add_rc = HY_ENGINE_OK;
@@ -164,7 +182,7 @@ static void process_cmds(struct hy_srv_engine *se)
                 se->active = j;
             }
             j->reqs = NULL;
-            pthread_cond_broadcast(&j->cond);
+            job_signal(j);
         }
         if (j->want_abort && j->engine_ref) {
             j->want_abort = 0;
@@ -191,6 +209,31 @@ static struct hy_srv_job *find_seq(struct hy_srv_engine *se, uint64_t id, int *s
     return NULL;
 }
 
+/* hy_srv_engine_drain, on the engine thread: aborts every sequence without an output yet. */
+static void drain_unstarted(struct hy_srv_engine *se)
+{
+    int n = 0;
+    for (struct hy_srv_job *j = se->active, *next; j; j = next) {
+        next = j->act_next; /* seq_done may unlink j */
+        for (int i = 0; i < j->n && j->engine_ref; i++)
+            if (j->seqs[i].state == SEQ_ACTIVE && !j->seqs[i].has_out) {
+                hy_engine_abort_request(se->e, j->seqs[i].id);
+                struct hy_engine_output ab;
+                memset(&ab, 0, sizeof(ab));
+                ab.request_id = j->seqs[i].id;
+                ab.token_id = -1;
+                ab.finish = HY_ENGINE_FINISHED_ABORT;
+                q_push(j, i, &ab);
+                job_signal(j);
+                seq_done(se, j, i);
+                n++;
+            }
+        maybe_free(j);
+    }
+    if (n)
+        hy_log_info("engine loop: drain: aborted %d requests that had not started", n);
+}
+
 static void *engine_main(void *arg)
 {
     struct hy_srv_engine *se = arg;
@@ -203,6 +246,11 @@ static void *engine_main(void *arg)
         process_cmds(se);
         if (se->stop)
             break;
+        if (se->drain == 1) {
+            drain_unstarted(se);
+            se->drain = 2;
+            hy_engine_get_stats(se->e, &se->stats);
+        }
         if (!hy_engine_has_work(se->e)) {
             pthread_cond_wait(&se->cond, &se->mu);
             continue;
@@ -227,7 +275,8 @@ static void *engine_main(void *arg)
                 maybe_free(j);
                 continue;
             }
-            pthread_cond_broadcast(&j->cond);
+            j->seqs[s].has_out = 1;
+            job_signal(j);
             if (outs[k].finish != HY_ENGINE_RUNNING) {
                 seq_done(se, j, s);
                 maybe_free(j);
@@ -299,9 +348,21 @@ void hy_srv_engine_stop(struct hy_srv_engine *se)
             j->add_rc = HY_ENGINE_SHUTTING_DOWN;
             snprintf(j->add_err, sizeof(j->add_err), "the server is shutting down");
             j->engine_ref = 0;
-            pthread_cond_broadcast(&j->cond);
+            job_signal(j);
         }
         maybe_free(j);
+    }
+    pthread_mutex_unlock(&se->mu);
+}
+
+void hy_srv_engine_drain(struct hy_srv_engine *se)
+{
+    if (!se)
+        return;
+    pthread_mutex_lock(&se->mu);
+    if (!se->drain) {
+        se->drain = 1;
+        pthread_cond_signal(&se->cond);
     }
     pthread_mutex_unlock(&se->mu);
 }
@@ -346,7 +407,7 @@ int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs
     j->engine_ref = 1;
     j->handler_ref = 1;
     pthread_mutex_lock(&se->mu);
-    if (se->stop || !se->running) {
+    if (se->stop || se->drain || !se->running) {
         pthread_mutex_unlock(&se->mu);
         job_free(j);
         snprintf(err, errlen, "the server is shutting down");
@@ -364,6 +425,49 @@ int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs
     }
     pthread_mutex_unlock(&se->mu);
     *job = j;
+    return rc;
+}
+
+int hy_srv_submit_async(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
+                        void (*notify)(void *), void *arg, char *err, size_t errlen)
+{
+    *job = NULL;
+    struct hy_srv_job *j = calloc(1, sizeof(*j));
+    if (j)
+        j->seqs = calloc((size_t)n, sizeof(struct seq));
+    if (!j || !j->seqs) {
+        free(j);
+        snprintf(err, errlen, "out of memory");
+        return HY_ENGINE_ERROR;
+    }
+    pthread_cond_init(&j->cond, NULL);
+    j->n = n;
+    j->reqs = reqs;
+    j->add_pending = 1;
+    j->engine_ref = 1;
+    j->handler_ref = 1;
+    j->notify = notify;
+    j->notify_arg = arg;
+    pthread_mutex_lock(&se->mu);
+    if (se->stop || se->drain || !se->running) {
+        pthread_mutex_unlock(&se->mu);
+        job_free(j);
+        snprintf(err, errlen, "the server is shutting down");
+        return HY_ENGINE_SHUTTING_DOWN;
+    }
+    enqueue_cmd(se, j);
+    pthread_mutex_unlock(&se->mu);
+    *job = j;
+    return HY_ENGINE_OK;
+}
+
+int hy_srv_job_status(struct hy_srv_engine *se, struct hy_srv_job *j, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&se->mu);
+    int rc = j->add_pending ? HY_SRV_ADD_PENDING : j->add_rc;
+    if (rc != HY_ENGINE_OK && rc != HY_SRV_ADD_PENDING && err && errlen)
+        snprintf(err, errlen, "%s", j->add_err);
+    pthread_mutex_unlock(&se->mu);
     return rc;
 }
 
@@ -409,6 +513,7 @@ void hy_srv_job_release(struct hy_srv_engine *se, struct hy_srv_job *j)
     hy_srv_job_abort(se, j, -1);
     pthread_mutex_lock(&se->mu);
     j->handler_ref = 0;
+    j->notify = NULL;
     maybe_free(j);
     pthread_mutex_unlock(&se->mu);
 }

@@ -43,6 +43,30 @@ void hy_srv_engine_free(struct hy_srv_engine *se);
 int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
                   char *err, size_t errlen);
 
+/* hy_srv_job_status while the engine thread has not taken an async submit yet. */
+#define HY_SRV_ADD_PENDING 1
+
+/* Like hy_srv_submit, but returns at once: HY_ENGINE_OK and *job once the job is on the command
+ * list, or HY_ENGINE_SHUTTING_DOWN / HY_ENGINE_ERROR (nothing queued). The add's own outcome
+ * (HY_ENGINE_QUEUE_FULL, ...) comes later through hy_srv_job_status. reqs must stay valid until
+ * hy_srv_job_status says != HY_SRV_ADD_PENDING or the job is released (a job released before its
+ * add is dropped unread). notify(arg), when not NULL, is called whenever the job's state changes:
+ * the add is done (or failed), outputs were queued, or its last sequence ended. It runs on the
+ * engine thread (or in hy_srv_engine_stop's caller) with the loop's lock held, so it must be quick
+ * and must not call back into engine_loop; it is no longer called once the job is released. */
+int hy_srv_submit_async(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
+                        void (*notify)(void *), void *arg, char *err, size_t errlen);
+
+/* The add's outcome of an (async) submit: HY_SRV_ADD_PENDING, HY_ENGINE_OK, or the error code with
+ * its message copied into err[errlen]. */
+int hy_srv_job_status(struct hy_srv_engine *se, struct hy_srv_job *job, char *err, size_t errlen);
+
+/* Starts the shutdown drain: from now on submits fail with HY_ENGINE_SHUTTING_DOWN, and the engine
+ * thread aborts every sequence that has produced no output yet (still waiting in the engine's
+ * queue, or in its prefill): each gets a HY_ENGINE_FINISHED_ABORT output. Sequences that already
+ * produced tokens run on until they finish or hy_srv_engine_stop. Returns at once. */
+void hy_srv_engine_drain(struct hy_srv_engine *se);
+
 /* Waits up to timeout_s seconds for outputs of the job; moves up to max queued outputs into
  * out[] and returns how many. *all_done is set to 1 once every sequence has finished and the
  * queue is drained. */

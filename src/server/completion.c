@@ -18,7 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#define WAIT_SLICE_S 0.2
 #define OUT_BATCH 256
 
 struct choice {
@@ -28,8 +27,14 @@ struct choice {
     struct hy_reasoning rs;
     struct hy_sbuf scratch, piece;
     struct hy_sbuf content, reasoning; /* whole text (non-stream) or pending delta (stream) */
-    size_t text_offset;                /* completion bytes released so far (completions logprobs) */
-    json_t *lp;                        /* pending logprobs (array for chat, object for completions) */
+    int tc_on;                         /* chat with tools and tool_choice != none: tool calls parsed */
+    struct hy_toolcall_parser tc;      /* text/toolcall.h: content -> content + calls */
+    struct hy_sbuf tc_in;              /* content text on its way into tc */
+    int sent_calls;                    /* stream: calls announced */
+    size_t *sent_args;                 /* stream: argument bytes sent per call [sent_cap] */
+    int sent_cap;
+    size_t text_offset; /* characters decoded so far (completions logprobs) */
+    json_t *lp;         /* pending logprobs (array for chat, object for completions) */
     int32_t n_tokens;
     int finished;
     const char *finish_reason;
@@ -45,6 +50,7 @@ struct gen {
     int32_t *prompt_ids;
     size_t n_prompt;
     int start_in_reasoning;
+    struct hy_token_rules rules; /* tool_choice / parallel_tool_calls enforcement */
     struct hy_engine_request *ereqs;
     struct hy_srv_job *job;
     int n;
@@ -57,6 +63,8 @@ struct gen {
     /* streaming */
     struct MHD_Connection *conn;
     int fd;
+    struct hy_conn_wait wait; /* parked while the engine works (conn_wait.c) */
+    int wait_on, added;
     struct hy_sbuf out;
     size_t out_off;
     int sent_done;
@@ -74,6 +82,15 @@ static int client_gone(int fd)
     if (poll(&p, 1, 0) <= 0)
         return 0;
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+/* Unicode code points in s[len] (text_offset counts characters, as OpenAI does). */
+static size_t utf8_chars(const char *s, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
 }
 
 static json_t *token_json(const struct hy_server *s, int32_t id)
@@ -133,11 +150,14 @@ static void route(struct gen *g, struct choice *c, const char *t, size_t len)
 {
     if (!len)
         return;
-    if (g->req.kind == HY_OAI_CHAT) {
+    if (g->req.kind == HY_OAI_CHAT && c->tc_on) {
+        c->tc_in.len = 0;
+        hy_reasoning_feed(&c->rs, t, len, &c->tc_in, &c->reasoning);
+        hy_toolcall_feed(&c->tc, c->tc_in.p ? c->tc_in.p : "", c->tc_in.len, &c->content);
+    } else if (g->req.kind == HY_OAI_CHAT) {
         hy_reasoning_feed(&c->rs, t, len, &c->content, &c->reasoning);
     } else {
         hy_sbuf_append(&c->content, t, len);
-        c->text_offset += len;
     }
 }
 
@@ -145,8 +165,17 @@ static void finish_choice(struct gen *g, struct choice *c, const char *reason)
 {
     if (c->finished)
         return;
-    if (g->req.kind == HY_OAI_CHAT)
+    if (g->req.kind == HY_OAI_CHAT && c->tc_on) {
+        c->tc_in.len = 0;
+        hy_reasoning_flush(&c->rs, &c->tc_in, &c->reasoning);
+        hy_toolcall_feed(&c->tc, c->tc_in.p ? c->tc_in.p : "", c->tc_in.len, &c->content);
+        hy_toolcall_finish(&c->tc, &c->content);
+        /* "tool_calls" only when a call was completed; "length" and "abort" win */
+        if (!strcmp(reason, "stop") && c->tc.n_complete > 0)
+            reason = "tool_calls";
+    } else if (g->req.kind == HY_OAI_CHAT) {
         hy_reasoning_flush(&c->rs, &c->content, &c->reasoning);
+    }
     c->finished = 1;
     c->finish_reason = reason;
     g->n_finished++;
@@ -167,9 +196,18 @@ static void feed(struct gen *g, struct choice *c, const char *t, size_t len)
     }
 }
 
-static int is_think(const struct hy_server *s, int32_t id)
+/* Think and tool-call markers decode as text even when the vocabulary marks them special: the
+ * reasoning split and the tool parser read them. */
+static int is_markup(const struct hy_server *s, int32_t id)
 {
-    return id >= 0 && (id == s->think_open_id || id == s->think_close_id);
+    if (id < 0)
+        return 0;
+    if (id == s->think_open_id || id == s->think_close_id)
+        return 1;
+    for (int m = 0; m < HY_TM_COUNT; m++)
+        if (s->markers.id[m] == id)
+            return 1;
+    return 0;
 }
 
 static void process_output(struct gen *g, const struct hy_srv_out *so)
@@ -193,9 +231,10 @@ static void process_output(struct gen *g, const struct hy_srv_out *so)
                     c->stop_reason = json_integer(o->token_id);
         } else {
             c->piece.len = 0;
-            c->detok.skip_special = !is_think(g->s, o->token_id);
+            c->detok.skip_special = !is_markup(g->s, o->token_id);
             hy_detok_push(&c->detok, o->token_id, &c->piece.p, &c->piece.len, &c->piece.cap);
             c->detok.skip_special = 1;
+            c->text_offset += utf8_chars(c->piece.p, c->piece.len); /* before any stop hold-back */
             feed(g, c, c->piece.p, c->piece.len);
         }
     }
@@ -258,12 +297,17 @@ static void gen_free(struct gen *g)
     if (!g)
         return;
     if (g->job)
-        hy_srv_job_release(g->s->se, g->job);
+        hy_srv_job_release(g->s->se, g->job); /* no engine wake after this */
+    if (g->wait_on)
+        hy_conn_wait_fini(&g->wait);
     if (g->ch)
         for (int i = 0; i < g->n; i++) {
             struct choice *c = &g->ch[i];
             hy_stop_free(&c->stop);
             hy_reasoning_free(&c->rs);
+            hy_toolcall_free(&c->tc);
+            hy_sbuf_free(&c->tc_in);
+            free(c->sent_args);
             hy_sbuf_free(&c->scratch);
             hy_sbuf_free(&c->piece);
             hy_sbuf_free(&c->content);
@@ -308,6 +352,31 @@ static json_t *take_lp(struct choice *c, int kind)
     return lp;
 }
 
+/* The OpenAI tool call k of choice c: {id, type, function: {name, arguments}} (head: the first
+ * stream chunk of a call, arguments ""); or, for a stream's later chunks, {index, function:
+ * {arguments: the bytes from `from`}}. ids are "call_" + the response id's hex + choice + index. */
+static json_t *tool_call_json(const struct gen *g, const struct choice *c, int k, int head, size_t from)
+{
+    const struct hy_tool_call *tc = &c->tc.calls[k];
+    const char *hex = strchr(g->id, '-');
+    char id[96];
+    snprintf(id, sizeof(id), "call_%s%02x%02x", hex ? hex + 1 : g->id, c->index & 0xff, k & 0xff);
+    json_t *args = hy_oai_json_string_lossy(head ? "" : tc->args.p + from, head ? 0 : tc->args.len - from);
+    if (head && !g->req.stream) {
+        json_decref(args);
+        args = hy_oai_json_string_lossy(tc->args.p, tc->args.len);
+    }
+    json_t *fn =
+        head ? json_pack("{s:o, s:o}", "name", hy_oai_json_string_lossy(tc->name, strlen(tc->name)), "arguments", args)
+             : json_pack("{s:o}", "arguments", args);
+    if (!head)
+        return json_pack("{s:i, s:o}", "index", k, "function", fn);
+    json_t *j = json_pack("{s:s, s:s, s:o}", "id", id, "type", "function", "function", fn);
+    if (g->req.stream)
+        json_object_set_new(j, "index", json_integer(k));
+    return j;
+}
+
 static char *final_json(struct gen *g)
 {
     json_t *choices = json_array();
@@ -315,11 +384,17 @@ static char *final_json(struct gen *g)
         struct choice *c = &g->ch[i];
         json_t *ch;
         if (g->req.kind == HY_OAI_CHAT) {
-            json_t *msg = json_pack(
-                "{s:s, s:o, s:o}", "role", "assistant", "content",
-                hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len), "reasoning_content",
-                c->reasoning.len ? hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len) : json_null());
-            json_object_set_new(msg, "tool_calls", json_array());
+            json_t *calls = json_array();
+            for (int k = 0; k < c->tc.n_calls; k++)
+                json_array_append_new(calls, tool_call_json(g, c, k, 1, 0));
+            /* content: the text around the calls, or null when there is none besides them */
+            json_t *content = c->content.len || !c->tc.n_calls
+                                  ? hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len)
+                                  : json_null();
+            json_t *msg =
+                json_pack("{s:s, s:o, s:o, s:o}", "role", "assistant", "content", content, "reasoning_content",
+                          c->reasoning.len ? hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len) : json_null(),
+                          "tool_calls", calls);
             ch = json_pack("{s:i, s:o, s:o, s:s, s:O}", "index", i, "message", msg, "logprobs", take_lp(c, g->req.kind),
                            "finish_reason", c->finish_reason, "stop_reason",
                            c->stop_reason ? c->stop_reason : json_null());
@@ -362,8 +437,76 @@ static json_t *chunk_envelope(struct gen *g, json_t *choices)
     return c;
 }
 
+/* One text chunk of choice i: its pending content / reasoning / logprobs, and the finish when
+ * finishing. */
+static void emit_text_chunk(struct gen *g, struct choice *c, int i, int finishing)
+{
+    json_t *ch;
+    if (g->req.kind == HY_OAI_CHAT) {
+        json_t *delta = json_object();
+        if (c->reasoning.len)
+            json_object_set_new(delta, "reasoning_content", hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len));
+        if (c->content.len)
+            json_object_set_new(delta, "content", hy_oai_json_string_lossy(c->content.p, c->content.len));
+        ch = json_pack("{s:i, s:o, s:o}", "index", i, "delta", delta, "logprobs", take_lp(c, g->req.kind));
+    } else {
+        ch = json_pack("{s:i, s:o, s:o}", "index", i, "text",
+                       hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len), "logprobs",
+                       take_lp(c, g->req.kind));
+    }
+    json_object_set_new(ch, "finish_reason", finishing ? json_string(c->finish_reason) : json_null());
+    if (finishing) {
+        json_object_set(ch, "stop_reason", c->stop_reason ? c->stop_reason : json_null());
+        c->finish_emitted = 1;
+    }
+    c->content.len = 0;
+    c->reasoning.len = 0;
+    sse_append(g, chunk_envelope(g, json_pack("[o]", ch)));
+}
+
+/* 1 if choice c has calls to announce or argument bytes to send. */
+static int tool_updates(const struct choice *c)
+{
+    if (c->tc.n_calls > c->sent_calls)
+        return 1;
+    for (int k = 0; k < c->sent_calls; k++)
+        if (c->tc.calls[k].args.len > c->sent_args[k])
+            return 1;
+    return 0;
+}
+
+/* Tool-call chunks of choice i: a new call's head {index, id, type, function: {name, arguments:
+ * ""}}, then {index, function: {arguments: fragment}} with the bytes not sent yet. */
+static void emit_tool_chunks(struct gen *g, struct choice *c, int i)
+{
+    if (c->tc.n_calls > c->sent_cap) {
+        int cap = c->tc.n_calls + 8;
+        size_t *p = realloc(c->sent_args, (size_t)cap * sizeof(size_t));
+        if (!p)
+            return;
+        memset(p + c->sent_cap, 0, (size_t)(cap - c->sent_cap) * sizeof(size_t));
+        c->sent_args = p;
+        c->sent_cap = cap;
+    }
+    for (int k = 0; k < c->tc.n_calls; k++) {
+        if (k >= c->sent_calls) {
+            json_t *delta = json_pack("{s:[o]}", "tool_calls", tool_call_json(g, c, k, 1, 0));
+            sse_append(g, chunk_envelope(g, json_pack("[{s:i, s:o, s:n, s:n}]", "index", i, "delta", delta, "logprobs",
+                                                      "finish_reason")));
+            c->sent_calls = k + 1;
+        }
+        size_t len = c->tc.calls[k].args.len;
+        if (len > c->sent_args[k]) {
+            json_t *delta = json_pack("{s:[o]}", "tool_calls", tool_call_json(g, c, k, 0, c->sent_args[k]));
+            sse_append(g, chunk_envelope(g, json_pack("[{s:i, s:o, s:n, s:n}]", "index", i, "delta", delta, "logprobs",
+                                                      "finish_reason")));
+            c->sent_args[k] = len;
+        }
+    }
+}
+
 /* Appends SSE chunks for whatever the choices have pending; on the end, the usage chunk (when
- * asked) and [DONE]. */
+ * asked) and [DONE]. Within a choice: text before tool-call deltas (content precedes the calls). */
 static void stream_emit(struct gen *g)
 {
     for (int i = 0; i < g->n; i++) {
@@ -375,30 +518,14 @@ static void stream_emit(struct gen *g)
             sse_append(g, chunk_envelope(g, json_pack("[{s:i, s:o, s:n, s:n}]", "index", i, "delta", delta, "logprobs",
                                                       "finish_reason")));
         }
+        if (c->tc_on && tool_updates(c)) {
+            if (c->content.len || c->reasoning.len || c->lp)
+                emit_text_chunk(g, c, i, 0);
+            emit_tool_chunks(g, c, i);
+        }
         if (!c->content.len && !c->reasoning.len && !c->lp && !finishing)
             continue;
-        json_t *ch;
-        if (g->req.kind == HY_OAI_CHAT) {
-            json_t *delta = json_object();
-            if (c->reasoning.len)
-                json_object_set_new(delta, "reasoning_content",
-                                    hy_oai_json_string_lossy(c->reasoning.p, c->reasoning.len));
-            if (c->content.len)
-                json_object_set_new(delta, "content", hy_oai_json_string_lossy(c->content.p, c->content.len));
-            ch = json_pack("{s:i, s:o, s:o}", "index", i, "delta", delta, "logprobs", take_lp(c, g->req.kind));
-        } else {
-            ch = json_pack("{s:i, s:o, s:o}", "index", i, "text",
-                           hy_oai_json_string_lossy(c->content.p ? c->content.p : "", c->content.len), "logprobs",
-                           take_lp(c, g->req.kind));
-        }
-        json_object_set_new(ch, "finish_reason", finishing ? json_string(c->finish_reason) : json_null());
-        if (finishing) {
-            json_object_set(ch, "stop_reason", c->stop_reason ? c->stop_reason : json_null());
-            c->finish_emitted = 1;
-        }
-        c->content.len = 0;
-        c->reasoning.len = 0;
-        sse_append(g, chunk_envelope(g, json_pack("[o]", ch)));
+        emit_text_chunk(g, c, i, finishing);
     }
     if (g->n_finished == g->n && !g->sent_done) {
         if (g->req.include_usage) {
@@ -413,6 +540,48 @@ static void stream_emit(struct gen *g)
     }
 }
 
+/* Drains every queued output into the choices (without waiting). */
+static void pump_all(struct gen *g)
+{
+    while (g->n_finished < g->n && pump(g, 0) == OUT_BATCH)
+        ;
+}
+
+/* The server drains for shutdown and a choice ended as "abort": the shutdown cut the request. */
+static int shutdown_aborted(const struct gen *g)
+{
+    if (!g->s->draining)
+        return 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->ch[i].finish_reason && !strcmp(g->ch[i].finish_reason, "abort"))
+            return 1;
+    return 0;
+}
+
+static int gen_gone(struct gen *g)
+{
+    return g->wait.gone || client_gone(g->fd);
+}
+
+/* A stream cut by the shutdown ends with an error chunk and [DONE]. */
+static void stream_error_end(struct gen *g)
+{
+    struct hy_oai_error e;
+    hy_oai_error_set(&e, 503, NULL, "The server is shutting down; the request was aborted");
+    char *body = hy_oai_error_json(&e);
+    if (body) {
+        hy_sbuf_puts(&g->out, "data: ");
+        hy_sbuf_puts(&g->out, body);
+        hy_sbuf_puts(&g->out, "\n\n");
+        free(body);
+    }
+    hy_sbuf_puts(&g->out, "data: [DONE]\n\n");
+    g->sent_done = 1;
+    record_metrics(g);
+}
+
+/* libmicrohttpd's content reader: never waits. With nothing to send it suspends the connection
+ * and returns 0; the engine's notify hook (or the disconnect watcher) resumes it. */
 static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -430,14 +599,20 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
         g->out_off = 0;
         if (g->sent_done)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        if (g->n_finished < g->n)
-            pump(g, WAIT_SLICE_S);
-        stream_emit(g);
-        if (g->out.len == 0 && client_gone(g->fd)) {
+        pump_all(g);
+        if (g->n_finished == g->n && shutdown_aborted(g))
+            stream_error_end(g);
+        else
+            stream_emit(g);
+        if (g->out.len)
+            continue;
+        if (gen_gone(g)) {
             hy_log_info("client disconnected; aborting %s", g->id);
             hy_srv_job_abort(g->s->se, g->job, -1);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
+        if (hy_conn_wait_suspend(&g->wait))
+            return 0;
     }
 }
 
@@ -485,8 +660,77 @@ static int build_prompt(struct gen *g, struct hy_oai_error *e)
     return 0;
 }
 
+/* Appends the tokens of text[len] (no special-token parsing) to f->seq. 0 or -1 (too long / OOM). */
+static int force_text(const struct hy_server *s, struct hy_force_rule *f, const char *text)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (hy_tokenizer_encode(s->tok, text, strlen(text), 0, &ids, &n))
+        return -1;
+    int rc = f->n + (int32_t)n > HY_RULES_MAX_SEQ ? -1 : 0;
+    for (size_t i = 0; !rc && i < n; i++)
+        f->seq[f->n++] = ids[i];
+    free(ids);
+    return rc;
+}
+
+/* tool_choice / parallel_tool_calls as token rules (sample/token_rules.h):
+ *  none      - the <tool_calls> marker is banned, so the model cannot start a call;
+ *  required  - after </think> (the no_think prompt ends with it; with reasoning, when the model
+ *              closes its think block) "<tool_calls>\n<tool_call>" is forced, the model names the
+ *              function and writes the arguments;
+ *  named     - the same plus the name and <tool_sep>: the model writes the arguments only;
+ *  parallel_tool_calls false - after the first </tool_call>, "\n</tool_calls>" and EOS. */
+static int build_rules(struct gen *g, struct hy_oai_error *e)
+{
+    const struct hy_server *s = g->s;
+    const struct hy_oai_request *r = &g->req;
+    memset(&g->rules, 0, sizeof(g->rules));
+    if (r->kind != HY_OAI_CHAT || !r->tools)
+        return 0;
+    const int32_t *id = s->markers.id;
+    if (r->tool_choice == HY_TOOL_CHOICE_NONE) {
+        if (id[HY_TM_CALLS_OPEN] >= 0)
+            g->rules.banned[g->rules.n_banned++] = id[HY_TM_CALLS_OPEN];
+        return 0;
+    }
+    const int need_force = r->tool_choice == HY_TOOL_CHOICE_REQUIRED || r->tool_choice == HY_TOOL_CHOICE_NAMED;
+    if (!s->have_tool_markers || id[HY_TM_THINK_CLOSE] < 0 || id[HY_TM_CALLS_OPEN] < 0 || id[HY_TM_CALL_OPEN] < 0 ||
+        id[HY_TM_SEP] < 0 || id[HY_TM_CALL_CLOSE] < 0 || id[HY_TM_CALLS_CLOSE] < 0) {
+        if (need_force)
+            return hy_oai_error_set(e, 400, "tool_choice",
+                                    "tool_choice needs the model's tool-call tokens, which its vocabulary lacks");
+        return 0;
+    }
+    if (need_force) {
+        struct hy_force_rule *f = &g->rules.force[g->rules.n_force++];
+        f->trigger = id[HY_TM_THINK_CLOSE];
+        f->seq[f->n++] = id[HY_TM_CALLS_OPEN];
+        if (force_text(s, f, "\n"))
+            return hy_oai_error_set(e, 500, NULL, "cannot tokenize the tool-call prefix");
+        f->seq[f->n++] = id[HY_TM_CALL_OPEN];
+        if (r->tool_choice == HY_TOOL_CHOICE_NAMED) {
+            if (force_text(s, f, r->tool_choice_name) || f->n + 1 > HY_RULES_MAX_SEQ)
+                return hy_oai_error_set(e, 400, "tool_choice", "tool_choice: the function name is too long to force");
+            f->seq[f->n++] = id[HY_TM_SEP];
+        }
+    }
+    if (!r->parallel_tool_calls) {
+        struct hy_force_rule *f = &g->rules.force[g->rules.n_force++];
+        f->trigger = id[HY_TM_CALL_CLOSE];
+        if (force_text(s, f, "\n"))
+            return hy_oai_error_set(e, 500, NULL, "cannot tokenize the tool-call suffix");
+        f->seq[f->n++] = id[HY_TM_CALLS_CLOSE];
+        if (s->model->cfg.n_eos > 0)
+            f->seq[f->n++] = s->model->cfg.eos_token_ids[0];
+    }
+    return 0;
+}
+
 static int setup_choices(struct gen *g, struct hy_oai_error *e)
 {
+    if (build_rules(g, e))
+        return -1;
     struct hy_server *s = g->s;
     g->n = g->req.n;
     g->ch = calloc((size_t)g->n, sizeof(struct choice));
@@ -508,8 +752,14 @@ static int setup_choices(struct gen *g, struct hy_oai_error *e)
         }
         if (hy_stop_init(&c->stop, g->req.stop, g->req.n_stop))
             return hy_oai_error_set(e, 500, NULL, "out of memory");
-        hy_reasoning_init(&c->rs, g->start_in_reasoning);
+        hy_reasoning_init_markers(&c->rs, g->start_in_reasoning, s->markers.text[HY_TM_THINK_OPEN],
+                                  s->markers.text[HY_TM_THINK_CLOSE]);
+        c->tc_on = g->req.kind == HY_OAI_CHAT && g->req.tools && g->req.tool_choice != HY_TOOL_CHOICE_NONE &&
+                   s->have_tool_markers;
+        if (c->tc_on)
+            hy_toolcall_init(&c->tc, &s->markers, g->req.tools);
         struct hy_engine_request *er = &g->ereqs[i];
+        er->rules = hy_token_rules_empty(&g->rules) ? NULL : &g->rules;
         er->prompt_ids = g->prompt_ids;
         er->n_prompt = g->n_prompt;
         er->params = g->req.sp;
@@ -523,9 +773,105 @@ static int setup_choices(struct gen *g, struct hy_oai_error *e)
     return 0;
 }
 
-enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connection *conn, enum hy_oai_kind kind,
-                                          const char *body, size_t len)
+/* Ends a request that waited: frees it and queues an error (e) or nothing (e NULL: MHD_NO). */
+static enum MHD_Result gen_end(struct gen *g, void **state, const struct hy_oai_error *e)
 {
+    struct hy_server *s = g->s;
+    struct MHD_Connection *conn = g->conn;
+    *state = NULL;
+    gen_free(g);
+    inflight_add(s, -1);
+    return e ? hy_server_respond_error(s, conn, e) : MHD_NO;
+}
+
+/* The request after its submit: waits (suspended) for the engine to take it, then queues the SSE
+ * response (stream) or waits for the end and queues the JSON. */
+static enum MHD_Result gen_step(struct gen *g, void **state)
+{
+    struct hy_server *s = g->s;
+    struct hy_oai_error e;
+    memset(&e, 0, sizeof(e));
+    for (;;) {
+        if (!g->added) {
+            char err[512];
+            int rc = hy_srv_job_status(s->se, g->job, err, sizeof(err));
+            if (rc == HY_ENGINE_QUEUE_FULL) {
+                hy_oai_error_set(&e, 503, NULL,
+                                 "The server is overloaded: too many requests are waiting (%d). "
+                                 "Retry later.",
+                                 (int)s->cfg->engine.max_waiting_requests);
+                return gen_end(g, state, &e);
+            }
+            if (rc != HY_ENGINE_OK && rc != HY_SRV_ADD_PENDING) {
+                hy_oai_error_set(&e, rc == HY_ENGINE_SHUTTING_DOWN ? 503 : 400, NULL, "%s", err);
+                return gen_end(g, state, &e);
+            }
+            if (rc == HY_ENGINE_OK) {
+                g->added = 1;
+                if (g->req.stream) {
+                    struct MHD_Response *resp =
+                        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_cb, g, stream_free);
+                    if (!resp)
+                        return gen_end(g, state, NULL);
+                    *state = NULL; /* the response owns g now: stream_free */
+                    MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
+                    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+                    enum MHD_Result r = MHD_queue_response(g->conn, MHD_HTTP_OK, resp);
+                    MHD_destroy_response(resp);
+                    return r;
+                }
+            }
+        }
+        if (g->added) {
+            pump_all(g);
+            if (g->n_finished == g->n) {
+                record_metrics(g);
+                if (shutdown_aborted(g)) {
+                    hy_oai_error_set(&e, 503, NULL, "The server is shutting down; the request was aborted");
+                    return gen_end(g, state, &e);
+                }
+                char *out = final_json(g);
+                struct MHD_Connection *conn = g->conn;
+                gen_end(g, state, NULL);
+                if (!out) {
+                    hy_oai_error_set(&e, 500, NULL, "out of memory");
+                    return hy_server_respond_error(s, conn, &e);
+                }
+                enum MHD_Result r = hy_server_respond_json(conn, MHD_HTTP_OK, out);
+                free(out);
+                return r;
+            }
+        }
+        if (gen_gone(g)) {
+            hy_log_info("client disconnected; aborting %s", g->id);
+            for (int i = 0; i < g->n; i++)
+                finish_choice(g, &g->ch[i], "abort");
+            record_metrics(g);
+            return gen_end(g, state, NULL);
+        }
+        if (hy_conn_wait_suspend(&g->wait))
+            return MHD_YES;
+    }
+}
+
+void hy_server_generate_free(void *state)
+{
+    struct gen *g = state;
+    if (!g)
+        return;
+    for (int i = 0; i < g->n; i++)
+        finish_choice(g, &g->ch[i], "abort");
+    record_metrics(g);
+    struct hy_server *s = g->s;
+    gen_free(g);
+    inflight_add(s, -1);
+}
+
+enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connection *conn, enum hy_oai_kind kind,
+                                          const char *body, size_t len, void **state)
+{
+    if (*state)
+        return gen_step(*state, state);
     struct hy_oai_error e;
     memset(&e, 0, sizeof(e));
     struct gen *g = calloc(1, sizeof(*g));
@@ -550,62 +896,22 @@ enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connec
     unsigned long long seq = ++s->next_id;
     pthread_mutex_unlock(&s->mu);
     snprintf(g->id, sizeof(g->id), "%s-%016llx%08x", kind == HY_OAI_CHAT ? "chatcmpl" : "cmpl", seq, (unsigned)rand());
-    char err[512];
-    int rc = hy_srv_submit(s->se, g->ereqs, g->n, &g->job, err, sizeof(err));
-    if (rc == HY_ENGINE_QUEUE_FULL) {
-        hy_oai_error_set(&e, 503, NULL,
-                         "The server is overloaded: too many requests are waiting (%d). "
-                         "Retry later.",
-                         (int)s->cfg->engine.max_waiting_requests);
+    g->conn = conn;
+    if (hy_conn_wait_init(&g->wait, s, conn)) {
+        hy_oai_error_set(&e, 500, NULL, "out of memory");
         goto fail;
     }
+    g->wait_on = 1;
+    g->fd = g->wait.fd;
+    char err[512];
+    int rc = hy_srv_submit_async(s->se, g->ereqs, g->n, &g->job, hy_conn_wait_wake, &g->wait, err, sizeof(err));
     if (rc != HY_ENGINE_OK) {
         hy_oai_error_set(&e, rc == HY_ENGINE_SHUTTING_DOWN ? 503 : 400, NULL, "%s", err);
         goto fail;
     }
     inflight_add(s, 1);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    g->fd = ci ? ci->connect_fd : -1;
-    g->conn = conn;
-
-    if (g->req.stream) {
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_cb, g, stream_free);
-        if (!resp) {
-            gen_free(g);
-            inflight_add(s, -1);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        enum MHD_Result r = MHD_queue_response(conn, MHD_HTTP_OK, resp);
-        MHD_destroy_response(resp);
-        return r;
-    }
-    /* non-streaming: wait here (thread per connection) */
-    while (g->n_finished < g->n) {
-        pump(g, WAIT_SLICE_S);
-        if (g->n_finished < g->n && client_gone(g->fd)) {
-            hy_log_info("client disconnected; aborting %s", g->id);
-            for (int i = 0; i < g->n; i++)
-                finish_choice(g, &g->ch[i], "abort");
-            record_metrics(g);
-            gen_free(g);
-            inflight_add(s, -1);
-            return MHD_NO;
-        }
-    }
-    record_metrics(g);
-    char *out = final_json(g);
-    gen_free(g);
-    inflight_add(s, -1);
-    if (!out) {
-        hy_oai_error_set(&e, 500, NULL, "out of memory");
-        return hy_server_respond_error(s, conn, &e);
-    }
-    enum MHD_Result r = hy_server_respond_json(conn, MHD_HTTP_OK, out);
-    free(out);
-    return r;
+    *state = g;
+    return gen_step(g, state);
 fail:
     gen_free(g);
     return hy_server_respond_error(s, conn, &e);

@@ -1,6 +1,7 @@
-/* http.c - libmicrohttpd daemon, routing, auth, body limits, /health /metrics /v1/models
- * /tokenize /detokenize, start-up (listen first, then load: /health says 503 until ready) and the
- * drain on shutdown. */
+/* http.c - libmicrohttpd daemon (epoll, a pool of HTTP threads, suspend/resume for generation),
+ * connection limits, routing, auth, body limits, /health /metrics /v1/models /tokenize
+ * /detokenize, start-up (listen first, then load: /health says 503 until ready) and the drain on
+ * shutdown. */
 #include "server/server_internal.h"
 
 #include "base/err.h"
@@ -14,16 +15,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_MAX_BODY (4u << 20)
+#define HTTP_THREADS 4 /* libmicrohttpd's pool; none of them ever waits on the engine */
+#define DEFAULT_MAX_CONNECTIONS 8192
+#define DEFAULT_HTTP_TIMEOUT_S 15
 
 struct conn_ctx {
     struct hy_sbuf body;
     int too_large;
+    int is_gen;
+    void *gen; /* a generation request waiting for the engine (hy_server_handle_generate) */
 };
+
+/* During the shutdown drain: 503 and close the connection. */
+static enum MHD_Result respond_draining(struct hy_server *s, struct MHD_Connection *conn, const char *url)
+{
+    pthread_mutex_lock(&s->mu);
+    s->metrics.requests_error++;
+    pthread_mutex_unlock(&s->mu);
+    struct hy_oai_error e;
+    hy_oai_error_set(&e, 503, NULL, "The server is shutting down");
+    char *body = !strcmp(url, "/health") ? NULL : hy_oai_error_json(&e);
+    const char *b = body ? body : "shutting down\n";
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_COPY);
+    free(body);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", strcmp(url, "/health") ? "application/json" : "text/plain");
+    MHD_add_response_header(r, "Connection", "close");
+    enum MHD_Result rc = MHD_queue_response(conn, MHD_HTTP_SERVICE_UNAVAILABLE, r);
+    MHD_destroy_response(r);
+    return rc;
+}
 
 enum MHD_Result hy_server_respond_json(struct MHD_Connection *conn, unsigned status, const char *body)
 {
@@ -247,6 +275,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         pthread_mutex_lock(&s->mu);
         s->metrics.http_requests++;
         pthread_mutex_unlock(&s->mu);
+        if (s->draining && strcmp(url, "/metrics"))
+            return respond_draining(s, conn, url);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > max_body) {
             hy_oai_error_set(&e, 413, NULL, "Request body too large: %s bytes (limit %zu)", cl, max_body);
@@ -254,6 +284,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return MHD_YES;
     }
+    if (cc->gen) /* resumed: the request waits for the engine */
+        return hy_server_handle_generate(s, conn, HY_OAI_CHAT, NULL, 0, &cc->gen);
     if (*upload_data_size) {
         if (!cc->too_large) {
             if (cc->body.len + *upload_data_size > max_body)
@@ -300,8 +332,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions")) {
         if (!post)
             goto bad_method;
+        if (!cc->is_gen) {
+            cc->is_gen = 1;
+            pthread_mutex_lock(&s->mu);
+            s->gen_active++;
+            pthread_mutex_unlock(&s->mu);
+        }
         return hy_server_handle_generate(s, conn, url[4] == 'c' && url[5] == 'h' ? HY_OAI_CHAT : HY_OAI_COMPLETION,
-                                         body, blen);
+                                         body, blen, &cc->gen);
     }
     if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) {
         if (!post)
@@ -318,15 +356,40 @@ bad_method:
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
     (void)conn;
     (void)toe;
+    struct hy_server *s = cls;
     struct conn_ctx *cc = *con_cls;
     if (cc) {
+        hy_server_generate_free(cc->gen);
+        if (cc->is_gen) {
+            pthread_mutex_lock(&s->mu);
+            s->gen_active--;
+            pthread_mutex_unlock(&s->mu);
+        }
         hy_sbuf_free(&cc->body);
         free(cc);
         *con_cls = NULL;
     }
+}
+
+/* The global connection limit, checked here rather than by libmicrohttpd: at its own limit it
+ * stops accepting, which leaves new clients hanging in the listen backlog instead of refused. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addr;
+    (void)addrlen;
+    struct hy_server *s = cls;
+    return (unsigned)__atomic_load_n(&s->n_conn, __ATOMIC_RELAXED) >= s->max_conn ? MHD_NO : MHD_YES;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)conn;
+    (void)socket_context;
+    struct hy_server *s = cls;
+    __atomic_add_fetch(&s->n_conn, toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1, __ATOMIC_RELAXED);
 }
 
 static int load(struct hy_server *s)
@@ -352,8 +415,11 @@ static int load(struct hy_server *s)
     s->limits.defaults.temperature = 1.0f; /* OpenAI default, unless generation_config.json says otherwise */
     if (hy_sampling_params_from_generation_config(c->model_dir, &s->limits.defaults))
         return -1;
-    s->think_open_id = hy_tokenizer_token_to_id(s->tok, "<think:opensource>");
-    s->think_close_id = hy_tokenizer_token_to_id(s->tok, "</think:opensource>");
+    s->have_tool_markers = hy_tool_markers_from_vocab(s->tok, &s->markers) == 0;
+    if (!s->have_tool_markers)
+        hy_log_warn("serve: %s; tool calls are returned as text", hy_err_msg());
+    s->think_open_id = hy_tokenizer_token_to_id(s->tok, s->markers.text[HY_TM_THINK_OPEN]);
+    s->think_close_id = hy_tokenizer_token_to_id(s->tok, s->markers.text[HY_TM_THINK_CLOSE]);
     hy_log_info("serve: model %s loaded in %.2f s (max_model_len %d, vocab %d)", c->model_dir, hy_time_now() - t0,
                 (int)s->limits.max_model_len, (int)s->limits.vocab_size);
     return 0;
@@ -383,51 +449,102 @@ int hy_server_run(const struct hy_server_config *cfg)
         hy_log_error("serve: --host %s: not an IPv4 address", host);
         return 1;
     }
+    /* thousands of connections need thousands of descriptors */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl))
+            hy_log_warn("serve: cannot raise the open-file limit to %llu", (unsigned long long)rl.rlim_max);
+    }
+    unsigned max_conn = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)max_conn + 64) {
+        unsigned fit = rl.rlim_cur > 128 ? (unsigned)rl.rlim_cur - 64 : 64;
+        hy_log_warn("serve: open-file limit %llu: at most %u connections (--max-connections %u)",
+                    (unsigned long long)rl.rlim_cur, fit, max_conn);
+        max_conn = fit;
+    }
+    if (max_conn > (1u << 24))
+        max_conn = 1u << 24;
+    s.max_conn = max_conn;
+    unsigned timeout = cfg->http_timeout_s ? cfg->http_timeout_s : DEFAULT_HTTP_TIMEOUT_S;
+    pthread_mutex_init(&s.wmu, NULL);
+    /* epoll in a pool of HTTP threads; a generation request suspends its connection while the
+     * engine works (conn_wait.c), so no thread waits and idle or slow connections cost no thread.
+     * libmicrohttpd splits its own connection limit among the pool's threads: it is set above ours. */
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-        (uint16_t)cfg->port, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, (uint16_t)cfg->port,
+        on_accept, &s, on_request, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, &s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, &s, MHD_OPTION_CONNECTION_LIMIT, (max_conn + 1) * HTTP_THREADS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
     if (!d) {
         hy_log_error("serve: cannot listen on %s:%d (port in use?)", host, cfg->port);
+        pthread_mutex_destroy(&s.wmu);
         return 1;
     }
-    hy_log_info("serve: listening on http://%s:%d (loading the model)", host, cfg->port);
+    hy_log_info("serve: listening on http://%s:%d (loading the model; up to %u connections, %u per address, "
+                "%u s idle timeout)",
+                host, cfg->port, max_conn, cfg->max_connections_per_ip, timeout);
     int rc = 0;
-    if (load(&s)) {
-        hy_log_error("serve: %s", hy_err_msg());
+    if (hy_conn_wait_start(&s) || load(&s)) {
+        hy_log_error("serve: %s", s.watcher_on ? hy_err_msg() : "cannot start the watcher thread");
         rc = 1;
+        hy_conn_wait_stop(&s);
         MHD_stop_daemon(d);
         goto out;
     }
     s.ready = 1;
     hy_log_info("serve: ready; model name \"%s\"", s.model_name);
     while (!(cfg->stop_flag && *cfg->stop_flag))
-        usleep(100 * 1000);
-    hy_log_info("serve: shutting down: no new connections, draining requests in flight");
-    MHD_quiesce_daemon(d);
+        usleep(50 * 1000);
+    /* the drain: refuse new connections (the listen socket stops listening), answer 503 to new
+     * requests on open ones, abort what still waits in the engine's queue, give running requests
+     * up to shutdown_timeout_s, then abort the rest (their clients get errors, not a cut). */
     double t0 = hy_time_now();
+    s.draining = 1;
+    MHD_socket lfd = MHD_quiesce_daemon(d);
+    if (lfd != MHD_INVALID_SOCKET)
+        shutdown(lfd, SHUT_RDWR);
+    hy_srv_engine_drain(s.se);
+    hy_log_info("serve: shutting down: no new connections or requests; running requests get up to %.1f s",
+                cfg->shutdown_timeout_s);
     for (;;) {
         pthread_mutex_lock(&s.mu);
         int n = s.inflight;
         pthread_mutex_unlock(&s.mu);
         if (n == 0)
             break;
-        if (hy_time_now() - t0 > 60) {
-            hy_log_warn("serve: %d requests still running after 60 s; aborting them", n);
+        if (hy_time_now() - t0 >= cfg->shutdown_timeout_s) {
+            hy_log_warn("serve: %d requests still running after %.1f s; aborting them", n, cfg->shutdown_timeout_s);
             break;
         }
-        usleep(50 * 1000);
+        usleep(10 * 1000);
     }
-    /* abort leftovers; handler threads see their jobs end and return */
+    /* abort leftovers: their connections resume and get an error response */
     hy_srv_engine_stop(s.se);
+    double t1 = hy_time_now();
+    for (;;) {
+        pthread_mutex_lock(&s.mu);
+        int n = s.gen_active;
+        pthread_mutex_unlock(&s.mu);
+        if (n == 0 || hy_time_now() - t1 > 1.0)
+            break;
+        usleep(5 * 1000);
+    }
+    hy_conn_wait_stop(&s);
     MHD_stop_daemon(d);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
+    hy_log_info("serve: drained in %.2f s", hy_time_now() - t0);
 out:
     hy_srv_engine_stop(s.se);
     hy_srv_engine_free(s.se);
     hy_engine_free(s.engine);
     hy_model_free(s.model);
     hy_tokenizer_free(s.tok);
+    free(s.waits);
+    pthread_mutex_destroy(&s.wmu);
     pthread_mutex_destroy(&s.mu);
     if (!rc)
         hy_log_info("serve: stopped");

@@ -361,6 +361,90 @@ static int parse_common(struct hy_oai_request *r, const struct hy_oai_limits *li
     return 0;
 }
 
+/* tools: a list of {"type": "function", "function": {"name": non-empty string, "description"?:
+ * string, "parameters"?: object}}; tool_choice; parallel_tool_calls. */
+static int parse_tools(struct hy_oai_request *r, struct hy_oai_error *e)
+{
+    json_t *tools = json_object_get(r->root, "tools");
+    if (tools && !json_is_null(tools)) {
+        if (!json_is_array(tools))
+            return hy_oai_error_set(e, 400, "tools", "'tools' must be a list");
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t)
+        {
+            json_t *ty = json_object_get(t, "type"), *fn = json_object_get(t, "function");
+            if (!json_is_object(t) || !json_is_string(ty) || strcmp(json_string_value(ty), "function"))
+                return hy_oai_error_set(e, 400, "tools", "tools[%zu]: must be an object with \"type\": \"function\"",
+                                        i);
+            json_t *name = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
+            json_t *desc = json_object_get(fn, "description");
+            if (!json_is_object(fn) || !json_is_string(name) || !json_string_length(name))
+                return hy_oai_error_set(e, 400, "tools",
+                                        "tools[%zu].function: must be an object with a non-empty string 'name'", i);
+            if (params && !json_is_null(params) && !json_is_object(params))
+                return hy_oai_error_set(e, 400, "tools", "tools[%zu].function.parameters: must be an object", i);
+            if (desc && !json_is_null(desc) && !json_is_string(desc))
+                return hy_oai_error_set(e, 400, "tools", "tools[%zu].function.description: must be a string", i);
+        }
+        if (json_array_size(tools))
+            r->tools = tools;
+    }
+    r->tool_choice = r->tools ? HY_TOOL_CHOICE_AUTO : HY_TOOL_CHOICE_NONE;
+    r->parallel_tool_calls = 1;
+    json_t *ptc = json_object_get(r->root, "parallel_tool_calls");
+    if (ptc && !json_is_null(ptc)) {
+        if (!json_is_boolean(ptc))
+            return hy_oai_error_set(e, 400, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+        r->parallel_tool_calls = json_is_true(ptc);
+    }
+    json_t *tc = json_object_get(r->root, "tool_choice");
+    if (!tc || json_is_null(tc))
+        return 0;
+    if (json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (!strcmp(v, "none"))
+            r->tool_choice = HY_TOOL_CHOICE_NONE;
+        else if (!strcmp(v, "auto"))
+            r->tool_choice = HY_TOOL_CHOICE_AUTO;
+        else if (!strcmp(v, "required"))
+            r->tool_choice = HY_TOOL_CHOICE_REQUIRED;
+        else
+            return hy_oai_error_set(e, 400, "tool_choice",
+                                    "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                                    "{\"type\": \"function\", \"function\": {\"name\": ...}}, got \"%.64s\"",
+                                    v);
+    } else {
+        json_t *ty = json_object_get(tc, "type"), *name = json_object_get(json_object_get(tc, "function"), "name");
+        if (!json_is_object(tc) || !json_is_string(ty) || strcmp(json_string_value(ty), "function") ||
+            !json_is_string(name))
+            return hy_oai_error_set(e, 400, "tool_choice",
+                                    "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                                    "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+        r->tool_choice = HY_TOOL_CHOICE_NAMED;
+        r->tool_choice_name = json_string_value(name);
+    }
+    if (r->tool_choice != HY_TOOL_CHOICE_NONE && !r->tools)
+        return hy_oai_error_set(e, 400, "tool_choice",
+                                "'tool_choice' is \"%s\" but the request has no 'tools' (only \"none\" is allowed "
+                                "without tools)",
+                                r->tool_choice == HY_TOOL_CHOICE_NAMED ? "function" : json_string_value(tc));
+    if (r->tool_choice == HY_TOOL_CHOICE_NAMED) {
+        size_t i;
+        json_t *t;
+        json_array_foreach(r->tools, i, t)
+        {
+            json_t *n = json_object_get(json_object_get(t, "function"), "name");
+            if (!strcmp(json_string_value(n), r->tool_choice_name))
+                return 0;
+        }
+        return hy_oai_error_set(e, 400, "tool_choice",
+                                "tool_choice names the function '%.128s', which is not in 'tools'",
+                                r->tool_choice_name);
+    }
+    return 0;
+}
+
 static int parse_chat(struct hy_oai_request *r, struct hy_oai_error *e)
 {
     json_t *msgs = json_object_get(r->root, "messages");
@@ -405,13 +489,8 @@ static int parse_chat(struct hy_oai_request *r, struct hy_oai_error *e)
         }
     }
     r->messages = msgs;
-    json_t *tools = json_object_get(r->root, "tools");
-    if (tools && !json_is_null(tools)) {
-        if (!json_is_array(tools))
-            return hy_oai_error_set(e, 400, "tools", "'tools' must be a list");
-        if (json_array_size(tools))
-            r->tools = tools;
-    }
+    if (parse_tools(r, e))
+        return -1;
     json_t *kw = json_object_get(r->root, "chat_template_kwargs");
     if (kw && !json_is_null(kw) && !json_is_object(kw))
         return hy_oai_error_set(e, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");

@@ -35,6 +35,9 @@ char *hy_oai_error_json(const struct hy_oai_error *e);
 
 enum hy_oai_kind { HY_OAI_CHAT = 0, HY_OAI_COMPLETION = 1 };
 
+/* OpenAI tool_choice: "none", "auto", "required", or a named function. */
+enum hy_oai_tool_choice { HY_TOOL_CHOICE_NONE = 0, HY_TOOL_CHOICE_AUTO, HY_TOOL_CHOICE_REQUIRED, HY_TOOL_CHOICE_NAMED };
+
 /* Limits the parser checks against. */
 struct hy_oai_limits {
     int32_t max_model_len;              /* max_tokens must be <= this */
@@ -47,9 +50,12 @@ struct hy_oai_request {
     json_t *root;      /* the parsed body (owned); strings below point into it */
     const char *model; /* NULL when absent */
     /* chat */
-    json_t *messages;        /* borrowed from root */
-    json_t *tools;           /* borrowed or NULL */
-    json_t *template_kwargs; /* owned: chat_template_kwargs + add_generation_prompt */
+    json_t *messages;                    /* borrowed from root */
+    json_t *tools;                       /* borrowed or NULL (NULL also when the list is empty) */
+    enum hy_oai_tool_choice tool_choice; /* default: auto with tools, none without */
+    const char *tool_choice_name;        /* HY_TOOL_CHOICE_NAMED: the function (in tools) */
+    int parallel_tool_calls;             /* default 1 */
+    json_t *template_kwargs;             /* owned: chat_template_kwargs + add_generation_prompt */
     /* completions: exactly one of prompt_text / prompt_ids */
     const char *prompt_text;
     size_t prompt_text_len;

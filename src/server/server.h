@@ -3,8 +3,13 @@
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health (503 while
  * the model loads), GET /metrics (Prometheus text), POST /tokenize, POST /detokenize.
  * With api_key set, the /v1 routes need "Authorization: Bearer KEY" (health, metrics, tokenize stay public).
- * Threads: libmicrohttpd runs one thread per connection; one engine thread owns the engine
- * (engine_loop.h). A streaming client that disconnects has its requests aborted.
+ * Threads: libmicrohttpd runs epoll in a pool of 4 HTTP threads; a generation request suspends its
+ * connection while the engine works and is resumed by the engine thread's notify hook, so idle,
+ * slow or waiting connections hold no thread (only a descriptor). One engine thread owns the
+ * engine (engine_loop.h). A client that disconnects has its requests aborted.
+ * Shutdown (*stop_flag): stop accepting, 503 to new requests and /health, abort requests still
+ * queued in the engine, let running ones finish for shutdown_timeout_s, then abort the rest
+ * (a stream gets an error chunk and [DONE], a non-streamed request a 503 error).
  */
 #ifndef HY_SERVER_SERVER_H
 #define HY_SERVER_SERVER_H
@@ -26,6 +31,11 @@ struct hy_server_config {
     size_t max_body_bytes;            /* default 4 MiB */
     int threads;                      /* OpenMP threads of the engine (<= 0: default) */
     volatile sig_atomic_t *stop_flag; /* set (by a signal handler) to drain and exit */
+    unsigned max_connections;         /* open HTTP connections at once (0: 8192); more are refused */
+    unsigned max_connections_per_ip;  /* per client address (0: no limit) */
+    unsigned http_timeout_s;          /* idle / unfinished-request timeout of a connection (0: 15 s); time
+                                         spent waiting for the engine does not count */
+    double shutdown_timeout_s;        /* time running requests get to finish on shutdown (0: abort at once) */
     /* NULL: hy_model_load(model_dir, dtype). Else called to load the model (the CLI's multi-rank
      * loader: returns once every rank holds its shard); 0 and *m, or -1 with hy_err_msg(). */
     int (*load_model)(void *ctx, struct hy_model **m);
@@ -33,7 +43,7 @@ struct hy_server_config {
 };
 
 /* Starts listening, loads the model, serves until *stop_flag, then stops accepting, drains the
- * requests in flight (up to 60 s) and returns 0; returns 1 with a logged message when start-up
+ * requests in flight (up to shutdown_timeout_s, then aborts them) and returns 0; returns 1 with a logged message when start-up
  * fails (port in use, model or engine error). */
 int hy_server_run(const struct hy_server_config *cfg);
 

@@ -7,6 +7,7 @@
 #include "server/openai.h"
 #include "server/server.h"
 #include "text/tokenizer.h"
+#include "text/toolcall.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -20,17 +21,74 @@ struct hy_server {
     struct hy_srv_engine *se;
     struct hy_oai_limits limits;
     int32_t think_open_id, think_close_id; /* -1 when the vocab lacks them */
+    struct hy_tool_markers markers;        /* tool-call / think spellings from the vocabulary */
+    int have_tool_markers;                 /* 0: the vocabulary has no <tool_calls> token */
     volatile int ready;
     pthread_mutex_t mu; /* metrics, counters */
     struct hy_server_metrics metrics;
-    int inflight; /* generation requests in progress */
+    int inflight;   /* generation requests in progress */
+    int gen_active; /* generation requests whose HTTP exchange is not complete (response being sent) */
     unsigned long long next_id;
+    volatile int draining; /* shutdown: new requests get 503, the engine drains */
+    int n_conn;            /* open HTTP connections (__atomic) */
+    unsigned max_conn;     /* beyond it a new connection is closed at once */
+    /* parked generation requests (conn_wait.c), watched for disconnects by one thread */
+    pthread_mutex_t wmu;
+    struct hy_conn_wait **waits;
+    size_t n_waits, cap_waits;
+    unsigned long long next_wait_id;
+    pthread_t watcher;
+    int watcher_on;
+    volatile int watcher_stop;
 };
 
-/* Handles POST /v1/chat/completions and /v1/completions (body already read). Queues the
- * response on conn and returns MHD's result. */
+/* A generation request's connection parked while it waits for the engine (conn_wait.c). The
+ * handler suspends the connection in libmicrohttpd (no HTTP thread waits on the engine);
+ * hy_conn_wait_wake resumes it. The engine loop calls the wake as the job's notify hook (outputs,
+ * end, add done) and the watcher thread calls it when the client hangs up (POLLRDHUP), so a
+ * disconnected client is seen while the request waits. Lock order: engine loop / s->wmu, then
+ * w->mu, then libmicrohttpd's. */
+struct hy_conn_wait {
+    struct hy_server *s;
+    struct MHD_Connection *conn;
+    int fd;
+    pthread_mutex_t mu;
+    int suspended;         /* suspended, no resume yet */
+    int wake;              /* a wake came while running: the next suspend returns 0 instead */
+    volatile int gone;     /* the watcher saw the client hang up */
+    unsigned long long id; /* registration with the watcher */
+};
+
+/* Starts / stops the disconnect watcher thread. Stopping resumes any connection still suspended
+ * (MHD_stop_daemon must find none). */
+int hy_conn_wait_start(struct hy_server *s);
+void hy_conn_wait_stop(struct hy_server *s);
+
+/* Registers w for conn (fd from libmicrohttpd); 0, or -1 when out of memory. */
+int hy_conn_wait_init(struct hy_conn_wait *w, struct hy_server *s, struct MHD_Connection *conn);
+
+/* Unregisters w; after it no wake touches w (release the engine job first). */
+void hy_conn_wait_fini(struct hy_conn_wait *w);
+
+/* From a libmicrohttpd callback of w's connection: suspends it and returns 1 (return to MHD:
+ * MHD_YES from the access handler, 0 from a content reader), or returns 0 without suspending when a
+ * wake came since the last call (look at the job again). */
+int hy_conn_wait_suspend(struct hy_conn_wait *w);
+
+/* Any thread: resumes w's connection if suspended, else makes the next suspend return 0. */
+void hy_conn_wait_wake(void *w);
+
+/* Handles POST /v1/chat/completions and /v1/completions (body already read). With *state NULL it
+ * starts the request; while it waits for the engine it keeps its state in *state, suspends the
+ * connection and returns MHD_YES: libmicrohttpd calls the access handler again on resume, which
+ * passes the same *state back (kind, body, len unused). Once a response is queued (or the request
+ * failed) *state is NULL again. Returns MHD's result. */
 enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connection *conn, enum hy_oai_kind kind,
-                                          const char *body, size_t len);
+                                          const char *body, size_t len, void **state);
+
+/* The connection of a request still held in *state ended (MHD's completion callback): aborts and
+ * frees it. */
+void hy_server_generate_free(void *state);
 
 /* Queues a JSON response (body copied). */
 enum MHD_Result hy_server_respond_json(struct MHD_Connection *conn, unsigned status, const char *body);

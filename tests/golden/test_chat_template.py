@@ -136,6 +136,11 @@ def named_cases():
             "tools": TOOLS},
         "tool_call_arguments_json_string": {
             "messages": [u("x"), a("", tool_calls=[call("search", "{\"q\": \"news\"}")])], "tools": TOOLS},
+        "tool_call_typed_args_json_string_three_responses": {
+            "messages": [s("Sys"), u("x"), a("", tool_calls=[call("get_weather", json.dumps(
+                {"city": "Paris", "days": 3, "metric": True, "tags": ["a", "b"], "opts": {"k": 1.5, "z": None}}))]),
+                tool("r1"), tool("r2"), tool("r3"), u("next"), a("done")],
+            "tools": TOOLS, "add_generation_prompt": True},
         "tool_call_without_arguments": {
             "messages": [u("x"), a("", tool_calls=[{"function": {"name": "search"}}])], "tools": TOOLS},
         "tool_call_empty_list": {"messages": [u("x"), a("plain", tool_calls=[])], "tools": TOOLS},
