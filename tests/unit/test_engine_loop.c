@@ -3,7 +3,9 @@
  * the tokens a direct single-threaded engine run gives; n > 1 jobs route outputs to the right
  * choice; aborting one choice stops only that one; releasing a job early frees its KV blocks;
  * queue-full and invalid requests are reported to the submitter; stopping the thread ends the
- * waits of jobs still running. Runs under ASan/UBSan too (make asan). */
+ * waits of jobs still running; async submits call their notify hook and report the add's outcome
+ * later; the drain aborts queued requests while running ones go on and new submits are refused.
+ * Runs under ASan/UBSan too (make asan). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -278,12 +280,107 @@ static void test_queue_full(void **state)
     hy_engine_free(e);
 }
 
+static int notified;
+
+static void count_notify(void *arg)
+{
+    __atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED);
+}
+
+static int wait_status(struct hy_srv_engine *se, struct hy_srv_job *j)
+{
+    char err[256];
+    int rc = HY_SRV_ADD_PENDING;
+    for (int i = 0; i < 500 && rc == HY_SRV_ADD_PENDING; i++) {
+        rc = hy_srv_job_status(se, j, err, sizeof(err));
+        if (rc == HY_SRV_ADD_PENDING)
+            usleep(2000);
+    }
+    return rc;
+}
+
+static void test_async_and_drain(void **state)
+{
+    (void)state;
+    struct hy_engine_config c;
+    hy_engine_config_init(&c);
+    c.max_model_len = 128;
+    c.kv_cache_memory_bytes = 8u << 20;
+    c.max_num_seqs = 1; /* the second job waits in the engine's queue */
+    c.max_waiting_requests = 1;
+    struct hy_engine *e = hy_engine_create(model, &c);
+    assert_non_null(e);
+    struct hy_srv_engine *se = hy_srv_engine_start(e, 0);
+    char err[256];
+    /* queue full comes through the status, later */
+    struct hy_engine_request two[2] = {make_req(1), make_req(2)};
+    struct hy_srv_job *jf;
+    assert_int_equal(hy_srv_submit_async(se, two, 2, &jf, count_notify, &notified, err, sizeof(err)), HY_ENGINE_OK);
+    assert_int_equal(wait_status(se, jf), HY_ENGINE_QUEUE_FULL);
+    assert_true(__atomic_load_n(&notified, __ATOMIC_RELAXED) >= 1);
+    hy_srv_job_release(se, jf);
+    /* a released async job is dropped or aborted: no leak, no touch of its requests */
+    struct hy_engine_request gone = make_req(4);
+    assert_int_equal(hy_srv_submit_async(se, &gone, 1, &jf, count_notify, &notified, err, sizeof(err)), HY_ENGINE_OK);
+    hy_srv_job_release(se, jf);
+    memset(&gone, 0xff, sizeof(gone));
+    /* A runs (long), B waits */
+    struct hy_engine_request ra = make_req(0), rb = make_req(3);
+    ra.params.max_new_tokens = 100;
+    struct hy_srv_job *ja, *jb;
+    assert_int_equal(hy_srv_submit_async(se, &ra, 1, &ja, count_notify, &notified, err, sizeof(err)), HY_ENGINE_OK);
+    assert_int_equal(wait_status(se, ja), HY_ENGINE_OK);
+    struct hy_srv_out outs[128];
+    int all = 0, na = 0;
+    int32_t toka[128];
+    enum hy_engine_finish fina = HY_ENGINE_RUNNING;
+    while (na == 0) {
+        size_t k = hy_srv_job_wait(se, ja, 5.0, outs, 128, &all);
+        for (size_t q = 0; q < k; q++)
+            if (outs[q].o.token_id >= 0)
+                toka[na++] = outs[q].o.token_id;
+        assert_false(all);
+    }
+    assert_int_equal(hy_srv_submit_async(se, &rb, 1, &jb, count_notify, &notified, err, sizeof(err)), HY_ENGINE_OK);
+    assert_int_equal(wait_status(se, jb), HY_ENGINE_OK);
+    hy_srv_engine_drain(se);
+    struct hy_srv_job *jc;
+    assert_int_equal(hy_srv_submit_async(se, &rb, 1, &jc, NULL, NULL, err, sizeof(err)), HY_ENGINE_SHUTTING_DOWN);
+    assert_int_equal(hy_srv_submit(se, &rb, 1, &jc, err, sizeof(err)), HY_ENGINE_SHUTTING_DOWN);
+    /* B: aborted without a token */
+    int32_t tokb[1][MAXTOK];
+    int cntb[1] = {0};
+    enum hy_engine_finish finb[1] = {0};
+    collect(se, jb, 1, tokb, cntb, finb);
+    assert_int_equal(cntb[0], 0);
+    assert_int_equal(finb[0], HY_ENGINE_FINISHED_ABORT);
+    /* A runs on to its end */
+    while (!all) {
+        size_t k = hy_srv_job_wait(se, ja, 5.0, outs, 128, &all);
+        for (size_t q = 0; q < k; q++) {
+            if (outs[q].o.token_id >= 0 && na < 128)
+                toka[na++] = outs[q].o.token_id;
+            if (outs[q].o.finish != HY_ENGINE_RUNNING)
+                fina = outs[q].o.finish;
+        }
+    }
+    assert_int_equal(na, 100);
+    assert_int_equal(fina, HY_ENGINE_FINISHED_LENGTH);
+    assert_memory_equal(toka, ref[0], sizeof(ref[0]));
+    hy_srv_job_release(se, ja);
+    hy_srv_job_release(se, jb);
+    hy_srv_engine_stop(se);
+    hy_srv_engine_free(se);
+    hy_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_jobs),
         cmocka_unit_test(test_n_choices_and_abort),
         cmocka_unit_test(test_queue_full),
+        cmocka_unit_test(test_async_and_drain),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
