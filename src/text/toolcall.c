@@ -17,10 +17,12 @@ static const char *const k_names[HY_TM_COUNT] = {
 
 void hy_tool_markers_init(struct hy_tool_markers *m, const char *suffix)
 {
+    char suf[24]; /* a local copy: the text[] writes must not read from *m */
+    snprintf(suf, sizeof(suf), "%s", suffix ? suffix : "");
     memset(m, 0, sizeof(*m));
-    snprintf(m->suffix, sizeof(m->suffix), "%s", suffix ? suffix : "");
+    memcpy(m->suffix, suf, sizeof(suf));
     for (int i = 0; i < HY_TM_COUNT; i++) {
-        snprintf(m->text[i], sizeof(m->text[i]), "%s%.24s>", k_names[i], m->suffix);
+        snprintf(m->text[i], sizeof(m->text[i]), "%s%s>", k_names[i], suf);
         m->len[i] = strlen(m->text[i]);
         m->id[i] = -1;
     }
