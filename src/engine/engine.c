@@ -275,6 +275,7 @@ static struct hy_request *make_request(struct hy_engine *e, const struct hy_engi
             return NULL;
         }
         *q->rules = *r->rules;
+        hy_token_rules_observe(q->rules, &q->rules_state, r->prompt_ids[r->n_prompt - 1]);
     }
     q->sampler = hy_sampler_create(&r->params, e->m->cfg.vocab_size);
     if (!q->sampler) {
@@ -373,8 +374,10 @@ static int32_t emit_token(struct hy_engine *e, struct hy_request *q, float *logi
     if (q->logprobs >= 0)
         memcpy(e->row, logits, (size_t)V * sizeof(float));
     if (q->rules)
-        hy_token_rules_apply(q->rules, &q->rules_state, q->tokens[q->n_tokens - 1], logits, V);
+        hy_token_rules_apply(q->rules, &q->rules_state, logits, V);
     int32_t tok = hy_sampler_sample(q->sampler, logits);
+    if (q->rules)
+        hy_token_rules_observe(q->rules, &q->rules_state, tok);
     struct hy_engine_output *o = new_output(e, n_outs, q->id);
     o->token_id = tok;
     if (q->logprobs >= 0) {

@@ -674,11 +674,48 @@ static int force_text(const struct hy_server *s, struct hy_force_rule *f, const 
     return rc;
 }
 
+/* required: the model picks one of the tools' names, each followed by <tool_sep> (rule
+ * alternatives). Duplicate names count once; with more than HY_RULES_MAX_ALTS tools or names too
+ * long for the id budget the name is left free. */
+static void name_alternatives(const struct hy_server *s, const json_t *tools, int32_t sep, struct hy_force_rule *f)
+{
+    size_t i;
+    const json_t *t;
+    int32_t n = 0, off = 0;
+    json_array_foreach(tools, i, t)
+    {
+        const char *name = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        int dup = 0;
+        for (size_t j = 0; j < i && !dup; j++) {
+            const char *o =
+                json_string_value(json_object_get(json_object_get(json_array_get(tools, j), "function"), "name"));
+            dup = o && name && !strcmp(o, name);
+        }
+        if (dup || !name)
+            continue;
+        int32_t *ids = NULL;
+        size_t nid = 0;
+        if (n == HY_RULES_MAX_ALTS || hy_tokenizer_encode(s->tok, name, strlen(name), 0, &ids, &nid) ||
+            off + (int32_t)nid + 1 > HY_RULES_MAX_ALT_IDS) {
+            free(ids);
+            f->n_alts = 0;
+            return;
+        }
+        f->alt_off[n] = off;
+        for (size_t k = 0; k < nid; k++)
+            f->alt_ids[off++] = ids[k];
+        f->alt_ids[off++] = sep;
+        f->alt_off[++n] = off;
+        free(ids);
+    }
+    f->n_alts = n;
+}
+
 /* tool_choice / parallel_tool_calls as token rules (sample/token_rules.h):
  *  none      - the <tool_calls> marker is banned, so the model cannot start a call;
  *  required  - after </think> (the no_think prompt ends with it; with reasoning, when the model
- *              closes its think block) "<tool_calls>\n<tool_call>" is forced, the model names the
- *              function and writes the arguments;
+ *              closes its think block) "<tool_calls>\n<tool_call>" is forced, the model picks one of
+ *              the tools' names (only those tokens are allowed) and writes the arguments;
  *  named     - the same plus the name and <tool_sep>: the model writes the arguments only;
  *  parallel_tool_calls false - after the first </tool_call>, "\n</tool_calls>" and EOS. */
 static int build_rules(struct gen *g, struct hy_oai_error *e)
@@ -713,6 +750,8 @@ static int build_rules(struct gen *g, struct hy_oai_error *e)
             if (force_text(s, f, r->tool_choice_name) || f->n + 1 > HY_RULES_MAX_SEQ)
                 return hy_oai_error_set(e, 400, "tool_choice", "tool_choice: the function name is too long to force");
             f->seq[f->n++] = id[HY_TM_SEP];
+        } else {
+            name_alternatives(s, r->tools, id[HY_TM_SEP], f);
         }
     }
     if (!r->parallel_tool_calls) {

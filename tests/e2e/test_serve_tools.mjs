@@ -97,6 +97,13 @@ async function main(extra, tag) {
     const toks = (req.choices[0].logprobs?.content || []).map((t) => t.token);
     check(toks[0] === "<tool_calls:opensource>" && toks.includes("<tool_call:opensource>"),
           `[${tag}] required forces <tool_calls>\\n<tool_call> (${JSON.stringify(toks.slice(0, 4))})`);
+    const rname = req.choices[0].message.tool_calls[0]?.function.name;
+    check(["get_weather", "get_time"].includes(rname), `[${tag}] required: the model picks one of the tools' names (${rname})`);
+    for (let seed = 1; seed <= 3; seed++) {
+      const rs = await client.chat.completions.create({ ...base, tool_choice: "required", temperature: 1.5, seed, max_tokens: 8 });
+      const nm = rs.choices[0].message.tool_calls[0]?.function.name;
+      check(["get_weather", "get_time"].includes(nm), `[${tag}] required, sampled (seed ${seed}): a tool's name (${nm})`);
+    }
 
     // ---- none: the <tool_calls> marker is never sampled
     const nn = await client.chat.completions.create({ ...base, tool_choice: "none", logprobs: true, max_tokens: 16 });

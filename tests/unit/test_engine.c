@@ -569,6 +569,45 @@ static void test_token_rules(void **state)
     r.params.temperature = 0.0f;
     struct result chained = run_one(&r, 0);
     assert_int_equal(chained.toks[3], 5);
+    /* alternatives: after the forced 7 the model picks one of [11 12], [13], [11 14] (greedy and sampled) */
+    memset(&rules, 0, sizeof(rules));
+    f = &rules.force[rules.n_force++];
+    f->trigger = prompts[0].ids[prompts[0].n - 1];
+    f->n = 1;
+    f->seq[0] = 7;
+    const int32_t alts[3][2] = {{11, 12}, {13, -1}, {11, 14}};
+    for (int k = 0; k < 3; k++) {
+        f->alt_off[k + 1] = f->alt_off[k];
+        for (int i = 0; i < 2 && alts[k][i] >= 0; i++)
+            f->alt_ids[f->alt_off[k + 1]++] = alts[k][i];
+    }
+    f->n_alts = 3;
+    int seen13 = 0, seen11 = 0;
+    for (int run = 0; run < 6; run++) {
+        r.params.temperature = run ? 2.0f : 0.0f;
+        r.params.has_seed = 1;
+        r.params.seed = (uint64_t)run;
+        struct result alt = run_one(&r, run & 1);
+        assert_int_equal(alt.toks[0], 7);
+        if (alt.toks[1] == 13) {
+            seen13++;
+        } else {
+            assert_int_equal(alt.toks[1], 11);
+            assert_true(alt.toks[2] == 12 || alt.toks[2] == 14);
+            seen11++;
+        }
+    }
+    assert_int_equal(seen13 + seen11, 6);
+    /* an alternative that is a prefix of another is refused */
+    f->alt_ids[f->alt_off[1]] = 11; /* [13] -> [11], a prefix of [11 12] */
+    {
+        struct hy_engine_config c0;
+        base_config(&c0);
+        struct hy_engine *e0 = create(&c0);
+        uint64_t id0;
+        assert_int_equal(hy_engine_add_request(e0, &r, &id0), HY_ENGINE_ERROR);
+        hy_engine_free(e0);
+    }
     /* invalid ids are refused at submit */
     rules.banned[0] = 1 << 30;
     rules.n_banned = 1;
