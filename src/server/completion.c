@@ -287,7 +287,7 @@ static void record_metrics(struct gen *g)
                 hy_histogram_observe(&s->metrics.tpot, (c->t_last - c->t_first) / (c->n_tokens - 1));
         }
         const char *r = c->finish_reason ? c->finish_reason : "abort";
-        s->metrics.requests_ok[!strcmp(r, "stop") ? 0 : !strcmp(r, "length") ? 1 : 2]++;
+        s->metrics.requests_ok[!strcmp(r, "stop") || !strcmp(r, "tool_calls") ? 0 : !strcmp(r, "length") ? 1 : 2]++;
     }
     pthread_mutex_unlock(&s->mu);
 }
