@@ -388,46 +388,6 @@ static void abs_deadline(struct timespec *ts, double s)
     }
 }
 
-int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
-                  char *err, size_t errlen)
-{
-    *job = NULL;
-    struct hy_srv_job *j = calloc(1, sizeof(*j));
-    if (j)
-        j->seqs = calloc((size_t)n, sizeof(struct seq));
-    if (!j || !j->seqs) {
-        free(j);
-        snprintf(err, errlen, "out of memory");
-        return HY_ENGINE_ERROR;
-    }
-    pthread_cond_init(&j->cond, NULL);
-    j->n = n;
-    j->reqs = reqs;
-    j->add_pending = 1;
-    j->engine_ref = 1;
-    j->handler_ref = 1;
-    pthread_mutex_lock(&se->mu);
-    if (se->stop || se->drain || !se->running) {
-        pthread_mutex_unlock(&se->mu);
-        job_free(j);
-        snprintf(err, errlen, "the server is shutting down");
-        return HY_ENGINE_SHUTTING_DOWN;
-    }
-    enqueue_cmd(se, j);
-    while (j->add_pending)
-        pthread_cond_wait(&j->cond, &se->mu);
-    int rc = j->add_rc;
-    if (rc != HY_ENGINE_OK) {
-        snprintf(err, errlen, "%s", j->add_err);
-        j->handler_ref = 0;
-        maybe_free(j);
-        j = NULL;
-    }
-    pthread_mutex_unlock(&se->mu);
-    *job = j;
-    return rc;
-}
-
 int hy_srv_submit_async(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
                         void (*notify)(void *), void *arg, char *err, size_t errlen)
 {
@@ -459,6 +419,27 @@ int hy_srv_submit_async(struct hy_srv_engine *se, const struct hy_engine_request
     pthread_mutex_unlock(&se->mu);
     *job = j;
     return HY_ENGINE_OK;
+}
+
+int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
+                  char *err, size_t errlen)
+{
+    int rc = hy_srv_submit_async(se, reqs, n, job, NULL, NULL, err, errlen);
+    if (rc != HY_ENGINE_OK)
+        return rc;
+    struct hy_srv_job *j = *job;
+    pthread_mutex_lock(&se->mu);
+    while (j->add_pending)
+        pthread_cond_wait(&j->cond, &se->mu);
+    rc = j->add_rc;
+    if (rc != HY_ENGINE_OK) {
+        snprintf(err, errlen, "%s", j->add_err);
+        j->handler_ref = 0;
+        maybe_free(j);
+        *job = NULL;
+    }
+    pthread_mutex_unlock(&se->mu);
+    return rc;
 }
 
 int hy_srv_job_status(struct hy_srv_engine *se, struct hy_srv_job *j, char *err, size_t errlen)

@@ -202,8 +202,6 @@ static int is_markup(const struct hy_server *s, int32_t id)
 {
     if (id < 0)
         return 0;
-    if (id == s->think_open_id || id == s->think_close_id)
-        return 1;
     for (int m = 0; m < HY_TM_COUNT; m++)
         if (s->markers.id[m] == id)
             return 1;
@@ -358,20 +356,16 @@ static json_t *take_lp(struct choice *c, int kind)
 static json_t *tool_call_json(const struct gen *g, const struct choice *c, int k, int head, size_t from)
 {
     const struct hy_tool_call *tc = &c->tc.calls[k];
+    /* the bytes this object carries: all of them (non-streamed), none (a stream's head), or the new ones */
+    const size_t off = !head ? from : g->req.stream ? tc->args.len : 0;
+    json_t *args = hy_oai_json_string_lossy(tc->args.p + off, tc->args.len - off);
+    if (!head)
+        return json_pack("{s:i, s:{s:o}}", "index", k, "function", "arguments", args);
     const char *hex = strchr(g->id, '-');
     char id[96];
     snprintf(id, sizeof(id), "call_%s%02x%02x", hex ? hex + 1 : g->id, c->index & 0xff, k & 0xff);
-    json_t *args = hy_oai_json_string_lossy(head ? "" : tc->args.p + from, head ? 0 : tc->args.len - from);
-    if (head && !g->req.stream) {
-        json_decref(args);
-        args = hy_oai_json_string_lossy(tc->args.p, tc->args.len);
-    }
-    json_t *fn =
-        head ? json_pack("{s:o, s:o}", "name", hy_oai_json_string_lossy(tc->name, strlen(tc->name)), "arguments", args)
-             : json_pack("{s:o}", "arguments", args);
-    if (!head)
-        return json_pack("{s:i, s:o}", "index", k, "function", fn);
-    json_t *j = json_pack("{s:s, s:s, s:o}", "id", id, "type", "function", "function", fn);
+    json_t *j = json_pack("{s:s, s:s, s:{s:o, s:o}}", "id", id, "type", "function", "function", "name",
+                          hy_oai_json_string_lossy(tc->name, strlen(tc->name)), "arguments", args);
     if (g->req.stream)
         json_object_set_new(j, "index", json_integer(k));
     return j;

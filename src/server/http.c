@@ -418,8 +418,6 @@ static int load(struct hy_server *s)
     s->have_tool_markers = hy_tool_markers_from_vocab(s->tok, &s->markers) == 0;
     if (!s->have_tool_markers)
         hy_log_warn("serve: %s; tool calls are returned as text", hy_err_msg());
-    s->think_open_id = hy_tokenizer_token_to_id(s->tok, s->markers.text[HY_TM_THINK_OPEN]);
-    s->think_close_id = hy_tokenizer_token_to_id(s->tok, s->markers.text[HY_TM_THINK_CLOSE]);
     hy_log_info("serve: model %s loaded in %.2f s (max_model_len %d, vocab %d)", c->model_dir, hy_time_now() - t0,
                 (int)s->limits.max_model_len, (int)s->limits.vocab_size);
     return 0;
@@ -431,7 +429,6 @@ int hy_server_run(const struct hy_server_config *cfg)
     memset(&s, 0, sizeof(s));
     s.cfg = cfg;
     s.model_name = cfg->served_model_name && cfg->served_model_name[0] ? cfg->served_model_name : cfg->model_dir;
-    s.think_open_id = s.think_close_id = -1;
     pthread_mutex_init(&s.mu, NULL);
     hy_server_metrics_init(&s.metrics);
     srand((unsigned)time(NULL) ^ (unsigned)getpid());

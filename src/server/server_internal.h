@@ -20,9 +20,8 @@ struct hy_server {
     struct hy_engine *engine;
     struct hy_srv_engine *se;
     struct hy_oai_limits limits;
-    int32_t think_open_id, think_close_id; /* -1 when the vocab lacks them */
-    struct hy_tool_markers markers;        /* tool-call / think spellings from the vocabulary */
-    int have_tool_markers;                 /* 0: the vocabulary has no <tool_calls> token */
+    struct hy_tool_markers markers; /* tool-call / think spellings from the vocabulary */
+    int have_tool_markers;          /* 0: the vocabulary has no <tool_calls> token */
     volatile int ready;
     pthread_mutex_t mu; /* metrics, counters */
     struct hy_server_metrics metrics;

@@ -28,6 +28,12 @@ void hy_tool_markers_init(struct hy_tool_markers *m, const char *suffix)
     }
 }
 
+static void lookup_ids(const struct hy_tokenizer *tok, struct hy_tool_markers *m)
+{
+    for (int k = 0; k < HY_TM_COUNT; k++)
+        m->id[k] = hy_tokenizer_token_to_id(tok, m->text[k]);
+}
+
 int hy_tool_markers_from_vocab(const struct hy_tokenizer *tok, struct hy_tool_markers *m)
 {
     const char *head = "<tool_calls";
@@ -46,11 +52,11 @@ int hy_tool_markers_from_vocab(const struct hy_tokenizer *tok, struct hy_tool_ma
         memcpy(suffix, t + hl, sl);
         suffix[sl] = 0;
         hy_tool_markers_init(m, suffix);
-        for (int k = 0; k < HY_TM_COUNT; k++)
-            m->id[k] = hy_tokenizer_token_to_id(tok, m->text[k]);
+        lookup_ids(tok, m);
         return 0;
     }
     hy_tool_markers_init(m, ":opensource");
+    lookup_ids(tok, m);
     return hy_err_set("tool calls: the vocabulary has no <tool_calls> token (looked for <tool_calls> and "
                       "<tool_calls:SUFFIX> among the added tokens)");
 }
@@ -271,22 +277,30 @@ static int is_integer_text(const char *s)
     return 1;
 }
 
+/* A malloc'd, NUL-terminated copy of s[0..n) without leading/trailing whitespace (NULL on OOM). */
+static char *strip_dup(const char *s, size_t n)
+{
+    size_t a = 0, b = n;
+    while (a < b && isspace((unsigned char)s[a]))
+        a++;
+    while (b > a && isspace((unsigned char)s[b - 1]))
+        b--;
+    char *d = malloc(b - a + 1);
+    if (d) {
+        memcpy(d, s + a, b - a);
+        d[b - a] = 0;
+    }
+    return d;
+}
+
 int hy_tool_coerce_value(const json_t *schema, const char *v, size_t len, struct hy_sbuf *out)
 {
     const int types = allowed_types(schema);
     if (types == T_STRING)
         return append_json_string(out, v, len);
-    /* the stripped text, NUL-terminated */
-    size_t a = 0, b = len;
-    while (a < b && isspace((unsigned char)v[a]))
-        a++;
-    while (b > a && isspace((unsigned char)v[b - 1]))
-        b--;
-    char *s = malloc(b - a + 1);
+    char *s = strip_dup(v, len); /* the stripped text, NUL-terminated */
     if (!s)
         return -1;
-    memcpy(s, v + a, b - a);
-    s[b - a] = 0;
     int rc = 1; /* 1: not decided yet */
     if ((types & T_NULL) && !strcmp(s, "null"))
         rc = hy_sbuf_puts(out, "null");
@@ -362,21 +376,6 @@ static int all_space(const char *s, size_t n)
         if (!isspace((unsigned char)s[i]))
             return 0;
     return 1;
-}
-
-static char *strip_dup(const char *s, size_t n)
-{
-    size_t a = 0, b = n;
-    while (a < b && isspace((unsigned char)s[a]))
-        a++;
-    while (b > a && isspace((unsigned char)s[b - 1]))
-        b--;
-    char *d = malloc(b - a + 1);
-    if (d) {
-        memcpy(d, s + a, b - a);
-        d[b - a] = 0;
-    }
-    return d;
 }
 
 static struct hy_tool_call *cur_call(struct hy_toolcall_parser *p)

@@ -72,8 +72,8 @@ void hy_tool_markers_init(struct hy_tool_markers *m, const char *suffix);
 
 /* Discovers the suffix from tok's added tokens: the first added token spelled "<tool_calls>" or
  * "<tool_calls:SUFFIX>" decides; then every marker's id is looked up. Returns 0, or -1 with
- * hy_err_msg() when the vocabulary has no <tool_calls…> token (m is then filled for ":opensource"
- * with ids -1, so rendering still works but nothing can be forced). */
+ * hy_err_msg() when the vocabulary has no <tool_calls…> token (m is then filled for ":opensource",
+ * with the ids of those spellings the vocabulary has, e.g. the think markers, and -1 for the rest). */
 int hy_tool_markers_from_vocab(const struct hy_tokenizer *tok, struct hy_tool_markers *m);
 
 /* One parsed call. */

@@ -528,6 +528,17 @@ static void test_logprobs_stop_ids_and_lengths(void **state)
 }
 
 /* bf16 compute (bf16 KV cache, half the bytes per block): runs and frees everything. */
+/* A fresh engine refuses r at submit (HY_ENGINE_ERROR). */
+static void assert_refused(const struct hy_engine_request *r)
+{
+    struct hy_engine_config c;
+    base_config(&c);
+    struct hy_engine *e = create(&c);
+    uint64_t id;
+    assert_int_equal(hy_engine_add_request(e, r, &id), HY_ENGINE_ERROR);
+    hy_engine_free(e);
+}
+
 /* Token rules: a banned id never appears; a force rule fires once when its trigger is the last
  * token (the prompt's last token counts) and emits its sequence at any temperature; the free
  * tokens around it are the model's. */
@@ -600,23 +611,11 @@ static void test_token_rules(void **state)
     assert_int_equal(seen13 + seen11, 6);
     /* an alternative that is a prefix of another is refused */
     f->alt_ids[f->alt_off[1]] = 11; /* [13] -> [11], a prefix of [11 12] */
-    {
-        struct hy_engine_config c0;
-        base_config(&c0);
-        struct hy_engine *e0 = create(&c0);
-        uint64_t id0;
-        assert_int_equal(hy_engine_add_request(e0, &r, &id0), HY_ENGINE_ERROR);
-        hy_engine_free(e0);
-    }
+    assert_refused(&r);
     /* invalid ids are refused at submit */
     rules.banned[0] = 1 << 30;
     rules.n_banned = 1;
-    struct hy_engine_config c;
-    base_config(&c);
-    struct hy_engine *e = create(&c);
-    uint64_t id;
-    assert_int_equal(hy_engine_add_request(e, &r, &id), HY_ENGINE_ERROR);
-    hy_engine_free(e);
+    assert_refused(&r);
 }
 
 static void test_bf16_smoke(void **state)
