@@ -87,6 +87,7 @@ int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_h
     kv->n_layers = n_layers;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
+    kv->v_dim = head_dim;
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
     kv->dtype = dtype;
@@ -132,6 +133,49 @@ oom:
                       hy_kv_cache_token_bytes(n_layers, n_kv_heads, head_dim, dtype, n_static) * slots);
 }
 
+size_t hy_kv_cache_token_bytes_mla(int32_t n_layers, int32_t k_dim, int32_t n_v_layers, int32_t v_dim,
+                                   enum hy_dtype dtype)
+{
+    return ((size_t)n_layers * (size_t)k_dim + (size_t)n_v_layers * (size_t)v_dim) * hy_dtype_size(dtype);
+}
+
+int hy_kv_cache_init_mla(struct hy_kv_cache *kv, int32_t n_layers, int32_t k_dim, int32_t v_dim, const uint8_t *has_v,
+                         int32_t block_size, int32_t n_blocks, enum hy_dtype dtype)
+{
+    memset(kv, 0, sizeof(*kv));
+    if (dtype == HY_DTYPE_F8_E4M3)
+        return hy_err_set("kv cache: an fp8 KV cache is not implemented for MLA (hy_v4) models yet; use "
+                          "--kv-cache-dtype auto, bf16 or fp32");
+    if (n_layers <= 0 || k_dim <= 0 || v_dim < 0 || block_size <= 0 || n_blocks <= 0 ||
+        (dtype != HY_DTYPE_F32 && dtype != HY_DTYPE_BF16))
+        return hy_err_set("kv cache: invalid MLA geometry (layers %d, k_dim %d, v_dim %d, block_size %d, blocks %d, "
+                          "dtype %s)",
+                          n_layers, k_dim, v_dim, block_size, n_blocks, hy_dtype_name(dtype));
+    kv->n_layers = n_layers;
+    kv->n_kv_heads = 1;
+    kv->head_dim = k_dim;
+    kv->v_dim = v_dim;
+    kv->block_size = block_size;
+    kv->n_blocks = n_blocks;
+    kv->dtype = dtype;
+    const size_t slots = (size_t)n_blocks * (size_t)block_size, es = hy_dtype_size(dtype);
+    kv->k = calloc((size_t)n_layers, sizeof(void *));
+    kv->v = calloc((size_t)n_layers, sizeof(void *));
+    if (!kv->k || !kv->v)
+        goto oom;
+    for (int32_t l = 0; l < n_layers; l++) {
+        if (!(kv->k[l] = calloc(slots, (size_t)k_dim * es)))
+            goto oom;
+        if (has_v && has_v[l] && v_dim > 0 && !(kv->v[l] = calloc(slots, (size_t)v_dim * es)))
+            goto oom;
+    }
+    return 0;
+oom:
+    hy_kv_cache_free(kv);
+    return hy_err_set("kv cache: out of memory allocating %zu bytes",
+                      hy_kv_cache_token_bytes_mla(n_layers, k_dim, n_layers, v_dim, dtype) * slots);
+}
+
 void hy_kv_cache_free(struct hy_kv_cache *kv)
 {
     for (int32_t l = 0; l < kv->n_layers; l++) {
@@ -159,6 +203,7 @@ struct hy_kv_view hy_kv_cache_view(const struct hy_kv_cache *kv, int32_t layer)
     struct hy_kv_view v = {
         .n_kv_heads = kv->n_kv_heads,
         .head_dim = kv->head_dim,
+        .v_dim = kv->v_dim,
         .block_size = kv->block_size,
         .dtype = kv->dtype,
         .k = kv->k[layer],

@@ -36,11 +36,12 @@ struct hy_kv_cache {
     int32_t n_layers; /* main layers + MTP layers */
     int32_t n_kv_heads;
     int32_t head_dim;
+    int32_t v_dim;      /* V row width per head: head_dim, except in an MLA cache (hy_kv_cache_init_mla) */
     int32_t block_size; /* tokens per block */
     int32_t n_blocks;
     enum hy_dtype dtype; /* HY_DTYPE_F32, HY_DTYPE_BF16 or HY_DTYPE_F8_E4M3 */
     void **k;            /* [n_layers] -> [n_blocks*block_size, n_kv_heads, head_dim] */
-    void **v;
+    void **v;            /* [n_layers] -> [n_blocks*block_size, n_kv_heads, v_dim], or NULL (MLA layer without one) */
     /* FP8 only (all NULL otherwise); every pointer owned by the cache. */
     float **k_scale;  /* [n_layers] -> [n_blocks*block_size, n_kv_heads] f32 multipliers */
     float **v_scale;  /* [n_layers] -> same, dynamic V; NULL entry where v_static is set */
@@ -64,6 +65,18 @@ int hy_kv_cache_init_ex(struct hy_kv_cache *kv, int32_t n_layers, int32_t n_kv_h
                         int32_t block_size, int32_t n_blocks, enum hy_dtype dtype, const float *const *v_static,
                         int scale_fit);
 void hy_kv_cache_free(struct hy_kv_cache *kv);
+
+/* An MLA cache (hy_v4, spec hy4_architecture.md §8): per layer one K row of k_dim elements per slot (the
+ * normalised latent then the rope key, n_kv_heads = 1) and, where has_v[layer] is 1, one V row of v_dim
+ * elements (the indexer key of a `full` layer; v[layer] is NULL elsewhere). dtype F32 or BF16 (no FP8
+ * for MLA yet: -1 naming it). Returns 0, or -1 with hy_err_msg() (bad sizes, out of memory). Free with
+ * hy_kv_cache_free. */
+int hy_kv_cache_init_mla(struct hy_kv_cache *kv, int32_t n_layers, int32_t k_dim, int32_t v_dim, const uint8_t *has_v,
+                         int32_t block_size, int32_t n_blocks, enum hy_dtype dtype);
+
+/* Bytes one token slot takes in such a cache: n_layers * k_dim + n_v_layers * v_dim elements. */
+size_t hy_kv_cache_token_bytes_mla(int32_t n_layers, int32_t k_dim, int32_t n_v_layers, int32_t v_dim,
+                                   enum hy_dtype dtype);
 
 /* Bytes one token slot takes over all n_layers: K + V elements, plus for F8_E4M3 the f32 K scales
  * and the f32 dynamic V scales of the (n_layers - n_static_v_layers) layers without a static one. */

@@ -166,20 +166,24 @@ static int read_layer_types(json_t *root, struct hy_model_config *c)
 
 static int read_moe(json_t *root, struct hy_model_config *c)
 {
-    int32_t ne, ne_alias, mis, ehd;
+    int32_t ne, ne_alias, ne_v4, mis, ehd;
     double sf;
+    /* hy_v4 (DeepSeek-style names): n_routed_experts, n_shared_experts, routed_scaling_factor, norm_topk_prob */
+    const int v4 = c->arch == HY_ARCH_HY_V4;
     if (get_int(root, "num_experts", 0, 0, 1 << 16, &ne) ||
         get_int(root, "num_local_experts", 0, 0, 1 << 16, &ne_alias) ||
+        get_int(root, "n_routed_experts", 0, 0, 1 << 16, &ne_v4) ||
         get_int(root, "num_experts_per_tok", 0, 0, 1 << 16, &c->num_experts_per_tok) ||
-        get_int(root, "num_shared_experts", 1, 0, 64, &c->num_shared_experts) ||
+        get_int(root, v4 ? "n_shared_experts" : "num_shared_experts", 1, 0, 64, &c->num_shared_experts) ||
         get_int(root, "moe_intermediate_size", 0, 0, 1 << 20, &mis) ||
-        get_int(root, "expert_hidden_dim", 0, 0, 1 << 20, &ehd) || get_num(root, "router_scaling_factor", 1.0, &sf) ||
-        get_bool(root, "route_norm", 1, &c->route_norm) ||
+        get_int(root, "expert_hidden_dim", 0, 0, 1 << 20, &ehd) ||
+        get_num(root, v4 ? "routed_scaling_factor" : "router_scaling_factor", 1.0, &sf) ||
+        get_bool(root, v4 ? "norm_topk_prob" : "route_norm", 1, &c->route_norm) ||
         get_bool(root, "enable_moe_fp32_combine", 0, &c->enable_moe_fp32_combine) ||
         get_bool(root, "enable_lm_head_fp32", 1, &c->enable_lm_head_fp32) ||
         get_int(root, "num_nextn_predict_layers", 0, 0, 1, &c->num_nextn_predict_layers))
         return -1;
-    c->num_experts = ne ? ne : ne_alias;
+    c->num_experts = ne ? ne : ne_alias ? ne_alias : ne_v4;
     c->moe_intermediate_size = mis ? mis : ehd;
     c->router_scaling_factor = (float)sf;
     if (mis && ehd && mis != ehd)
@@ -199,6 +203,94 @@ static int read_moe(json_t *root, struct hy_model_config *c)
     return 0;
 }
 
+/* indexer_types: a list of num_hidden_layers "full" / "shared" (layer 0 full); absent -> transformers'
+ * default rule, full at layer 0 and at 1, 5, 9, ... (every 4th from 1), which is Hy4-preview's list. */
+static int read_indexer_types(json_t *root, struct hy_model_config *c)
+{
+    struct hy_v4_config *v = &c->v4;
+    const int nl = c->num_hidden_layers;
+    json_t *types = json_object_get(root, "indexer_types");
+    if (!types || json_is_null(types)) {
+        for (int i = 0; i < nl; i++)
+            v->indexer_full[i] = i == 0 || (i - 1) % 4 == 0;
+    } else {
+        if (!json_is_array(types) || (int)json_array_size(types) != nl)
+            return hy_err_set("field \"indexer_types\" must be a list of num_hidden_layers (%d) entries "
+                              "\"full\"/\"shared\"",
+                              nl);
+        for (int i = 0; i < nl; i++) {
+            const char *s = json_string_value(json_array_get(types, i));
+            if (!s || (strcmp(s, "full") != 0 && strcmp(s, "shared") != 0))
+                return hy_err_set("indexer_types[%d] must be \"full\" or \"shared\"", i);
+            v->indexer_full[i] = strcmp(s, "full") == 0;
+        }
+        if (!v->indexer_full[0])
+            return hy_err_set("indexer_types[0] must be \"full\" (a shared layer reuses an earlier full layer's "
+                              "selection)");
+    }
+    v->indexer_full[nl] = 1; /* the MTP layer has its own indexer (spec §11.1) */
+    return 0;
+}
+
+/* The hy_v4 fields (spec hy4_architecture.md §1); the MoE and generic fields are read by the callers. */
+static int read_v4(json_t *root, struct hy_model_config *c)
+{
+    struct hy_v4_config *v = &c->v4;
+    double mag = 2.0, eps = 1e-6, lim = 0.0;
+    int32_t n_group = 1, topk_group = 1;
+    int use_dsa = 1;
+    if (get_req_int(root, "q_lora_rank", 1, 1 << 20, &v->q_lora_rank) ||
+        get_req_int(root, "kv_lora_rank", 1, 1 << 20, &v->kv_lora_rank) ||
+        get_req_int(root, "qk_nope_head_dim", 1, 1 << 16, &v->qk_nope_head_dim) ||
+        get_req_int(root, "qk_rope_head_dim", 2, 1 << 16, &v->qk_rope_head_dim) ||
+        get_req_int(root, "v_head_dim", 1, 1 << 16, &v->v_head_dim) || get_bool(root, "gated_mla", 1, &v->gated) ||
+        get_bool(root, "learnable_sink", 1, &v->learnable_sink) || get_bool(root, "use_dsa", 1, &use_dsa) ||
+        get_int(root, "index_topk", 0, 0, INT32_MAX, &v->index_topk) ||
+        get_int(root, "index_n_heads", 0, 0, 4096, &v->index_n_heads) ||
+        get_int(root, "index_head_dim", 0, 0, 1 << 16, &v->index_head_dim) ||
+        get_req_int(root, "hc_mult", 1, 64, &v->hc_mult) || get_num(root, "hc_magnitude", 2.0, &mag) ||
+        get_num(root, "hc_eps", 1e-6, &eps) || get_num(root, "swiglu_limit", 0.0, &lim) ||
+        get_int(root, "n_group", 1, 0, 1 << 16, &n_group) || get_int(root, "topk_group", 1, 0, 1 << 16, &topk_group))
+        return -1;
+    v->hc_magnitude = (float)mag;
+    v->hc_eps = (float)eps;
+    v->swiglu_limit = (float)lim;
+    if (v->qk_rope_head_dim % 2)
+        return hy_err_set("qk_rope_head_dim (%d) must be even for RoPE", v->qk_rope_head_dim);
+    if (!(lim >= 0))
+        return hy_err_set("swiglu_limit (%g) must be >= 0", lim);
+    if (n_group > 1 || topk_group > 1)
+        return hy_err_set("n_group (%d) / topk_group (%d) > 1 (grouped routing) is not supported for hy_v4", n_group,
+                          topk_group);
+    int enable_ihc = 1;
+    if (get_bool(root, "enable_ihc", 1, &enable_ihc))
+        return -1;
+    if (!enable_ihc)
+        return hy_err_set("enable_ihc false is not supported (hy_v4 checkpoints carry hyper-connection weights)");
+    const char *gt = json_string_value(json_object_get(root, "gating_type"));
+    if (v->gated && gt && strcmp(gt, "elementwise") != 0)
+        return hy_err_set("gating_type \"%s\" is not supported (only \"elementwise\")", gt);
+    const char *sf = json_string_value(json_object_get(root, "scoring_func"));
+    if (sf && strcmp(sf, "sigmoid") != 0)
+        return hy_err_set("scoring_func \"%s\" is not supported for hy_v4 (only sigmoid)", sf);
+    if (!use_dsa)
+        v->index_topk = 0;
+    if (v->index_topk > 0) {
+        if (v->index_n_heads <= 0 || v->index_head_dim <= v->qk_rope_head_dim)
+            return hy_err_set("index_n_heads (%d) must be > 0 and index_head_dim (%d) > qk_rope_head_dim (%d)",
+                              v->index_n_heads, v->index_head_dim, v->qk_rope_head_dim);
+        if (read_indexer_types(root, c))
+            return -1;
+    }
+    /* MLA: one latent per token (num_key_value_heads is ignored, as every reader does); head_dim is the RoPE
+     * width (transformers overwrites the file's value the same way); pairs (2i, 2i+1) (spec §6.3) */
+    c->num_key_value_heads = c->num_attention_heads;
+    c->head_dim = v->qk_rope_head_dim;
+    c->rope_interleaved = 1;
+    c->qk_norm = 0;
+    return 0;
+}
+
 static int parse_config(json_t *root, struct hy_model_config *c)
 {
     if (!json_is_object(root))
@@ -209,10 +301,12 @@ static int parse_config(json_t *root, struct hy_model_config *c)
     snprintf(c->model_type, sizeof(c->model_type), "%s", mt);
     if (strcmp(mt, "hy_v3") == 0)
         c->arch = HY_ARCH_HY_V3;
+    else if (strcmp(mt, "hy_v4") == 0)
+        c->arch = HY_ARCH_HY_V4;
     else if (strcmp(mt, "llama") == 0)
         c->arch = HY_ARCH_LLAMA;
     else
-        return hy_err_set("unknown architecture: model_type \"%s\" (supported: hy_v3, llama)", mt);
+        return hy_err_set("unknown architecture: model_type \"%s\" (supported: hy_v3, hy_v4, llama)", mt);
 
     const char *act = json_string_value(json_object_get(root, "hidden_act"));
     if (act && strcmp(act, "silu") != 0)
@@ -250,7 +344,8 @@ static int parse_config(json_t *root, struct hy_model_config *c)
     if (!(eps > 0 && eps < 1))
         return hy_err_set("rms_norm_eps (%g) must be in (0, 1)", eps);
     c->rms_norm_eps = (float)eps;
-    if (read_rope(root, c) || read_layer_types(root, c) || read_moe(root, c))
+    if (read_rope(root, c) || read_layer_types(root, c) || read_moe(root, c) ||
+        (c->arch == HY_ARCH_HY_V4 && read_v4(root, c)))
         return -1;
     int any_dense = 0;
     for (int i = 0; i < c->num_hidden_layers; i++)

@@ -1,8 +1,9 @@
 /* model_config.h - config.json (+ generation_config.json eos ids) -> struct hy_model_config.
  *
- * Architectures: `hy_v3` (HYV3ForCausalLM, spec hy3_architecture.md §1) and dense `llama`
- * (LlamaForCausalLM). Every field is read from the file; defaults only where the reference
- * implementations have them (noted per field).
+ * Architectures: `hy_v3` (HYV3ForCausalLM, spec hy3_architecture.md §1), `hy_v4` (HYV4ForCausalLM,
+ * Hy4-preview, spec hy4_architecture.md §1: MLA + DSA indexer + hyper-connections; its fields are in
+ * struct hy_v4_config) and dense `llama` (LlamaForCausalLM). Every field is read from the file;
+ * defaults only where the reference implementations have them (noted per field).
  */
 #ifndef HY_CONFIG_MODEL_CONFIG_H
 #define HY_CONFIG_MODEL_CONFIG_H
@@ -12,10 +13,37 @@
 enum hy_arch {
     HY_ARCH_HY_V3 = 0, /* Hy3 MoE: QK-norm, sigmoid router, shared expert, MTP */
     HY_ARCH_LLAMA = 1, /* dense Llama (stories260K) */
+    HY_ARCH_HY_V4 = 2, /* Hy4-preview: gated MLA with sinks, DSA lightning indexer, iHC, clamped MoE, MTP */
 };
 
 #define HY_MAX_EOS 16
 #define HY_MAX_LAYERS 1024
+
+/* hy_v4 only (spec hy4_architecture.md §1); the generic fields below carry the rest: hidden_size,
+ * num_attention_heads (MLA heads), intermediate_size (dense layer 0), num_experts (n_routed_experts),
+ * num_shared_experts (n_shared_experts), num_experts_per_tok, moe_intermediate_size (routed and
+ * shared width), router_scaling_factor (routed_scaling_factor), route_norm (norm_topk_prob),
+ * layer_is_moe (mlp_layer_types), rope_theta, rope_interleaved (always 1: pairs (2i, 2i+1)),
+ * head_dim (= qk_rope_head_dim, the RoPE width). */
+struct hy_v4_config {
+    int32_t q_lora_rank;      /* r_q: width of c_q (q_a_proj rows) */
+    int32_t kv_lora_rank;     /* r_kv: width of the cached latent c */
+    int32_t qk_nope_head_dim; /* d_n */
+    int32_t qk_rope_head_dim; /* d_r: RoPE'd tail of each q head, the shared rope key, the indexer's tail */
+    int32_t v_head_dim;       /* d_v */
+    int gated;                /* gated_mla with gating_type "elementwise" (default 1) */
+    int learnable_sink;       /* learnable_sink (default 1) */
+    int32_t index_topk;       /* K_I: keys each query attends to (0 = dense attention, no indexer) */
+    int32_t index_n_heads;    /* H_I */
+    int32_t index_head_dim;   /* d_I (> qk_rope_head_dim: nope part first, rope part last) */
+    int32_t hc_mult;          /* C: residual streams */
+    float hc_magnitude;       /* M: post-gate multiplier */
+    float hc_eps;             /* added to every HC gate */
+    float swiglu_limit;       /* routed experts: gate <= L, -L <= up <= L (0 = no clamp) */
+    uint8_t indexer_full[HY_MAX_LAYERS + 1]; /* per main layer: 1 = "full" (own indexer), 0 = "shared" (reuses
+                                                the previous full layer's top-k); index num_hidden_layers = MTP
+                                                layer (always full) */
+};
 
 struct hy_model_config {
     enum hy_arch arch;
@@ -51,6 +79,7 @@ struct hy_model_config {
     int32_t bos_token_id, pad_token_id, sep_token_id, eod_token_id;
     int32_t eos_token_ids[HY_MAX_EOS]; /* config.json eos_token_id (int or list) ∪ generation_config.json's */
     int32_t n_eos;
+    struct hy_v4_config v4; /* arch == HY_ARCH_HY_V4 only (zeros otherwise) */
 };
 
 /* Parses <model_dir>/config.json and, when present, <model_dir>/generation_config.json (eos ids).

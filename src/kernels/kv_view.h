@@ -21,6 +21,7 @@
 struct hy_kv_view {
     int32_t n_kv_heads;
     int32_t head_dim;
+    int32_t v_dim;       /* V row width per head (= head_dim except MLA caches: cache/kv_cache.h) */
     int32_t block_size;  /* tokens per block */
     enum hy_dtype dtype; /* HY_DTYPE_F32, HY_DTYPE_BF16 or HY_DTYPE_F8_E4M3 */
     void *k;             /* [n_slots, n_kv_heads, head_dim] */

@@ -48,6 +48,7 @@ static void scratch_free(struct hy_forward_scratch *s)
     free(s->g_b);
     free(s->g_out);
     free(s->g_pos);
+    hy_v4_scratch_free(s->v4);
     free(s);
 }
 
@@ -70,7 +71,8 @@ static struct hy_forward_scratch *scratch_new(const struct hy_model *m, int64_t 
     const int64_t E = c->num_experts > 0 ? c->num_experts : 1,
                   K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
     const size_t f = sizeof(float);
-    s->x = malloc((size_t)(T * H) * f);
+    const int64_t streams = c->arch == HY_ARCH_HY_V4 ? c->v4.hc_mult : 1; /* hy_v4: hc_mult residual streams */
+    s->x = malloc((size_t)(T * H * streams) * f);
     s->head = malloc((size_t)(T * H) * f);
     s->scores = malloc((size_t)n_thr * (size_t)max_ctx * f);
     s->a = malloc((size_t)(T * H) * f);
@@ -98,6 +100,8 @@ static struct hy_forward_scratch *scratch_new(const struct hy_model *m, int64_t 
         s->g_pos = malloc((size_t)R * sizeof(int32_t));
         g_fail = !s->g_x || !s->g_a || !s->g_b || !s->g_out || !s->g_pos;
     }
+    if (c->arch == HY_ARCH_HY_V4 && !(s->v4 = hy_v4_scratch_new(m, T, max_ctx, n_thr)))
+        g_fail = 1;
     if (!s->x || !s->head || !s->scores || !s->a || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->ff_a ||
         !s->ff_b || !s->ff_x || !s->y || !s->rlog || !s->sel || !s->selw || !s->rows || !s->roww || g_fail) {
         scratch_free(s);
@@ -240,6 +244,7 @@ void hy_fwd_mlp(const struct hy_model *m, const struct hy_expert *e, const float
     linear(m, gb, x, T, &e->up);
     maybe_round(m, ga, T * e->gate.rows);
     maybe_round(m, gb, T * e->up.rows);
+    swiglu_clamp(ga, gb, T * e->gate.rows, e->clamp);
     hy_silu_mul(ga, ga, gb, T * e->gate.rows);
     maybe_round(m, ga, T * e->gate.rows);
     linear(m, y, ga, T, &e->down);
@@ -293,6 +298,7 @@ static void ffn_gate_up(const struct hy_model *m, const struct ffn_job *j, int64
         float *ga = j->a + t * I + r0, *gb = j->b + t * I + r0;
         maybe_round(m, ga, w);
         maybe_round(m, gb, w);
+        swiglu_clamp(ga, gb, w, j->e->clamp);
         hy_silu_mul(ga, ga, gb, w);
         maybe_round(m, ga, w);
     }
@@ -412,7 +418,7 @@ static void route_token(const struct hy_model_config *c, const struct hy_layer *
 /* The routed experts of T tokens (s->sel / s->selw filled) in one parallel region: rows gathered
  * by expert (ascending id, tokens in order), every selected expert's gate+up then down as row-band
  * tasks, then per token y += w_e * out_e over its experts in ascending id: the same additions in the
- * same order as the per-expert loop of moe_forward, so s->y is bitwise the same. */
+ * same order as the per-expert loop of hy_fwd_moe, so s->y is bitwise the same. */
 static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
                            struct hy_forward_scratch *s)
 {
@@ -472,8 +478,8 @@ static void routed_grouped(const struct hy_model *m, const struct hy_layer *ly, 
 /* MoE block on T rows of x (post-attention-normed): y = Σ_routed w_e Expert_e(x) + Shared(x).
  * Tokens are grouped by expert; each expert runs once over its group. Per token the routed
  * contributions are added in ascending expert id, then the shared expert (fixed order). */
-static void moe_forward(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
-                        struct hy_forward_scratch *s)
+void hy_fwd_moe(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
+                struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_tok;
@@ -709,7 +715,7 @@ static void layer_forward(const struct hy_model *m, struct hy_kv_cache *kv, int 
     hy_rmsnorm(s->a, x, ly->post_norm, T, H, c->rms_norm_eps);
     maybe_round(m, s->a, T * H);
     if (ly->is_moe) {
-        moe_forward(m, ly, s->a, T, s);
+        hy_fwd_moe(m, ly, s->a, T, s);
     } else {
         t0 = prof_start(prof);
         hy_fwd_ffn(m, &ly->mlp, s->a, T, c->intermediate_size, s->ff_a, s->ff_b, s->y);
@@ -858,10 +864,23 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
     if (!s)
         return -1;
     float *x = s->x;
-    embed_rows(m, b->token_ids, T, x);
-    for (int L = 0; L < m->cfg.num_hidden_layers; L++)
-        layer_forward(m, kv, L, b, x, s);
-    int rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, s);
+    int rc;
+    if (m->cfg.arch == HY_ARCH_HY_V4) { /* hc_mult copies of the embedding, the layers, HC-head (spec §2) */
+        const int64_t H = m->cfg.hidden_size, C = m->cfg.v4.hc_mult;
+        embed_rows(m, b->token_ids, T, s->ff_x);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < C; i++)
+                memcpy(x + (t * C + i) * H, s->ff_x + t * H, (size_t)H * sizeof(float));
+        for (int L = 0; L < m->cfg.num_hidden_layers; L++)
+            hy_v4_layer(m, kv, L, b, x, s);
+        hy_v4_hc_head(m, x, T, s, s->ff_x);
+        rc = head_forward(m, s->ff_x, m->final_norm, b, logits, hidden_out, s);
+    } else {
+        embed_rows(m, b->token_ids, T, x);
+        for (int L = 0; L < m->cfg.num_hidden_layers; L++)
+            layer_forward(m, kv, L, b, x, s);
+        rc = head_forward(m, x, m->final_norm, b, logits, hidden_out, s);
+    }
     prof_finish(prof, t0, before, T);
     if (m->dist)
         hy_dist_step_end();
@@ -876,6 +895,8 @@ int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const st
         return hy_err_set("forward: layers [%d, %d) outside [0, %d]", from, to, n_layers);
     if (m->dist)
         return hy_err_set("forward: a range of layers (calibration) runs in one process only, not under mpirun");
+    if (m->cfg.arch == HY_ARCH_HY_V4)
+        return hy_err_set("forward: a range of layers (calibration) is not implemented for hy_v4 yet");
     if (check_batch(m, kv, b))
         return -1;
     struct hy_forward_scratch *s = scratch_for(m, b);
@@ -932,7 +953,7 @@ int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struc
     maybe_round(m, s->tmp, T * 2 * H);
     linear(m, x, s->tmp, T, &ly->eh_proj);
     maybe_round(m, x, T * H);
-    layer_forward(m, kv, L, b, x, s);
+    (c->arch == HY_ARCH_HY_V4 ? hy_v4_plain_block : layer_forward)(m, kv, L, b, x, s);
     int rc = head_forward(m, x, ly->final_norm, b, logits, hidden_out, s);
     prof_finish(prof, t0, before, T);
     if (m->dist)

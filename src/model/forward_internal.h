@@ -38,12 +38,47 @@ struct hy_forward_scratch {
     int32_t *rows; /* [T] token rows of one expert group */
     float *roww;   /* [T] */
     /* grouped routed pass (T <= FUSED_MAX_T): all T*k (token, expert) pairs, grouped by expert */
-    float *g_x;     /* [T*k, H] gathered inputs */
-    float *g_a;     /* [T*k, I] gate -> silu(gate) * up */
-    float *g_b;     /* [T*k, I] up */
-    float *g_out;   /* [T*k, H] expert outputs */
-    int32_t *g_pos; /* [T*k] gathered row of selection (t, j) */
+    float *g_x;               /* [T*k, H] gathered inputs */
+    float *g_a;               /* [T*k, I] gate -> silu(gate) * up */
+    float *g_b;               /* [T*k, I] up */
+    float *g_out;             /* [T*k, H] expert outputs */
+    int32_t *g_pos;           /* [T*k] gathered row of selection (t, j) */
+    struct hy_v4_scratch *v4; /* hy_v4 only: the MLA / indexer / hyper-connection buffers (forward_v4.c) */
 };
+
+struct hy_v4_scratch;
+
+/* hy_v4's buffers for T tokens, contexts of max_ctx positions and n_thr threads; NULL on out of memory.
+ * Owned by the hy_forward_scratch (freed with hy_v4_scratch_free, NULL allowed). */
+struct hy_v4_scratch *hy_v4_scratch_new(const struct hy_model *m, int64_t T, int32_t max_ctx, int32_t n_thr);
+void hy_v4_scratch_free(struct hy_v4_scratch *v);
+
+/* One hy_v4 main layer L over the residual streams X [T, hc_mult, H] (f32, in place): HC-pre, norm,
+ * gated MLA (writes cache layer L), HC-post, then the same around the MLP / MoE (forward_v4.c). */
+void hy_v4_layer(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b, float *X,
+                 struct hy_forward_scratch *s);
+
+/* The hy_v4 MTP block L (no hyper-connections): x [T, H] += MLA(norm x); x += MoE(norm x). */
+void hy_v4_plain_block(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b, float *x,
+                       struct hy_forward_scratch *s);
+
+/* HC-head: h [T, H] = sum_i g_i X_i over the streams X [T, hc_mult, H] (spec §4.4). */
+void hy_v4_hc_head(const struct hy_model *m, const float *X, int64_t T, struct hy_forward_scratch *s, float *h);
+
+/* The MoE block on T normed rows x [T, H] (router, routed experts, shared expert): s->y [T, H] (forward.c). */
+void hy_fwd_moe(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
+                struct hy_forward_scratch *s);
+
+/* Clamped SwiGLU inputs (hy_v4 routed experts, spec §9.2): gate <= L, -L <= up <= L; nothing when L <= 0. */
+static inline void swiglu_clamp(float *gate, float *up, int64_t n, float L)
+{
+    if (!(L > 0.0f))
+        return;
+    for (int64_t i = 0; i < n; i++) {
+        gate[i] = gate[i] < L ? gate[i] : L;
+        up[i] = up[i] < -L ? -L : up[i] > L ? L : up[i];
+    }
+}
 
 /* Token counts up to which the MoE layer (and the shared / dense MLP) runs as one parallel region
  * over all selected experts (row bands of every expert's fused gate+up, then of every down) instead

@@ -123,9 +123,23 @@ enum hy_dtype hy_model_kv_dtype(const struct hy_model *m, enum hy_dtype want)
     return m->compute == HY_COMPUTE_F32 ? HY_DTYPE_F32 : HY_DTYPE_BF16;
 }
 
+/* hy_v4 (spec hy4_architecture.md §8): the latent + rope key on every layer, the indexer key on full layers. */
+static int32_t v4_indexer_layers(const struct hy_model *m)
+{
+    int32_t n = 0;
+    for (int32_t l = 0; m->cfg.v4.index_topk > 0 && l < cache_layers(m); l++)
+        n += m->cfg.v4.indexer_full[l];
+    return n;
+}
+
 size_t hy_model_kv_token_bytes(const struct hy_model *m, enum hy_dtype kv_dtype)
 {
     const enum hy_dtype dt = hy_model_kv_dtype(m, kv_dtype);
+    if (m->cfg.arch == HY_ARCH_HY_V4) {
+        const struct hy_v4_config *v = &m->cfg.v4;
+        return hy_kv_cache_token_bytes_mla(cache_layers(m), v->kv_lora_rank + v->qk_rope_head_dim, v4_indexer_layers(m),
+                                           v->index_head_dim, dt);
+    }
     return hy_kv_cache_token_bytes(cache_layers(m), m->dist ? m->dist->nkv : m->cfg.num_key_value_heads,
                                    m->cfg.head_dim, dt, dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
 }
@@ -134,6 +148,13 @@ int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *k
                                  enum hy_dtype kv_dtype)
 {
     const struct hy_model_config *c = &m->cfg;
+    if (c->arch == HY_ARCH_HY_V4) {
+        uint8_t has_v[HY_MAX_LAYERS + 1];
+        for (int32_t l = 0; l < cache_layers(m); l++)
+            has_v[l] = c->v4.index_topk > 0 && c->v4.indexer_full[l];
+        return hy_kv_cache_init_mla(kv, cache_layers(m), c->v4.kv_lora_rank + c->v4.qk_rope_head_dim,
+                                    c->v4.index_head_dim, has_v, block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype));
+    }
     if (hy_kv_cache_init_ex(kv, cache_layers(m), m->dist ? m->dist->nkv : c->num_key_value_heads, c->head_dim,
                             block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype),
                             (const float *const *)m->v_cache_scale, -1))

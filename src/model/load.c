@@ -1,6 +1,7 @@
 /* load.c - binds checkpoint tensors to struct hy_model (both Hy3 spellings, spec §3). */
 #include "model/model.h"
 
+#include "model/load_internal.h"
 #include "model/load_quant.h"
 #include "model/lockstep.h"
 #include "model/shard.h"
@@ -15,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NAME_LEN 256
 
 static const struct hy_st_tensor *find_fmt(const struct hy_model *m, char *name, const char *fmt, ...) HY_PRINTF(3, 4);
 
@@ -52,7 +51,7 @@ static int check_float_dtype(const struct hy_st_tensor *t)
 }
 
 /* A [rows, cols] matrix by name; missing -> error. */
-static int bind_matrix(const struct hy_model *m, const char *name, int64_t rows, int64_t cols, struct hy_tensor *out)
+int hy_ld_matrix(const struct hy_model *m, const char *name, int64_t rows, int64_t cols, struct hy_tensor *out)
 {
     const struct hy_st_tensor *t = hy_checkpoint_find(&m->ck, name);
     if (!t)
@@ -68,7 +67,7 @@ static int bind_matrix(const struct hy_model *m, const char *name, int64_t rows,
 }
 
 /* A [n] vector (or [rows, cols] when cols > 0) widened to a malloc'd f32 copy. */
-static int bind_f32(const struct hy_st_tensor *t, int64_t rows, int64_t cols, float **out)
+int hy_ld_f32(const struct hy_st_tensor *t, int64_t rows, int64_t cols, float **out)
 {
     int64_t shape[2] = {rows, cols};
     if (check_float_dtype(t) || check_shape(t, cols > 0 ? 2 : 1, shape))
@@ -81,16 +80,16 @@ static int bind_f32(const struct hy_st_tensor *t, int64_t rows, int64_t cols, fl
     return 0;
 }
 
-static int bind_vec(const struct hy_model *m, const char *name, int64_t n, float **out)
+int hy_ld_vec(const struct hy_model *m, const char *name, int64_t n, float **out)
 {
     const struct hy_st_tensor *t = hy_checkpoint_find(&m->ck, name);
     if (!t)
         return hy_err_set("tensor \"%s\" is missing from the checkpoint", name);
-    return bind_f32(t, n, 0, out);
+    return hy_ld_f32(t, n, 0, out);
 }
 
 /* A linear weight by module name (without ".weight"): plain or quantized as quantization_config says. */
-static int bind_linear(struct hy_model *m, int L, const char *module, int64_t rows, int64_t cols, struct hy_tensor *out)
+int hy_ld_linear(struct hy_model *m, int L, const char *module, int64_t rows, int64_t cols, struct hy_tensor *out)
 {
     return hy_qload_linear(&m->quant, &m->ck, module, rows, cols, L == m->cfg.num_hidden_layers, out);
 }
@@ -102,43 +101,44 @@ static int bind_attention(struct hy_model *m, int L, struct hy_layer *ly)
                   kvd = (int64_t)c->num_key_value_heads * c->head_dim;
     char n[NAME_LEN];
 #define P(suffix) (snprintf(n, sizeof(n), "model.layers.%d.%s", L, suffix), n)
-    if (bind_vec(m, P("input_layernorm.weight"), H, &ly->input_norm) ||
-        bind_vec(m, P("post_attention_layernorm.weight"), H, &ly->post_norm) ||
-        bind_linear(m, L, P("self_attn.q_proj"), qd, H, &ly->wq) ||
-        bind_linear(m, L, P("self_attn.k_proj"), kvd, H, &ly->wk) ||
-        bind_linear(m, L, P("self_attn.v_proj"), kvd, H, &ly->wv) ||
-        bind_linear(m, L, P("self_attn.o_proj"), H, qd, &ly->wo))
+    if (hy_ld_vec(m, P("input_layernorm.weight"), H, &ly->input_norm) ||
+        hy_ld_vec(m, P("post_attention_layernorm.weight"), H, &ly->post_norm) ||
+        hy_ld_linear(m, L, P("self_attn.q_proj"), qd, H, &ly->wq) ||
+        hy_ld_linear(m, L, P("self_attn.k_proj"), kvd, H, &ly->wk) ||
+        hy_ld_linear(m, L, P("self_attn.v_proj"), kvd, H, &ly->wv) ||
+        hy_ld_linear(m, L, P("self_attn.o_proj"), H, qd, &ly->wo))
         return -1;
-    if (c->qk_norm && (bind_vec(m, P("self_attn.q_norm.weight"), c->head_dim, &ly->q_norm) ||
-                       bind_vec(m, P("self_attn.k_norm.weight"), c->head_dim, &ly->k_norm)))
+    if (c->qk_norm && (hy_ld_vec(m, P("self_attn.q_norm.weight"), c->head_dim, &ly->q_norm) ||
+                       hy_ld_vec(m, P("self_attn.k_norm.weight"), c->head_dim, &ly->k_norm)))
         return -1;
 #undef P
     return 0;
 }
 
-static int bind_mlp(struct hy_model *m, int L, const char *prefix, int64_t width, struct hy_expert *e)
+int hy_ld_mlp(struct hy_model *m, int L, const char *prefix, int64_t width, struct hy_expert *e)
 {
     const int64_t H = m->cfg.hidden_size;
     char n[NAME_LEN];
     snprintf(n, sizeof(n), "%s.gate_proj", prefix);
-    if (bind_linear(m, L, n, width, H, &e->gate))
+    if (hy_ld_linear(m, L, n, width, H, &e->gate))
         return -1;
     snprintf(n, sizeof(n), "%s.up_proj", prefix);
-    if (bind_linear(m, L, n, width, H, &e->up))
+    if (hy_ld_linear(m, L, n, width, H, &e->up))
         return -1;
     snprintf(n, sizeof(n), "%s.down_proj", prefix);
-    return bind_linear(m, L, n, H, width, &e->down);
+    return hy_ld_linear(m, L, n, H, width, &e->down);
 }
 
 /* Fused experts: gate_up_proj [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up) and down_proj [E, H, I],
  * plain or quantized (load_quant.h: scales "<name>_scale"). */
-static int bind_fused_experts(struct hy_model *m, int L, struct hy_layer *ly, const struct hy_st_tensor *gu)
+static int bind_fused_experts(struct hy_model *m, int L, const char *lp, struct hy_layer *ly,
+                              const struct hy_st_tensor *gu)
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t E = c->num_experts, I = c->moe_intermediate_size, H = c->hidden_size;
     const int lenient = L == c->num_hidden_layers;
     char n[NAME_LEN];
-    const struct hy_st_tensor *dn = find_fmt(m, n, "model.layers.%d.mlp.experts.down_proj", L);
+    const struct hy_st_tensor *dn = find_fmt(m, n, "%s.mlp.experts.down_proj", lp);
     if (!dn)
         return hy_err_set("tensor \"%s\" is missing (fused experts need gate_up_proj and down_proj)", n);
     struct hy_tensor *tmp = malloc((size_t)E * sizeof(*tmp));
@@ -161,23 +161,25 @@ out:
     return rc;
 }
 
-static int bind_moe(struct hy_model *m, int L, struct hy_layer *ly)
+int hy_ld_moe(struct hy_model *m, int L, const char *lp, struct hy_layer *ly)
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t E = c->num_experts, I = c->moe_intermediate_size, H = c->hidden_size;
     char n[NAME_LEN];
-    const struct hy_st_tensor *t = find_fmt(m, n, "model.layers.%d.mlp.router.gate.weight", L);
+    const struct hy_st_tensor *t = find_fmt(m, n, "%s.mlp.router.gate.weight", lp);
     if (!t)
-        t = find_fmt(m, n, "model.layers.%d.mlp.gate.weight", L);
+        t = find_fmt(m, n, "%s.mlp.gate.weight", lp);
     if (!t)
-        return hy_err_set("layer %d is MoE but neither mlp.router.gate.weight nor mlp.gate.weight exists", L);
-    if (bind_f32(t, E, H, &ly->router))
+        return hy_err_set("%s is MoE but neither mlp.router.gate.weight nor mlp.gate.weight exists", lp);
+    if (hy_ld_f32(t, E, H, &ly->router))
         return -1;
-    t = find_fmt(m, n, "model.layers.%d.mlp.expert_bias", L);
+    t = find_fmt(m, n, "%s.mlp.expert_bias", lp);
     if (!t)
-        t = find_fmt(m, n, "model.layers.%d.mlp.e_score_correction_bias", L);
+        t = find_fmt(m, n, "%s.mlp.e_score_correction_bias", lp);
+    if (!t) /* hy_v4 (and DeepSeek-style) spelling: the bias lives on the router module */
+        t = find_fmt(m, n, "%s.mlp.gate.e_score_correction_bias", lp);
     if (t) {
-        if (bind_f32(t, E, 0, &ly->expert_bias))
+        if (hy_ld_f32(t, E, 0, &ly->expert_bias))
             return -1;
     } else if (!(ly->expert_bias = calloc((size_t)E, sizeof(float)))) {
         return hy_err_set("out of memory");
@@ -185,26 +187,26 @@ static int bind_moe(struct hy_model *m, int L, struct hy_layer *ly)
     ly->experts = calloc((size_t)E, sizeof(*ly->experts));
     if (!ly->experts)
         return hy_err_set("out of memory");
-    const struct hy_st_tensor *gu = find_fmt(m, n, "model.layers.%d.mlp.experts.gate_up_proj", L);
+    const struct hy_st_tensor *gu = find_fmt(m, n, "%s.mlp.experts.gate_up_proj", lp);
     if (gu) {
-        if (bind_fused_experts(m, L, ly, gu))
+        if (bind_fused_experts(m, L, lp, ly, gu))
             return -1;
     } else {
         for (int e = 0; e < E; e++) {
             char prefix[NAME_LEN];
-            snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp.experts.%d", L, e);
-            if (bind_mlp(m, L, prefix, I, &ly->experts[e]))
+            snprintf(prefix, sizeof(prefix), "%s.mlp.experts.%d", lp, e);
+            if (hy_ld_mlp(m, L, prefix, I, &ly->experts[e]))
                 return -1;
         }
     }
     if (c->num_shared_experts > 0) {
         const int64_t W = I * c->num_shared_experts;
-        char prefix[NAME_LEN];
-        snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp.shared_mlp", L);
+        char prefix[NAME_LEN / 2]; /* + ".gate_proj.weight" fits n */
+        snprintf(prefix, sizeof(prefix), "%s.mlp.shared_mlp", lp);
         snprintf(n, sizeof(n), "%s.gate_proj.weight", prefix);
         if (!hy_checkpoint_find(&m->ck, n))
-            snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp.shared_experts", L);
-        if (bind_mlp(m, L, prefix, W, &ly->shared))
+            snprintf(prefix, sizeof(prefix), "%s.mlp.shared_experts", lp);
+        if (hy_ld_mlp(m, L, prefix, W, &ly->shared))
             return -1;
     }
     return 0;
@@ -216,11 +218,14 @@ static int bind_layer(struct hy_model *m, int L, int is_moe)
     ly->is_moe = is_moe;
     if (bind_attention(m, L, ly))
         return -1;
-    if (is_moe)
-        return bind_moe(m, L, ly);
+    if (is_moe) {
+        char lp[NAME_LEN];
+        snprintf(lp, sizeof(lp), "model.layers.%d", L);
+        return hy_ld_moe(m, L, lp, ly);
+    }
     char prefix[NAME_LEN];
     snprintf(prefix, sizeof(prefix), "model.layers.%d.mlp", L);
-    return bind_mlp(m, L, prefix, m->cfg.intermediate_size, &ly->mlp);
+    return hy_ld_mlp(m, L, prefix, m->cfg.intermediate_size, &ly->mlp);
 }
 
 static int bind_mtp(struct hy_model *m)
@@ -237,9 +242,9 @@ static int bind_mtp(struct hy_model *m)
     if (bind_layer(m, L, 1))
         return -1;
 #define P(suffix) (snprintf(n, sizeof(n), "model.layers.%d.%s", L, suffix), n)
-    if (bind_vec(m, P("enorm.weight"), H, &ly->enorm) || bind_vec(m, P("hnorm.weight"), H, &ly->hnorm) ||
-        bind_linear(m, L, P("eh_proj"), H, 2 * H, &ly->eh_proj) ||
-        bind_vec(m, P("final_layernorm.weight"), H, &ly->final_norm))
+    if (hy_ld_vec(m, P("enorm.weight"), H, &ly->enorm) || hy_ld_vec(m, P("hnorm.weight"), H, &ly->hnorm) ||
+        hy_ld_linear(m, L, P("eh_proj"), H, 2 * H, &ly->eh_proj) ||
+        hy_ld_vec(m, P("final_layernorm.weight"), H, &ly->final_norm))
         return -1;
 #undef P
     m->has_mtp = 1;
@@ -249,15 +254,17 @@ static int bind_mtp(struct hy_model *m)
 static int bind_all(struct hy_model *m)
 {
     const struct hy_model_config *c = &m->cfg;
+    if (c->arch == HY_ARCH_HY_V4)
+        return hy_v4_bind_all(m);
     const int64_t V = c->vocab_size, H = c->hidden_size;
     if (hy_qload_check_unquantized(&m->ck, "model.embed_tokens.weight", "embedding") ||
         (!c->tie_word_embeddings && hy_qload_check_unquantized(&m->ck, "lm_head.weight", "lm_head")) ||
-        bind_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
-        bind_vec(m, "model.norm.weight", H, &m->final_norm))
+        hy_ld_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
+        hy_ld_vec(m, "model.norm.weight", H, &m->final_norm))
         return -1;
     if (c->tie_word_embeddings) {
         m->lm_head = m->embed;
-    } else if (bind_matrix(m, "lm_head.weight", V, H, &m->lm_head)) {
+    } else if (hy_ld_matrix(m, "lm_head.weight", V, H, &m->lm_head)) {
         return -1;
     }
     int n_layers = c->num_hidden_layers + (c->num_nextn_predict_layers > 0);
@@ -340,6 +347,18 @@ static void free_layer(struct hy_layer *ly)
     free(ly->enorm);
     free(ly->hnorm);
     free(ly->final_norm);
+    free(ly->q_a_norm);
+    free(ly->kv_a_norm);
+    free(ly->w_uk_t);
+    free(ly->sink);
+    free(ly->idx_k_norm_w);
+    free(ly->idx_k_norm_b);
+    free(ly->idx_weights);
+    for (int i = 0; i < 2; i++) {
+        free(ly->hc_fn[i]);
+        free(ly->hc_base[i]);
+        free(ly->hc_scale[i]);
+    }
 }
 
 void hy_model_free(struct hy_model *m)
@@ -359,6 +378,9 @@ void hy_model_free(struct hy_model *m)
     hy_model_release_scratch(m);
     free(m->final_norm);
     free(m->inv_freq);
+    free(m->hc_head_fn);
+    free(m->hc_head_base);
+    free(m->hc_head_scale);
     hy_checkpoint_close(&m->ck);
     hy_quant_config_free(&m->quant);
     hy_model_place_release(m);

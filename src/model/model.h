@@ -20,6 +20,7 @@ struct hy_expert {
     struct hy_tensor gate; /* [I, H] */
     struct hy_tensor up;   /* [I, H] */
     struct hy_tensor down; /* [H, I] */
+    float clamp;           /* > 0: clamped SwiGLU (hy_v4 routed experts: gate <= clamp, |up| <= clamp); 0: plain */
 };
 
 struct hy_layer {
@@ -42,6 +43,25 @@ struct hy_layer {
     float *hnorm;             /* [H] */
     struct hy_tensor eh_proj; /* [H, 2H]: input = concat(enorm(emb), hnorm(h)) */
     float *final_norm;        /* [H] */
+    /* hy_v4 (spec hy4_architecture.md §4, §6, §7; nh heads, r_q, r_kv, d_n, d_r, d_v of struct hy_v4_config).
+     * wo above is o_proj [H, nh*d_v]; input_norm / post_norm the two sub-block norms. */
+    struct hy_tensor q_a;       /* [r_q, H] q_a_proj */
+    float *q_a_norm;            /* [r_q] */
+    struct hy_tensor q_b;       /* [nh*(d_n+d_r), r_q] q_b_proj (per head: nope then rope) */
+    struct hy_tensor kv_a;      /* [r_kv+d_r, H] kv_a_proj_with_mqa (latent then the shared rope key) */
+    float *kv_a_norm;           /* [r_kv] */
+    struct hy_tensor kv_b;      /* [nh*(d_n+d_v), r_kv] kv_b_proj (per head: W_UK rows then W_UV rows) */
+    float *w_uk_t;              /* [nh, r_kv, d_n] f32: W_UK^h transposed, absorbs q_nope into the latent */
+    struct hy_tensor attn_gate; /* [nh*d_v, H] linear_gate (NULL data when not gated) */
+    float *sink;                /* [nh] learnable_sink_param (NULL: no sinks) */
+    struct hy_tensor idx_wq_b;  /* [H_I*d_I, r_q] indexer.wq_b (full layers; NULL data on shared ones) */
+    struct hy_tensor idx_wk;    /* [d_I, H] indexer.wk */
+    float *idx_k_norm_w;        /* [d_I] indexer.k_norm.weight (LayerNorm) */
+    float *idx_k_norm_b;        /* [d_I] indexer.k_norm.bias */
+    float *idx_weights;         /* [H_I, H] indexer.weights_proj, f32 (fp32 math) */
+    float *hc_fn[2];            /* [2C, C*H] f32 hc_attn_layer / hc_mlp_layer .hc_pre.hc_fn (main layers) */
+    float *hc_base[2];          /* [2C] */
+    float *hc_scale[2];         /* [2]: pre, post */
 };
 
 /* Per-stage wall-clock accounting of the forward pass (for `hyinfer bench`). Off by default: with
@@ -91,6 +111,9 @@ struct hy_model {
     float *final_norm;        /* [H] */
     struct hy_layer *layers;  /* [num_hidden_layers + num_nextn_predict_layers] */
     int has_mtp;              /* MTP layer weights present and loaded */
+    float *hc_head_fn;        /* hy_v4: [C, C*H] f32 model.hc_head.hc_head_fn (NULL otherwise) */
+    float *hc_head_base;      /* hy_v4: [C] */
+    float *hc_head_scale;     /* hy_v4: [1] */
     float *inv_freq;          /* [head_dim/2] RoPE inverse frequencies */
     double load_seconds;
     void *arena;               /* HY_LOAD_COPY: the weight arena (mmap'd, owned), else NULL */

@@ -147,9 +147,10 @@ static void for_each_tensor(struct hy_model *m, void (*fn)(struct hy_tensor *, v
     fn(&m->embed, ctx);
     for (int L = 0; m->layers && L < n_layers_of(m); L++) {
         struct hy_layer *ly = &m->layers[L];
-        struct hy_tensor *ts[] = {&ly->wq,        &ly->wk,          &ly->wv,       &ly->wo,
-                                  &ly->mlp.gate,  &ly->mlp.up,      &ly->mlp.down, &ly->shared.gate,
-                                  &ly->shared.up, &ly->shared.down, &ly->eh_proj};
+        struct hy_tensor *ts[] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->mlp.gate, &ly->mlp.up, &ly->mlp.down,
+                                  &ly->shared.gate, &ly->shared.up, &ly->shared.down, &ly->eh_proj,
+                                  /* hy_v4 (absent, data NULL, for other models) */
+                                  &ly->q_a, &ly->q_b, &ly->kv_a, &ly->kv_b, &ly->attn_gate, &ly->idx_wq_b, &ly->idx_wk};
         for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++)
             fn(ts[i], ctx);
         for (int64_t e = 0; ly->experts && e < m->cfg.num_experts; e++) {

@@ -209,6 +209,9 @@ static int shard_v_scales(struct hy_model *m)
 int hy_model_shard(struct hy_model *m, struct hy_comm *world, const struct hy_parallel_config *par)
 {
     const struct hy_model_config *c = &m->cfg;
+    if (c->arch == HY_ARCH_HY_V4)
+        return hy_err_set("dist: hy_v4 (Hy4-preview) runs in one process for now; multi-rank layouts are "
+                          "implemented for hy_v3");
     struct hy_model_dist *d = calloc(1, sizeof(*d));
     if (!d)
         return hy_err_set("dist: out of memory");

@@ -2,6 +2,9 @@
  * the batch and of how its prompt is split into chunks (DESIGN.md §4), on the hy3-golden-b
  * checkpoint (MoE + dense layer + GQA + QK-norm, BF16 weights) from tests/data; with the fp32 KV
  * cache and with the FP8 E4M3 one (--kv-cache-dtype fp8: per-token scales keep it invariant).
+ * The same on hy4-golden-b (hy_v4: MLA, the DSA indexer with index_topk 6 < the 17-token prompt, so
+ * chunks and batches meet sparse selections, hyper-connections, clamped MoE), whose fp8 cache is
+ * refused by name.
  * The bfloat16 mode is too at every level but amx (whose AMX tiles sum 32+-token calls in a tile-
  * dependent order): steps of 1 to 57 tokens, so the vdpbf16ps decode tiles, the bf16 panels of
  * 32+-token calls and the per-expert MoE path all meet (kernels/avx512_bf16.c where the CPU has
@@ -23,12 +26,13 @@
 #define NBLK 64
 
 static struct hy_model *model;
+static const char *golden_sub = "hy3-golden-llamacpp/hy3-golden-b"; /* the checkpoint of the running group */
 
 static const char *golden_dir(void)
 {
     static char path[1024];
     const char *root = getenv("HYINFER_ROOT"); /* unset: run from the repository root */
-    snprintf(path, sizeof(path), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
+    snprintf(path, sizeof(path), "%s/tests/data/%s", root && *root ? root : ".", golden_sub);
     return path;
 }
 
@@ -212,6 +216,24 @@ static void test_bf16_mode_bitwise(void **state)
     free(l32);
 }
 
+static int setup_hy4(void **state)
+{
+    golden_sub = "hy4-golden-llamacpp/hy4-golden-b";
+    return setup(state);
+}
+
+/* hy_v4's MLA cache has no fp8 form yet: a clear error, not a silently different cache */
+static void test_hy4_fp8_kv_refused(void **state)
+{
+    (void)state;
+    struct hy_kv_cache kv;
+    assert_int_equal(hy_model_kv_cache_init_dtype(model, &kv, BS, NBLK, HY_DTYPE_F8_E4M3), -1);
+    assert_non_null(strstr(hy_err_msg(), "fp8"));
+    assert_non_null(strstr(hy_err_msg(), "MLA"));
+    /* bytes per token: (4 + 1 MTP) layers x (kv_lora_rank 24 + rope 16) + 3 full-indexer layers (0, 2, MTP) x 24 */
+    assert_int_equal(hy_model_kv_token_bytes(model, HY_DTYPE_F32), (5 * 40 + 3 * 24) * 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,5 +241,11 @@ int main(void)
         cmocka_unit_test(test_chunking_and_batching_bitwise_fp8_kv),
         cmocka_unit_test(test_bf16_mode_bitwise),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest hy4[] = {
+        cmocka_unit_test(test_chunking_and_batching_bitwise),
+        cmocka_unit_test(test_hy4_fp8_kv_refused),
+        cmocka_unit_test(test_bf16_mode_bitwise),
+    };
+    int failed = cmocka_run_group_tests_name("hy3-golden-b", tests, setup, teardown);
+    return failed + cmocka_run_group_tests_name("hy4-golden-b", hy4, setup_hy4, teardown);
 }

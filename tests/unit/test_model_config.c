@@ -462,6 +462,72 @@ static void test_shared_golden(void **state)
     assert_int_equal(c.num_experts_per_tok, 4);
 }
 
+/* hy_v4: tests/data/hy4-golden-llamacpp/hy4-golden-b/config.json as published-shaped input, then variants */
+static json_t *hy4_base(void)
+{
+    char p[1024];
+    const char *root = getenv("HYINFER_ROOT");
+    snprintf(p, sizeof(p), "%s/tests/data/hy4-golden-llamacpp/hy4-golden-b/config.json", root && *root ? root : ".");
+    json_error_t je;
+    json_t *o = json_load_file(p, 0, &je);
+    if (!o)
+        fail_msg("%s: %s", p, je.text);
+    return o;
+}
+
+static void test_hy_v4(void **state)
+{
+    (void)state;
+    write_cfg(hy4_base());
+    struct hy_model_config c;
+    expect_ok(&c);
+    assert_int_equal(c.arch, HY_ARCH_HY_V4);
+    assert_int_equal(c.num_experts, 12); /* n_routed_experts */
+    assert_int_equal(c.num_shared_experts, 1);
+    assert_true(c.router_scaling_factor == 2.0f); /* routed_scaling_factor */
+    assert_int_equal(c.route_norm, 1);            /* norm_topk_prob */
+    assert_int_equal(c.num_key_value_heads, 4);   /* ignored: = num_attention_heads */
+    assert_int_equal(c.head_dim, 16);             /* = qk_rope_head_dim */
+    assert_int_equal(c.rope_interleaved, 1);
+    assert_int_equal(c.v4.q_lora_rank, 40);
+    assert_int_equal(c.v4.kv_lora_rank, 24);
+    assert_int_equal(c.v4.v_head_dim, 24);
+    assert_int_equal(c.v4.index_topk, 6);
+    assert_int_equal(c.v4.index_head_dim, 24);
+    assert_int_equal(c.v4.hc_mult, 4);
+    assert_true(c.v4.swiglu_limit == 1.25f);
+    assert_int_equal(c.v4.indexer_full[0], 1);
+    assert_int_equal(c.v4.indexer_full[1], 0);
+    assert_int_equal(c.v4.indexer_full[2], 1);
+    assert_int_equal(c.v4.indexer_full[4], 1); /* MTP: own indexer */
+    json_t *o = hy4_base();
+    json_object_set_new(o, "indexer_types", json_pack("[ssss]", "shared", "full", "full", "shared"));
+    expect_fail(o, "indexer_types[0]", "full");
+    o = hy4_base();
+    json_object_set_new(o, "indexer_types", json_pack("[sss]", "full", "full", "full"));
+    expect_fail(o, "indexer_types", "num_hidden_layers");
+    o = hy4_base();
+    json_object_set_new(o, "n_group", json_integer(8));
+    expect_fail(o, "n_group", "not supported");
+    o = hy4_base();
+    json_object_set_new(o, "gating_type", json_string("headwise"));
+    expect_fail(o, "gating_type", "headwise");
+    o = hy4_base();
+    json_object_del(o, "kv_lora_rank");
+    expect_fail(o, "kv_lora_rank", "required");
+    o = hy4_base();
+    json_object_set_new(o, "index_head_dim", json_integer(16));
+    expect_fail(o, "index_head_dim", "qk_rope_head_dim");
+    /* absent indexer_types: transformers' rule, full at 0 and 1, 5, 9, ... */
+    o = hy4_base();
+    json_object_del(o, "indexer_types");
+    write_cfg(o);
+    expect_ok(&c);
+    assert_int_equal(c.v4.indexer_full[1], 1);
+    assert_int_equal(c.v4.indexer_full[2], 0);
+    assert_int_equal(c.v4.indexer_full[3], 0);
+}
+
 #define T(f) cmocka_unit_test_setup(f, clean)
 
 int main(void)
@@ -480,6 +546,7 @@ int main(void)
         T(test_layer_types),
         T(test_llama),
         T(test_shared_golden),
+        T(test_hy_v4),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,42 @@
+/* load_internal.h - the tensor binders load.c shares with load_v4.c (internal to model/).
+ *
+ * Every binder finds a tensor by its checkpoint name, checks its dtype and the shape config.json
+ * implies, and returns 0, or -1 with hy_err_msg() naming the tensor ("tensor \"X\" is missing from the
+ * checkpoint", "... has shape [..] but config.json implies [..]", "unsupported dtype ..."). Matrices
+ * point into the mmapped checkpoint (not owned); f32 copies are malloc'd and owned by the caller (the
+ * model's free_layer / hy_model_free release them). */
+#ifndef HY_MODEL_LOAD_INTERNAL_H
+#define HY_MODEL_LOAD_INTERNAL_H
+
+#include "model/model.h"
+
+#include <stdint.h>
+
+#define NAME_LEN 256
+
+/* A plain float [rows, cols] matrix (F32/F16/BF16) by full name, zero-copy. */
+int hy_ld_matrix(const struct hy_model *m, const char *name, int64_t rows, int64_t cols, struct hy_tensor *out);
+
+/* Tensor t ([rows] when cols == 0, else [rows, cols]) widened to a malloc'd f32 copy *out. */
+int hy_ld_f32(const struct hy_st_tensor *t, int64_t rows, int64_t cols, float **out);
+
+/* A [n] vector by full name, widened to a malloc'd f32 copy *out. */
+int hy_ld_vec(const struct hy_model *m, const char *name, int64_t n, float **out);
+
+/* A linear weight [rows, cols] by module name (without ".weight"), plain or quantized as the
+ * checkpoint's quantization_config says; L == num_hidden_layers marks the MTP layer (lenient). */
+int hy_ld_linear(struct hy_model *m, int L, const char *module, int64_t rows, int64_t cols, struct hy_tensor *out);
+
+/* A SwiGLU MLP <prefix>.{gate,up,down}_proj of intermediate width `width`. */
+int hy_ld_mlp(struct hy_model *m, int L, const char *prefix, int64_t width, struct hy_expert *e);
+
+/* The MoE block of the layer whose tensors start with lp (e.g. "model.layers.3", "model.mtp_layers.0"):
+ * router (f32), selection bias (zeros when absent), routed experts (fused gate_up_proj/down_proj or
+ * per expert) and the shared expert(s); ly->experts is malloc'd (owned by the layer). */
+int hy_ld_moe(struct hy_model *m, int L, const char *lp, struct hy_layer *ly);
+
+/* hy_v4: binds every tensor of a Hy4-preview checkpoint (load_v4.c); bind_all calls it for
+ * arch == HY_ARCH_HY_V4. */
+int hy_v4_bind_all(struct hy_model *m);
+
+#endif
