@@ -65,10 +65,19 @@ int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int c
         json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
         if (!msgs)
             return hy_err_set("prompt is not valid UTF-8 text");
-        struct hy_chat_template_opts o;
-        hy_chat_template_opts_init(&o);
-        o.reasoning_effort = reasoning_effort;
-        char *rendered = hy_chat_template_render(msgs, tools, &o);
+        char *rendered;
+        if (hy_chat_format_of(tok) == HY_CHAT_HY4) {
+            json_t *kw = json_pack("{s:b}", "add_generation_prompt", 1);
+            if (kw && reasoning_effort)
+                json_object_set_new(kw, "reasoning_effort", json_string(reasoning_effort));
+            rendered = kw ? hy_chat_template_render_hy4(msgs, tools, kw) : NULL;
+            json_decref(kw);
+        } else {
+            struct hy_chat_template_opts o;
+            hy_chat_template_opts_init(&o);
+            o.reasoning_effort = reasoning_effort;
+            rendered = hy_chat_template_render(msgs, tools, &o);
+        }
         json_decref(msgs);
         if (!rendered)
             return -1;

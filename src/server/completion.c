@@ -633,7 +633,7 @@ static int build_prompt(struct gen *g, struct hy_oai_error *e)
     if (r->kind == HY_OAI_CHAT) {
         if (hy_chat_template_parse_tool_arguments(r->messages))
             return hy_oai_error_set(e, 400, "messages", "%s", hy_err_msg());
-        char *prompt = hy_chat_template_render_kwargs(r->messages, r->tools, r->template_kwargs);
+        char *prompt = hy_chat_render(hy_chat_format_of(s->tok), r->messages, r->tools, r->template_kwargs);
         if (!prompt)
             return hy_oai_error_set(e, 400, "messages", "%s", hy_err_msg());
         g->start_in_reasoning = hy_reasoning_prompt_open(prompt, strlen(prompt));

@@ -174,7 +174,7 @@ static enum MHD_Result handle_tokenize(struct hy_server *s, struct MHD_Connectio
         if (!json_object_get(kwc, "add_generation_prompt"))
             json_object_set_new(kwc, "add_generation_prompt", json_boolean(!agp || json_is_true(agp)));
         if (hy_chat_template_parse_tool_arguments(msgs) == 0)
-            prompt = hy_chat_template_render_kwargs(msgs, json_object_get(root, "tools"), kwc);
+            prompt = hy_chat_render(hy_chat_format_of(s->tok), msgs, json_object_get(root, "tools"), kwc);
         json_decref(kwc);
         if (!prompt) {
             hy_oai_error_set(&e, 400, "messages", "%s", hy_err_msg());

@@ -48,4 +48,25 @@ char *hy_chat_template_render_kwargs(const json_t *messages, const json_t *tools
  * the message / call index when an argument string is not a JSON object. */
 int hy_chat_template_parse_tool_arguments(json_t *messages);
 
+/* Which chat format a model speaks, from its vocabulary (chat_template_hy4.c). */
+enum hy_chat_format {
+    HY_CHAT_HY3 = 0, /* tencent-Hy3.jinja (above) */
+    HY_CHAT_HY4 = 1, /* Hy4-preview turns: <｜hy_start｜>role<｜hy_middle｜>content<｜hy_end｜> */
+};
+struct hy_tokenizer;
+
+/* HY_CHAT_HY4 when tok has the added token <｜hy_middle:opensource｜> (Hy4-preview), else HY_CHAT_HY3
+ * (tok may be NULL). */
+enum hy_chat_format hy_chat_format_of(const struct hy_tokenizer *tok);
+
+/* The Hy4-preview turn format (spec hy4_architecture.md §12): for each message hy_start + role +
+ * hy_middle + content (string, null or text parts) + hy_end, then, when kwargs has add_generation_prompt
+ * true, hy_start + "assistant" + hy_middle. The hub's reasoning-mode preamble and tool-call rendering are
+ * not public: non-empty tools, a non-null reasoning_effort or a message with tool_calls return NULL with
+ * hy_err_msg() naming them. Returns a malloc'd prompt (caller frees), or NULL with hy_err_msg(). */
+char *hy_chat_template_render_hy4(const json_t *messages, const json_t *tools, const json_t *kwargs);
+
+/* hy_chat_template_render_kwargs (HY_CHAT_HY3) or hy_chat_template_render_hy4 (HY_CHAT_HY4). */
+char *hy_chat_render(enum hy_chat_format fmt, const json_t *messages, const json_t *tools, const json_t *kwargs);
+
 #endif

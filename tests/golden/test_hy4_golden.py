@@ -9,7 +9,9 @@ For every one of the 7 golden cases:
        1e-4 * max(1, |logit|) (the golden README: a correct fp32 engine lands near 1e-5)
      - every row within 1e-4 * max(1, max |ref|) of hy4_ref (all 480 logits, not only the golden's top-10)
      - the MTP head (which llama.cpp cannot run): every draft row p = 0..n-2 within the same bound of hy4_ref
-3. Loader errors on broken copies of hy4-golden-b under build/hy4-broken/: a missing tensor, an indexer on a
+  3. case 1 (a chat-format prompt) once more through `generate --chat -p USER_TEXT`: the Hy4 turn format rendered
+     in C gives the same 40 ids
+4. Loader errors on broken copies of hy4-golden-b under build/hy4-broken/: a missing tensor, an indexer on a
    "shared" layer, a tensor of a layer config.json does not have, a wrong shape, a stray tensor; each must fail
    with a message that names the tensor.
 Exit 0 = pass, 1 = fail (also when build/hyinfer is missing).
@@ -113,6 +115,13 @@ def main():
         worst["mtp"] = max(worst["mtp"], d)
         ck.check(mtp.shape == rm.shape and d <= 1.0,
                  "case %d: MTP logits (%d rows) vs hy4_ref off by %.2f of the tolerance" % (ci, len(mtp), d))
+    c1 = g["cases"][1]
+    user = c1["prompt"].split("<｜hy_middle:opensource｜>")[1].split("<｜hy_end:opensource｜>")[0]
+    p = subprocess.run(U.engine_cmd() + ["generate", "-m", MODEL, "--chat", "-p", user, "-n", "40", "--temperature", "0",
+                                         "--dtype", "float32", "--print-ids", "--ignore-eos"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    got = json.loads([ln for ln in p.stdout.splitlines() if ln.startswith("[")][-1]) if p.returncode == 0 else None
+    ck.check(got == c1["generated_ids"], "generate --chat (Hy4 turn format) on case 1: %s" % (got or p.stderr[-300:]))
     print("7 cases x 40 greedy ids; worst error as a fraction of the tolerance: golden logits %.3f, all logits vs "
           "hy4_ref %.3f, MTP rows vs hy4_ref %.3f" % (worst["golden"], worst["ref"], worst["mtp"]))
 

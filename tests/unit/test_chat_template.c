@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "text/chat_template.h"
 #include "text/pyjson.h"
+#include "text/tokenizer.h"
 
 static json_t *parse(const char *text)
 {
@@ -297,6 +298,51 @@ static void test_long_conversation(void **state)
     json_decref(msgs);
 }
 
+/* The Hy4-preview turn format (chat_template_hy4.c): turns, generation prompt, refusals, format detection. */
+static void test_hy4_format(void **state)
+{
+    (void)state;
+    json_t *msgs = json_loads("[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                              "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hark!\"}]},"
+                              "{\"role\":\"assistant\",\"content\":null}]",
+                              0, NULL);
+    json_t *kw = json_pack("{s:b}", "add_generation_prompt", 1);
+    char *out = hy_chat_render(HY_CHAT_HY4, msgs, NULL, kw);
+    assert_non_null(out);
+    assert_string_equal(out, "<｜hy_start:opensource｜>system<｜hy_middle:opensource｜>Be brief.<｜hy_end:opensource｜>"
+                             "<｜hy_start:opensource｜>user<｜hy_middle:opensource｜>Hark!<｜hy_end:opensource｜>"
+                             "<｜hy_start:opensource｜>assistant<｜hy_middle:opensource｜><｜hy_end:opensource｜>"
+                             "<｜hy_start:opensource｜>assistant<｜hy_middle:opensource｜>");
+    free(out);
+    json_object_set_new(kw, "reasoning_effort", json_string("high"));
+    assert_null(hy_chat_render(HY_CHAT_HY4, msgs, NULL, kw));
+    assert_non_null(strstr(hy_err_msg(), "reasoning_effort"));
+    json_object_del(kw, "reasoning_effort");
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", 0, NULL);
+    assert_null(hy_chat_render(HY_CHAT_HY4, msgs, tools, kw));
+    assert_non_null(strstr(hy_err_msg(), "tools"));
+    json_t *bad = json_loads("[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]", 0, NULL);
+    assert_null(hy_chat_render(HY_CHAT_HY4, bad, NULL, kw));
+    assert_non_null(strstr(hy_err_msg(), "messages[0].content[0]"));
+    json_decref(bad);
+    json_decref(tools);
+    json_decref(msgs);
+    json_decref(kw);
+    /* detection: the hy4 golden's vocabulary has <｜hy_middle:opensource｜>, the Hy3 golden's has not */
+    const char *root = getenv("HYINFER_ROOT");
+    char p[1024];
+    struct hy_tokenizer *tok = NULL;
+    snprintf(p, sizeof(p), "%s/tests/data/hy4-golden-llamacpp/hy4-golden-b", root && *root ? root : ".");
+    assert_int_equal(hy_tokenizer_load_dir(p, &tok), 0);
+    assert_int_equal(hy_chat_format_of(tok), HY_CHAT_HY4);
+    hy_tokenizer_free(tok);
+    snprintf(p, sizeof(p), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
+    assert_int_equal(hy_tokenizer_load_dir(p, &tok), 0);
+    assert_int_equal(hy_chat_format_of(tok), HY_CHAT_HY3);
+    hy_tokenizer_free(tok);
+    assert_int_equal(hy_chat_format_of(NULL), HY_CHAT_HY3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_pyjson),
         cmocka_unit_test(test_parse_tool_arguments),
         cmocka_unit_test(test_long_conversation),
+        cmocka_unit_test(test_hy4_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
