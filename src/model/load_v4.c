@@ -68,8 +68,9 @@ static int bind_attention(struct hy_model *m, int L, const char *lp, int has_ind
     if (!has_indexer)
         return 0;
     const int64_t HI = v->index_n_heads, dI = v->index_head_dim;
-    if (hy_ld_linear(m, L, nm(n, lp, "self_attn.indexer.wq_b"), HI * dI, rq, &ly->idx_wq_b) ||
-        hy_ld_linear(m, L, nm(n, lp, "self_attn.indexer.wk"), dI, H, &ly->idx_wk) ||
+    /* the indexer stays unquantized in quantized checkpoints (as the router, hc_* and the sinks) */
+    if (hy_ld_matrix(m, nm(n, lp, "self_attn.indexer.wq_b.weight"), HI * dI, rq, &ly->idx_wq_b) ||
+        hy_ld_matrix(m, nm(n, lp, "self_attn.indexer.wk.weight"), dI, H, &ly->idx_wk) ||
         hy_ld_vec(m, nm(n, lp, "self_attn.indexer.k_norm.weight"), dI, &ly->idx_k_norm_w) ||
         hy_ld_vec(m, nm(n, lp, "self_attn.indexer.k_norm.bias"), dI, &ly->idx_k_norm_b) ||
         bind_f32_named(m, nm(n, lp, "self_attn.indexer.weights_proj.weight"), HI, H, &ly->idx_weights))

@@ -63,17 +63,22 @@ static int is_proj(const char *s, const char *const *names, int n, const char *s
     return 0;
 }
 
-/* Category of a tensor name; *layer and *expert filled when known. Module = name minus ".weight". */
-static enum cat classify(const char *name, int *layer)
+/* Category of a tensor name; *prefix = the length of its layer prefix ("model.layers.N." or, hy_v4's MTP
+ * layer, "model.mtp_layers.N."). Module = name minus ".weight". hy_v4's attention linears (q_a / q_b /
+ * kv_a_proj_with_mqa, o_proj, linear_gate) are attention; its kv_b_proj (absorbed into the latent at load),
+ * the indexer, the router, hc_* and the sinks are never quantized. */
+static enum cat classify(const char *name, int *prefix)
 {
-    static const char *const attn[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+    static const char *const attn[] = {"q_proj",   "k_proj",   "v_proj",      "o_proj",
+                                       "q_a_proj", "q_b_proj", "linear_gate", "kv_a_proj_with_mqa"};
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
     int L, n = 0;
-    if (sscanf(name, "model.layers.%d.%n", &L, &n) != 1 || n == 0)
+    if ((sscanf(name, "model.layers.%d.%n", &L, &n) != 1 || n == 0) &&
+        (sscanf(name, "model.mtp_layers.%d.%n", &L, &n) != 1 || n == 0))
         return CAT_NONE;
-    *layer = L;
+    *prefix = n;
     const char *r = name + n;
-    if (strncmp(r, "self_attn.", 10) == 0 && is_proj(r + 10, attn, 4, ".weight"))
+    if (strncmp(r, "self_attn.", 10) == 0 && is_proj(r + 10, attn, 8, ".weight"))
         return CAT_ATTN;
     if (strcmp(r, "eh_proj.weight") == 0)
         return CAT_ATTN;
@@ -327,8 +332,8 @@ static int build_plan(const struct hy_checkpoint *ck, const struct hy_model_conf
     const int64_t I = cfg->moe_intermediate_size, H = cfg->hidden_size;
     for (size_t i = 0; i < ck->n_index; i++) {
         const struct hy_st_tensor *t = ck->index[i];
-        int L = -1;
-        enum cat c = classify(t->name, &L);
+        int plen = 0;
+        enum cat c = classify(t->name, &plen);
         const int fused = c == CAT_ROUTED_FUSED_GU || c == CAT_ROUTED_FUSED_DN;
         if (c == CAT_NONE || (fused ? t->ndim != 3 : t->ndim != 2)) {
             if (plan_copy(p, t))
@@ -367,14 +372,14 @@ static int build_plan(const struct hy_checkpoint *ck, const struct hy_model_conf
         for (int64_t e = 0; e < E; e++) {
             char m2[NAME_CAP];
             if (c == CAT_ROUTED_FUSED_GU) {
-                snprintf(m2, sizeof(m2), "model.layers.%d.mlp.experts.%lld.gate_proj", L, (long long)e);
+                snprintf(m2, sizeof(m2), "%.*smlp.experts.%lld.gate_proj", plen, t->name, (long long)e);
                 if (plan_quant(p, t, m2, e * R * C, I, C, f))
                     return -1;
-                snprintf(m2, sizeof(m2), "model.layers.%d.mlp.experts.%lld.up_proj", L, (long long)e);
+                snprintf(m2, sizeof(m2), "%.*smlp.experts.%lld.up_proj", plen, t->name, (long long)e);
                 if (plan_quant(p, t, m2, e * R * C + I * C, I, C, f))
                     return -1;
             } else {
-                snprintf(m2, sizeof(m2), "model.layers.%d.mlp.experts.%lld.down_proj", L, (long long)e);
+                snprintf(m2, sizeof(m2), "%.*smlp.experts.%lld.down_proj", plen, t->name, (long long)e);
                 if (plan_quant(p, t, m2, e * R * C, R, C, f))
                     return -1;
             }
@@ -708,6 +713,8 @@ static json_t *targets_for(unsigned mask)
     if (mask & (1u << CAT_ATTN)) {
         json_array_append_new(t, json_string("re:.*\\.self_attn\\.(q|k|v|o)_proj$"));
         json_array_append_new(t, json_string("re:.*\\.eh_proj$"));
+        json_array_append_new(t,
+                              json_string("re:.*\\.self_attn\\.(q_a_proj|q_b_proj|kv_a_proj_with_mqa|linear_gate)$"));
     }
     if (mask & (1u << CAT_MLP))
         json_array_append_new(t, json_string("re:.*\\.layers\\.\\d+\\.mlp\\.(gate|up|down)_proj$"));

@@ -11,7 +11,10 @@ For every one of the 7 golden cases:
      - the MTP head (which llama.cpp cannot run): every draft row p = 0..n-2 within the same bound of hy4_ref
   3. case 1 (a chat-format prompt) once more through `generate --chat -p USER_TEXT`: the Hy4 turn format rendered
      in C gives the same 40 ids
-4. Loader errors on broken copies of hy4-golden-b under build/hy4-broken/: a missing tensor, an indexer on a
+4. Quantized hy_v4 (`hyinfer quantize --quant-dtype fp8|mxfp8|mxfp4|hybrid`, round-to-nearest): the engine on the
+   quantized checkpoint (fp32 mode) equals hy4_ref on tools/ref/quant_ref.py's dequantization of it within the same
+   tolerance, for case 0 with the MTP rows; the indexer, kv_b_proj, router, hc_* and sinks stay BF16/F32.
+5. Loader errors on broken copies of hy4-golden-b under build/hy4-broken/: a missing tensor, an indexer on a
    "shared" layer, a tensor of a layer config.json does not have, a wrong shape, a stray tensor; each must fail
    with a message that names the tensor.
 Exit 0 = pass, 1 = fail (also when build/hyinfer is missing).
@@ -29,6 +32,7 @@ ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path
 sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 import hy3_golden_util as U  # noqa: E402
 import hy4_ref  # noqa: E402
+import quant_ref  # noqa: E402
 import safetensors_np  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "hy4-golden-llamacpp")
@@ -74,6 +78,60 @@ def broken_copies(out):
     t["model.layers.0.self_attn.q_proj.weight"] = W["model.layers.0.self_attn.q_b_proj.weight"]
     write("stray", t, must="model.layers.0.self_attn.q_proj.weight")
     return cases
+
+
+def dequantized_ref(qdir, out):
+    """hy4_ref on quant_ref's dequantization of the quantized checkpoint qdir (per-expert matrices re-fused)."""
+    deq = quant_ref.dequantize_tensors(safetensors_np.load(os.path.join(qdir, "model.safetensors")))
+    with open(os.path.join(qdir, "config.json")) as f:
+        cfg = json.load(f)
+    E = cfg["n_routed_experts"]
+    for lp in sorted({k.split(".mlp.experts.")[0] for k in deq if ".mlp.experts." in k}):
+        gate = lp + ".mlp.experts.%d.gate_proj.weight"
+        if gate % 0 in deq:
+            deq[lp + ".mlp.experts.gate_up_proj"] = np.stack(
+                [np.concatenate([deq.pop(gate % e), deq.pop(lp + ".mlp.experts.%d.up_proj.weight" % e)]) for e in range(E)])
+            deq[lp + ".mlp.experts.down_proj"] = np.stack(
+                [deq.pop(lp + ".mlp.experts.%d.down_proj.weight" % e) for e in range(E)])
+    os.makedirs(out, exist_ok=True)
+    safetensors_np.save(os.path.join(out, "model.safetensors"), [(k, "F32", v) for k, v in sorted(deq.items())])
+    cfg.pop("quantization_config", None)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return hy4_ref.Hy4Ref(out)
+
+
+def check_quantized(ck, g):
+    work = os.path.join(ROOT, "build", "hy4-quant")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    c = g["cases"][0]
+    ids = c["prompt_ids"] + c["generated_ids"][:-1]
+    for q in ("fp8", "mxfp8", "mxfp4", "hybrid"):
+        qd = os.path.join(work, q)
+        p = subprocess.run(U.engine_cmd() + ["quantize", "-m", MODEL, "-o", qd, "--quant-dtype", q],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        if not ck.check(p.returncode == 0, "quantize %s: %s" % (q, p.stderr[-300:])):
+            continue
+        W = safetensors_np.load(os.path.join(qd, "model.safetensors"), widen_bf16=False)
+        kept = [k for k in W if (".indexer." in k or "kv_b_proj" in k or k.endswith("learnable_sink_param")
+                                 or ".hc_" in k or k.endswith("mlp.gate.weight")) and W[k][0] not in ("BF16", "F32")]
+        quantized = [k for k in W if W[k][0] in ("F8_E4M3", "U8", "F4_E2M1") and "q_b_proj" in k]
+        ck.check(not kept and quantized, "quantize %s: unquantized modules %s quantized, q_b_proj quantized: %s"
+                 % (q, kept[:3], bool(quantized)))
+        try:
+            lg, mtp = U.engine_logits(qd, ids, all_positions=True, mtp=True)
+        except U.EngineError as e:
+            ck.check(False, "quantized %s: %s" % (q, e))
+            continue
+        ref = dequantized_ref(qd, qd + "-deq")
+        rl, h, _ = ref.forward(ids)
+        rm = ref.forward_mtp(ids, h)
+        d, dm = U.max_abs_diff(lg, rl) / U.tol_for(rl), U.max_abs_diff(mtp, rm) / U.tol_for(rm)
+        ck.check(d <= 1.0 and dm <= 1.0, "quantized %s: engine vs hy4_ref(dequantized) %.3f / MTP %.3f of the "
+                 "tolerance" % (q, d, dm))
+        print("quantized %-6s: engine vs hy4_ref on the dequantized weights: logits %.3f, MTP %.3f of the tolerance"
+              % (q, d, dm))
 
 
 def main():
@@ -125,6 +183,7 @@ def main():
     print("7 cases x 40 greedy ids; worst error as a fraction of the tolerance: golden logits %.3f, all logits vs "
           "hy4_ref %.3f, MTP rows vs hy4_ref %.3f" % (worst["golden"], worst["ref"], worst["mtp"]))
 
+    check_quantized(ck, g)
     out = os.path.join(ROOT, "build", "hy4-broken")
     shutil.rmtree(out, ignore_errors=True)
     for name, d, must in broken_copies(out):

@@ -303,8 +303,10 @@ def dequantize_tensors(tensors):
     out = {}
     used = set()
     for name, (dt, a) in tensors.items():
-        if name.endswith(".weight_scale") or name.endswith("_scale") or name.endswith(".input_scale"):
+        if name.endswith(".weight_scale") or name.endswith(".input_scale"):
             continue
+        if name.endswith("_scale") and name[:-len("_scale")] in tensors:  # a fused stack's scales (hy_v4's hc_scale
+            continue                                                      # and hc_head_scale are model tensors)
         sname = (name[:-len(".weight")] + ".weight_scale") if name.endswith(".weight") else name + "_scale"
         if sname not in tensors:
             out[name] = np.asarray(a, dtype=np.float32)
