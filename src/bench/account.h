@@ -14,7 +14,7 @@
 /* Bytes a decode step must read. */
 struct hy_bench_bytes {
     double embed;              /* embedding rows of the batch tokens */
-    double attn;               /* q/k/v/o projections of every layer */
+    double attn;               /* q/k/v/o projections of every layer (hy_v4: MLA, gate, indexer, hyper-connections) */
     double dense_mlp;          /* dense MLP layers */
     double router;             /* router gate [E, H] f32 + expert_bias of every MoE layer */
     double routed;             /* the distinct routed experts selected, gate + up + down */
@@ -22,7 +22,8 @@ struct hy_bench_bytes {
     double norms;              /* RMSNorm / QK-norm vectors, final norm */
     double lm_head;            /* the whole lm_head when any logits row is computed */
     double weights;            /* sum of the above */
-    double kv_read;            /* K and V cache bytes the attention reads (listed separately, not in weights) */
+    double kv_read;            /* K and V cache bytes the attention reads (listed separately, not in weights;
+                                  hy_v4: the selected latent rows + the indexer keys of full layers) */
     int64_t distinct_experts;  /* distinct (layer, expert) pairs selected, summed over MoE layers */
     int64_t expert_selections; /* (token, expert) selections, summed over MoE layers */
 };
@@ -30,7 +31,8 @@ struct hy_bench_bytes {
 /* FLOPs of a forward call (multiply-add = 2 FLOPs). */
 struct hy_bench_flops {
     double attn_proj; /* 2 * tokens * (q,k,v,o params) per layer */
-    double attn_core; /* QK^T and PV: 4 * heads * head_dim * context per token per layer */
+    double attn_core; /* QK^T and PV: 4 * heads * head_dim * context per token per layer (hy_v4: over the selected
+                         latent rows, plus the indexer scores) */
     double dense_mlp; /* 2 * tokens * 3 * H * intermediate */
     double router;    /* 2 * tokens * E * H */
     double routed;    /* 2 * (token, expert) selections * 3 * H * I */
