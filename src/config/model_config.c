@@ -330,7 +330,7 @@ static int parse_config(json_t *root, struct hy_model_config *c)
         get_bool(root, "tie_word_embeddings", 0, &c->tie_word_embeddings) ||
         get_bool(root, "qk_norm", c->arch == HY_ARCH_HY_V3, &c->qk_norm))
         return -1;
-    if (c->num_attention_heads % c->num_key_value_heads)
+    if (c->arch != HY_ARCH_HY_V4 && c->num_attention_heads % c->num_key_value_heads) /* hy_v4: ignored (MLA) */
         return hy_err_set("num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
                           c->num_attention_heads, c->num_key_value_heads);
     if (c->head_dim <= 0) /* the default hidden_size / num_attention_heads can be 0 */
