@@ -186,6 +186,31 @@ m = shapes("hy-mt2")
 assert m["model.layers.1.mlp.experts.127.gate_proj.weight"] == ("BF16", (768, 2048))
 assert m["model.layers.1.self_attn.q_proj.weight"] == ("BF16", (4096, 2048))
 assert m["model.layers.1.self_attn.v_proj.weight"] == ("BF16", (512, 2048))
+h4 = shapes("hy4")  # Hy4-preview per-layer shapes (specs/hy4_architecture.md §6.1, §7.1, §9.2, §4.1)
+assert h4["model.layers.1.self_attn.q_b_proj.weight"] == ("BF16", (16384, 2048))
+assert h4["model.layers.1.self_attn.kv_a_proj_with_mqa.weight"] == ("BF16", (576, 6144))
+assert h4["model.layers.1.self_attn.kv_b_proj.weight"] == ("BF16", (28672, 512))
+assert h4["model.layers.1.self_attn.o_proj.weight"] == ("BF16", (6144, 16384))
+assert h4["model.layers.1.self_attn.indexer.wq_b.weight"] == ("BF16", (4096, 2048))
+assert "model.layers.2.self_attn.indexer.wk.weight" not in h4
+assert h4["model.layers.1.hc_attn_layer.hc_pre.hc_fn"] == ("F32", (8, 24576))
+assert h4["model.layers.1.mlp.experts.gate_up_proj"] == ("BF16", (16, 4096, 6144))
+assert h4["model.layers.0.mlp.gate_proj.weight"] == ("BF16", (18432, 6144))
+PY
+
+# hy_v4: bench latency on the tiny-hy4 bench checkpoint (MLA, indexer, hyper-connections) runs and reports
+"$PY" tools/make/make_bench_model.py --out "$W/tiny-hy4" --shape tiny-hy4 --mtp 2>/dev/null
+"$BIN" bench latency -m "$W/tiny-hy4" --prompt-lens 8,80 --batch-sizes 1,3 --decode-steps 3 --decode-context 70 \
+  --bw-bytes 16M --bw-reps 2 --flop-seconds 0.02 --threads 2 --json >"$W/out4.json" 2>"$W/err4" \
+  || { cat "$W/err4"; fail "bench on tiny-hy4 exited non-zero"; }
+"$PY" - "$W/out4.json" <<'PY'
+import json, math, sys
+out = json.load(open(sys.argv[1]))
+for k in ("decode_roofline_fraction", "prefill_peak_fraction", "projected_full_model_ms_per_token"):
+    v = out.get(k)
+    assert isinstance(v, (int, float)) and math.isfinite(v) and v > 0, (k, v)
+print("tiny-hy4 bench: decode roofline %.4f, prefill peak %.4f" % (out["decode_roofline_fraction"],
+                                                                   out["prefill_peak_fraction"]))
 PY
 
 # bad input: clear errors, exit 2
