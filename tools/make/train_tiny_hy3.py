@@ -7,7 +7,8 @@ Usage (what produced models/hy3-tiny; see TRAINING.md there for the exact comman
   /usr/bin/python3 tools/make/train_tiny_hy3.py --check-golden   # torch math vs llama.cpp's hy_v3 golden
   /usr/bin/python3 tools/make/train_tiny_hy3.py --out models/hy3-tiny --report-only   # re-evaluate an export
 
-Tool-calling fine-tune (issue 27 item 5; what produced build/hy3-tiny-tools, see TRAINING.md there), three
+Tool-calling fine-tune (issue 27 item 5; what produced build/hy3-tiny-tools, which became models/hy3-tiny: see
+TRAINING.md there, which also lists the fourth phase), three
 phases; the first two were stopped by hand right after a periodic checkpoint (steps 903 and 1393), each next
 one resumes that checkpoint with more copy drills (no copying of names/numbers had emerged):
   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nohup nice -n 10 /usr/bin/python3 tools/make/train_tiny_hy3.py \
