@@ -150,7 +150,10 @@ try {
       else if (sx.text !== ns.message.content) eq(sx.text, ns.message.content, `UTF-8 prompt ${k} seed ${seed}: streamed == non-streamed`);
       const toks = ns.logprobs?.content || [];
       if (toks.some((t) => special(t.token) && !/hy_eos/.test(t.token))) continue;
-      const bytes = toks.filter((t, i) => !(i === toks.length - 1 && ns.finish_reason === "stop")).flatMap((t) => t.bytes);
+      // the last token is not text when it ended the request: "stop", or an EOS that was also the max_tokens-th token
+      // ("length", as vLLM v1 reports it: the length cap is checked before EOS)
+      const bytes = toks.filter((t, i) => !(i === toks.length - 1 && (ns.finish_reason === "stop" || /hy_eos/.test(t.token))))
+                        .flatMap((t) => t.bytes);
       let decoded;
       try { decoded = new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bytes)); } catch { continue; }
       validCases++;
