@@ -10,9 +10,14 @@ teacher-forced on prompt + generated ids in one pass:
   3. the indexer's top-k sets of both full layers at every sparse prompt position equal llama.cpp's
   4. shared layers really reuse: the sets the reference used on layers 1 and 3 are those of layers 0 and 2, and
      index_topk (6) < prompt length, so keys are really dropped (the test fails if a case selects everything)
-  5. mutations: a reference with split-half RoPE, with the sink scaled by the softmax scale, without the swiglu
-     clamp, or with shared layers computing their own top-k must FAIL check 2 on some case, which proves that
-     the golden pins each of those choices
+  5. mutations: a reference with split-half RoPE, the sink scaled by the softmax scale, no sinks, no output
+     gate, dense attention instead of the indexer's top-k, shared layers computing their own top-k, no swiglu
+     clamp, HC-post without hc_magnitude, or no route norm must FAIL check 2 on some case, which proves that
+     the golden pins each of those choices (the table is printed)
+  7. spec §18.2 unit checks on the golden checkpoint: T-ROPE (interleaved pairs: a basis vector rotates only
+     inside its pair; <R(q,p1), R(k,p2)> depends on p1 - p2 only), T-ATT (the absorbed form over the cached
+     [c; k_pe] latent equals the non-absorbed one to 1e-10 on layers 0 and 1; a sink of -inf is plain softmax),
+     T-MOE (both clamps fire: some routed gate values above swiglu_limit, some up values beyond +-limit)
   6. MTP (no llama.cpp oracle): draft rows are causal (the rows of a prefix equal the first rows of the full
      sequence) and row 0's logits change when its embedding is zeroed (vLLM's pos-0 rule is a real choice)
 Exit 0 = pass, 1 = fail.
@@ -70,6 +75,16 @@ class Mutant(hy4_ref.Hy4Ref):
                     self.W[k] = self.W[k] * tau
         if what == "no_clamp":
             self.cfg.swiglu_limit = 0.0
+        if what == "no_sink":
+            self.cfg.sink = False
+        if what == "no_gate":
+            self.cfg.gated = False
+        if what == "dense_attention":
+            self.cfg.topk = 10 ** 9
+        if what == "hc_post_no_magnitude":
+            self.cfg.hc_mag = 1.0
+        if what == "no_route_norm":
+            self.cfg.norm_topk = False
         if what == "shared_own_topk":
             self.cfg.indexer_types = ["full"] * self.cfg.n_layers
             for k in list(self.W):  # give shared layers the indexer of the full layer before them
@@ -136,13 +151,87 @@ def main():
           [i for i, t in enumerate(cfg.indexer_types) if t == "shared"])
 
     # 5. the golden pins each of these choices
-    for what in ["rope_neox", "sink_scaled", "no_clamp", "shared_own_topk"]:
+    print("mutation                 cases failing the golden   worst logit error / tolerance")
+    for what in ["rope_neox", "sink_scaled", "no_sink", "no_gate", "dense_attention", "shared_own_topk", "no_clamp",
+                 "hc_post_no_magnitude", "no_route_norm"]:
         mut = Mutant(model, what)
-        fails = 0
+        fails, worst_all = 0, 0.0
         for case in g["cases"]:
             greedy, worst, bad, _ = compare(mut, case)
             fails += (not greedy) or worst > 1.0
+            worst_all = max(worst_all, worst)
+        print("  %-22s %d / %d                      %.3g" % (what, fails, len(g["cases"]), worst_all))
         check(fails > 0, "mutation %s fails the golden on %d of %d cases" % (what, fails, len(g["cases"])))
+
+    # 7. spec §18.2 unit checks
+    rng = np.random.default_rng(7)
+    d_r = cfg.d_r
+    for i in range(d_r // 2):
+        e = np.zeros((1, 2 + d_r))
+        e[0, 2 + 2 * i] = 1.0
+        r = ref.rope(e, [5])[0, 2:]
+        others = np.delete(r, [2 * i, 2 * i + 1])
+        if np.abs(others).max() > 0 or abs(np.hypot(r[2 * i], r[2 * i + 1]) - 1.0) > 1e-12:
+            check(False, "T-ROPE: dims (%d, %d) do not rotate as a pair" % (2 * i, 2 * i + 1))
+            break
+    else:
+        check(True, "T-ROPE: every basis vector rotates only inside its interleaved pair (2i, 2i+1)")
+    q, k = rng.standard_normal((1, d_r)), rng.standard_normal((1, d_r))
+    dots = [float(ref.rope(q, [p1]) @ ref.rope(k, [p1 - 3]).T) for p1 in (3, 10, 77)]
+    check(max(dots) - min(dots) < 1e-12, "T-ROPE: <R(q,p), R(k,p-3)> is the same at p = 3, 10, 77 (%s)" % dots)
+
+    ids = g["cases"][0]["prompt_ids"][:20]
+    W = ref.W
+    pos = np.arange(len(ids))
+    e = W["model.embed_tokens.weight"][np.asarray(ids)]
+    X = np.repeat(e[:, None, :], cfg.C, axis=1)
+    for layer in (0, 1):
+        p = "model.layers.%d" % layer
+        y, _ = ref.hc_pre(X, p + ".hc_attn_layer.hc_pre")
+        u = hy4_ref._rmsnorm(y, W[p + ".input_layernorm.weight"], cfg.eps)
+        sets = [list(range(t + 1)) for t in range(len(ids))]
+        want, _ = ref.attention(p + ".self_attn", u, pos, sets, False)
+        # absorbed: q~ = W_UK^T q_nope against the cached latent c, plus the rope part; W_UV after the softmax
+        a = p + ".self_attn"
+        T = len(ids)
+        cq = hy4_ref._rmsnorm(u @ W[a + ".q_a_proj.weight"].T, W[a + ".q_a_layernorm.weight"], cfg.eps)
+        qh = ref.rope((cq @ W[a + ".q_b_proj.weight"].T).reshape(T, cfg.H, cfg.d_n + d_r), pos)
+        kv = u @ W[a + ".kv_a_proj_with_mqa.weight"].T
+        lat = hy4_ref._rmsnorm(kv[:, :cfg.r_kv], W[a + ".kv_a_layernorm.weight"], cfg.eps)
+        kpe = ref.rope(kv[:, cfg.r_kv:], pos)
+        kvb = W[a + ".kv_b_proj.weight"].reshape(cfg.H, cfg.d_n + cfg.d_v, cfg.r_kv)
+        qt = np.einsum("thd,hdc->thc", qh[:, :, :cfg.d_n], kvb[:, :cfg.d_n])
+        lg = (np.einsum("thc,sc->hts", qt, lat) + np.einsum("thd,sd->hts", qh[:, :, cfg.d_n:], kpe)) / np.sqrt(
+            cfg.d_n + d_r)
+        lg = np.where(np.tril(np.ones((T, T), dtype=bool))[None], lg, -np.inf)
+        sink = W[a + ".learnable_sink_param"]
+        mx = np.maximum(lg.max(axis=2), sink[:, None])
+        ex = np.exp(lg - mx[:, :, None])
+        pr = ex / (ex.sum(axis=2) + np.exp(sink[:, None] - mx))[:, :, None]
+        ob = np.einsum("hts,sc->thc", pr, lat)
+        o = np.einsum("thc,hdc->thd", ob, kvb[:, cfg.d_n:]).reshape(T, cfg.H * cfg.d_v)
+        o = o * hy4_ref._sigmoid(u @ W[a + ".linear_gate.weight"].T)
+        got = o @ W[a + ".o_proj.weight"].T
+        check(np.abs(got - want).max() < 1e-10, "T-ATT layer %d: absorbed == non-absorbed (max |d| %.1e)" %
+              (layer, np.abs(got - want).max()))
+        nosink = Mutant(model, "no_sink")
+        plain, _ = nosink.attention(p + ".self_attn", u, pos, sets, False)
+        lg2 = np.where(np.isfinite(lg), lg, -np.inf)
+        pr2 = np.exp(lg2 - lg2.max(axis=2, keepdims=True))
+        pr2 /= pr2.sum(axis=2, keepdims=True)
+        o2 = np.einsum("thc,hdc->thd", np.einsum("hts,sc->thc", pr2, lat), kvb[:, cfg.d_n:]).reshape(T, -1)
+        o2 = (o2 * hy4_ref._sigmoid(u @ W[a + ".linear_gate.weight"].T)) @ W[a + ".o_proj.weight"].T
+        check(np.abs(plain - o2).max() < 1e-10, "T-ATT layer %d: sink -inf == plain causal softmax" % layer)
+
+    # T-MOE: both clamps fire on the golden (README: ~25% of routed gate values, ~49% of up values)
+    L_ = cfg.swiglu_limit
+    p = "model.layers.1.mlp"
+    uu = rng.standard_normal((64, cfg.d))
+    gu = np.einsum("eid,td->tei", W[p + ".experts.gate_up_proj"], uu)
+    gate_hi = float(np.mean(gu[..., :cfg.moe_inter] > L_))
+    up_out = float(np.mean(np.abs(gu[..., cfg.moe_inter:]) > L_))
+    check(gate_hi > 0 and up_out > 0, "T-MOE: both clamps fire (gate > L: %.2f, |up| > L: %.2f of routed values on "
+          "N(0,1) inputs)" % (gate_hi, up_out))
 
     # 6. MTP rows
     ids = g["cases"][0]["prompt_ids"]
