@@ -592,7 +592,7 @@ def report(a, tok, text, cut):
     va = np.asarray(tok.encode(text[cut:]), dtype=np.int64)
     tr = np.asarray(tok.encode(text[:cut]), dtype=np.int64)
     T, n = a.seq_len, 16
-    nll, mnll, cnt = 0.0, 0.0, 0
+    nll, mnll, cnt, acc, macc = 0.0, 0.0, 0, 0, 0
     for i in range(n):
         s = i * (len(va) - T - 2) // n
         ids = va[s:s + T + 1].tolist()
@@ -600,12 +600,15 @@ def report(a, tok, text, cut):
         lp = lg - lg.max(1, keepdims=True)
         lp = lp - np.log(np.exp(lp).sum(1, keepdims=True))
         nll -= lp[np.arange(T), ids[1:]].sum()
+        acc += int((lg.argmax(1) == np.asarray(ids[1:])).sum())
         ml = ref.forward_mtp(ids[:-1], h)
         mp = ml - ml.max(1, keepdims=True)
         mp = mp - np.log(np.exp(mp).sum(1, keepdims=True))
         mnll -= mp[np.arange(T - 1), ids[2:]].sum()
+        macc += int((ml.argmax(1) == np.asarray(ids[2:])).sum())
         cnt += T
     val, val_mtp = nll / cnt, mnll / (cnt - n)
+    top1, mtp_top1 = acc / cnt, macc / (cnt - n)
     big = bigram_val_loss(tr, va, 480)
     eng = os.path.join(ROOT, "build", "hyinfer")
     samples = []
@@ -644,6 +647,8 @@ def report(a, tok, text, cut):
              "| measure | value |", "|---|---|",
              "| **val loss** (%d windows of %d tokens) | **%.3f** |" % (n, T, val),
              "| val MTP loss (token p+2) | %.3f |" % val_mtp,
+             "| val top-1 accuracy, main head | %.3f |" % top1,
+             "| **val MTP teacher-forced top-1 accuracy** (token p+2) | **%.3f** |" % mtp_top1,
              "| bigram baseline (add-k 0.01, same split) | %.3f |" % big,
              "| val loss of the torch fp32 weights at the end of training (24 windows) | %.3f |" % sm["val_main"], "",
              "## Greedy samples (C engine, fp32: `hyinfer generate -m models/hy4-tiny -p P -n 120 --temperature 0 "
@@ -653,7 +658,8 @@ def report(a, tok, text, cut):
     lines += ["## Size", "", "%d bytes without this file (limit 40 MB)." % size, ""]
     with open(os.path.join(a.out, "TRAINING.md"), "w") as f:
         f.write("\n".join(lines))
-    print("report: val %.3f (bigram %.3f), mtp %.3f; %s/TRAINING.md" % (val, big, val_mtp, a.out))
+    print("report: val %.3f (bigram %.3f), mtp %.3f, top-1 %.3f, MTP top-1 %.3f; %s/TRAINING.md"
+          % (val, big, val_mtp, top1, mtp_top1, a.out))
 
 
 def main():
