@@ -19,7 +19,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "hyinfer - CPU inference for Tencent Hy3 (hy_v3) MoE models\n"
+    fprintf(f, "hyinfer - CPU inference for Tencent Hy3 (hy_v3) and Hy4-preview (hy_v4) MoE models\n"
                "\n"
                "usage: hyinfer <command> [flags]\n"
                "\n"
