@@ -268,10 +268,17 @@ def main():
     rc, out, err = run(["quantize", "-m", TINY, "-o", os.path.join(WORK, "tiny-damp"), "--quant-dtype", "fp8",
                         "--calib-data", train, "--num-calibration-samples", "2", "--max-seq-length", "16",
                         "--dampening-frac", "1e-30"])
-    check(rc == 0 and "GPTQ: 132 matrices" in out and "0 (Hessian indefinite)" in out,
+    # (30 tokens reach no token at all to a few routed experts of the tool-call fine-tune: those are rounded to
+    # nearest, counted as such; every other matrix is GPTQ'd and none falls back for an indefinite H)
+    g = re.search(r"GPTQ: (\d+) matrices", out)
+    nt = re.search(r"round-to-nearest: (\d+) \(no calibration tokens", out)
+    n_gptq = int(g.group(1)) if g else -1
+    check(rc == 0 and g and nt and n_gptq + int(nt.group(1)) == 132 and n_gptq >= 120 and
+          "0 (Hessian indefinite)" in out,
           "rank-deficient H with --dampening-frac 1e-30: %s" % [l for l in out.splitlines() if "GPTQ" in l])
-    check("warning: quantize: 132 of the GPTQ matrices saw fewer calibration tokens than their input width K" in err,
-          "30 calibration tokens: warned that all 132 matrices have fewer tokens than K (%s)" % err.strip()[-300:])
+    check("warning: quantize: %d of the GPTQ matrices saw fewer calibration tokens than their input width K" % n_gptq
+          in err, "30 calibration tokens: warned that all %d GPTQ matrices have fewer tokens than K (%s)"
+          % (n_gptq, err.strip()[-300:]))
 
     empty = os.path.join(WORK, "empty.txt")
     open(empty, "w").close()
