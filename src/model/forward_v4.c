@@ -139,6 +139,15 @@ static void hc_mix(const struct hy_model *m, const float *X, int64_t T, const fl
     }
 }
 
+/* y[H] = sum_i g[i] X_i over the C streams X [C, H] of one token. */
+static void streams_sum(const float *X, const float *g, int64_t C, int64_t H, float *y)
+{
+    memset(y, 0, (size_t)H * sizeof(float));
+    for (int64_t i = 0; i < C; i++)
+        for (int64_t d = 0; d < H; d++)
+            y[d] += g[i] * X[i * H + d];
+}
+
 /* HC-pre of site `site` (0 attention, 1 MLP): y[T, H] = sum_i a_i X_i, post gates into v->post. */
 static void hc_pre(const struct hy_model *m, const struct hy_layer *ly, int site, const float *X, int64_t T,
                    struct hy_v4_scratch *v, float *y)
@@ -149,15 +158,12 @@ static void hc_pre(const struct hy_model *m, const struct hy_layer *ly, int site
     const float *b = ly->hc_base[site], s0 = ly->hc_scale[site][0], s1 = ly->hc_scale[site][1];
     for (int64_t t = 0; t < T; t++) {
         const float *mx = v->mix + t * 2 * C;
-        float *yr = y + t * H;
-        memset(yr, 0, (size_t)H * sizeof(float));
+        float a[64];
         for (int64_t i = 0; i < C; i++) {
-            const float a = sigmoidf(mx[i] * s0 + b[i]) + c4->hc_eps;
-            const float *xi = X + (t * C + i) * H;
-            for (int64_t d = 0; d < H; d++)
-                yr[d] += a * xi[d];
+            a[i] = sigmoidf(mx[i] * s0 + b[i]) + c4->hc_eps;
             v->post[t * C + i] = c4->hc_magnitude * sigmoidf(mx[C + i] * s1 + b[C + i]) + c4->hc_eps;
         }
+        streams_sum(X + t * C * H, a, C, H, y + t * H);
     }
 }
 
@@ -181,14 +187,10 @@ void hy_v4_hc_head(const struct hy_model *m, const float *X, int64_t T, struct h
     struct hy_v4_scratch *v = s->v4;
     hc_mix(m, X, T, m->hc_head_fn, C, v->mix);
     for (int64_t t = 0; t < T; t++) {
-        float *hr = h + t * H;
-        memset(hr, 0, (size_t)H * sizeof(float));
-        for (int64_t i = 0; i < C; i++) {
-            const float g = sigmoidf(v->mix[t * C + i] * m->hc_head_scale[0] + m->hc_head_base[i]) + c4->hc_eps;
-            const float *xi = X + (t * C + i) * H;
-            for (int64_t d = 0; d < H; d++)
-                hr[d] += g * xi[d];
-        }
+        float g[64];
+        for (int64_t i = 0; i < C; i++)
+            g[i] = sigmoidf(v->mix[t * C + i] * m->hc_head_scale[0] + m->hc_head_base[i]) + c4->hc_eps;
+        streams_sum(X + t * C * H, g, C, H, h + t * H);
     }
 }
 
@@ -212,13 +214,7 @@ static void row_put(enum hy_dtype dt, void *base, int64_t slot, int64_t w, const
 
 static void row_get(enum hy_dtype dt, const void *base, int64_t slot, int64_t w, float *x)
 {
-    if (dt == HY_DTYPE_F32) {
-        memcpy(x, (const float *)base + slot * w, (size_t)w * sizeof(float));
-    } else {
-        const uint16_t *r = (const uint16_t *)base + slot * w;
-        for (int64_t i = 0; i < w; i++)
-            x[i] = hy_bf16_to_f32(r[i]);
-    }
+    hy_dtype_to_f32(dt, (const char *)base + slot * w * (int64_t)hy_dtype_size(dt), x, (size_t)w);
 }
 
 /* --- the lightning indexer (spec §7) ------------------------------------------------------------------- */

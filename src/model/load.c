@@ -276,7 +276,13 @@ static int bind_all(struct hy_model *m)
             return -1;
     if (c->num_nextn_predict_layers > 0 && bind_mtp(m))
         return -1;
-    int64_t half = c->head_dim / 2;
+    return hy_ld_inv_freq(m);
+}
+
+int hy_ld_inv_freq(struct hy_model *m)
+{
+    const struct hy_model_config *c = &m->cfg;
+    const int64_t half = c->head_dim / 2;
     m->inv_freq = malloc((size_t)half * sizeof(float));
     if (!m->inv_freq)
         return hy_err_set("out of memory");

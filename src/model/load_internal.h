@@ -35,6 +35,10 @@ int hy_ld_mlp(struct hy_model *m, int L, const char *prefix, int64_t width, stru
  * per expert) and the shared expert(s); ly->experts is malloc'd (owned by the layer). */
 int hy_ld_moe(struct hy_model *m, int L, const char *lp, struct hy_layer *ly);
 
+/* m->inv_freq [head_dim/2] = rope_theta^(-2i/head_dim) (malloc'd, freed by hy_model_free); -1 on out of memory.
+ * hy_v4's config sets head_dim to qk_rope_head_dim, the width it rotates. */
+int hy_ld_inv_freq(struct hy_model *m);
+
 /* hy_v4: binds every tensor of a Hy4-preview checkpoint (load_v4.c); bind_all calls it for
  * arch == HY_ARCH_HY_V4. */
 int hy_v4_bind_all(struct hy_model *m);

@@ -5,7 +5,6 @@
 #include "base/err.h"
 #include "base/log.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,11 +264,5 @@ int hy_v4_bind_all(struct hy_model *m)
     }
     if (c->num_nextn_predict_layers > 0 && bind_mtp(m))
         return -1;
-    const int64_t half = v->qk_rope_head_dim / 2; /* interleaved RoPE on the last qk_rope_head_dim dims (§6.3) */
-    m->inv_freq = malloc((size_t)half * sizeof(float));
-    if (!m->inv_freq)
-        return hy_err_set("out of memory");
-    for (int64_t i = 0; i < half; i++)
-        m->inv_freq[i] = (float)(1.0 / pow(c->rope_theta, (double)(2 * i) / (double)v->qk_rope_head_dim));
-    return 0;
+    return hy_ld_inv_freq(m); /* head_dim = qk_rope_head_dim: RoPE on the last qk_rope_head_dim dims (§6.3) */
 }

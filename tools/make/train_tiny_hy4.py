@@ -42,7 +42,9 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools", "ref"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "convert"))
 import safetensors_np as stn  # noqa: E402
+from tiktoken_to_tokenizer_json import bytes_to_unicode  # noqa: E402  (GPT-2's byte <-> unicode table)
 
 CORPUS = os.path.join(ROOT, "tests", "data", "corpora", "tinyshakespeare.txt")
 GOLDEN = os.path.join(ROOT, "tests", "data", "hy4-golden-llamacpp")
@@ -51,18 +53,6 @@ START, MIDDLE, PAD, END = 471, 472, 473, 474
 
 
 # ------------------------------------------------------------------------------------------- tokenizer
-
-def _byte_map():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
 
 class Tok:
     """Byte-level BPE of tokenizer.json (Split x3 'Isolated' pre-tokenizer, ByteLevel, merges by rank)."""
@@ -74,7 +64,7 @@ class Tok:
         self.ranks = {tuple(m.split(" ") if isinstance(m, str) else m): i for i, m in enumerate(t["model"]["merges"])}
         self.splits = [regex.compile(p["pattern"]["Regex"]) for p in t["pre_tokenizer"]["pretokenizers"]
                        if p["type"] == "Split"]
-        self.bmap = _byte_map()
+        self.bmap = bytes_to_unicode()
         self.inv = {v: k for k, v in self.vocab.items()}
         self.unb = {c: b for b, c in self.bmap.items()}
         self.cache = {}
