@@ -144,6 +144,28 @@ void hy_ref_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads,
     }
 }
 
+void hy_ref_attn_pv(float *out, int64_t ldo, const float *P, int64_t ldp, int64_t m, const float *C, int64_t ldc,
+                    int64_t n, int64_t width)
+{
+    for (int64_t j = 0; j < m; j++) {
+        float *o = out + j * ldo;
+        for (int64_t d = 0; d < width; d++)
+            o[d] = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            const float p = P[j * ldp + i];
+            const float *c = C + i * ldc;
+            for (int64_t d = 0; d < width; d++)
+                o[d] += p * c[d];
+        }
+    }
+}
+
+void hy_attn_pv(float *out, int64_t ldo, const float *P, int64_t ldp, int64_t m, const float *C, int64_t ldc, int64_t n,
+                int64_t width)
+{
+    hy_kernels_active()->attn_pv(out, ldo, P, ldp, m, C, ldc, n, width);
+}
+
 void hy_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table, int32_t n_ctx,
                float *scores, float *out)
 {

@@ -275,4 +275,87 @@ void HY_AVX2 hy_avx2_attend_multi(const struct hy_kv_view *kv, const float *q, i
     }
 }
 
+/* hy_attn_pv: blocks of PV_M rows of P x 16 columns in 2 * PV_M accumulators; each C row chunk is loaded
+ * once per block and used by PV_M rows. Rows of C are taken PV_CHUNK at a time (kept in L2 while every row
+ * block passes over them), the accumulators stored to out between chunks: per output the chain is still
+ * fma(p_i, c_i, acc) in increasing i from +0, unchanged by the chunking. */
+#define PV_M 4
+#define PV_CHUNK 64
+
+HY_AVX2_INLINE void pv_block(float *out, int64_t ldo, const float *P, int64_t ldp, const float *C, int64_t ldc,
+                             int64_t n, int64_t d, int first)
+{
+    /* eight named accumulators (an array indexed in a loop would live in memory at -O2) */
+    float *o0 = out + d, *o1 = o0 + ldo, *o2 = o1 + ldo, *o3 = o2 + ldo;
+    const float *p0 = P, *p1 = P + ldp, *p2 = P + 2 * ldp, *p3 = P + 3 * ldp;
+    const __m256 z = _mm256_setzero_ps();
+    __m256 a0 = first ? z : _mm256_loadu_ps(o0), b0 = first ? z : _mm256_loadu_ps(o0 + 8);
+    __m256 a1 = first ? z : _mm256_loadu_ps(o1), b1 = first ? z : _mm256_loadu_ps(o1 + 8);
+    __m256 a2 = first ? z : _mm256_loadu_ps(o2), b2 = first ? z : _mm256_loadu_ps(o2 + 8);
+    __m256 a3 = first ? z : _mm256_loadu_ps(o3), b3 = first ? z : _mm256_loadu_ps(o3 + 8);
+    for (int64_t i = 0; i < n; i++) {
+        const float *c = C + i * ldc + d;
+        const __m256 c0 = _mm256_loadu_ps(c), c1 = _mm256_loadu_ps(c + 8);
+        __m256 p = _mm256_broadcast_ss(p0 + i);
+        a0 = _mm256_fmadd_ps(p, c0, a0);
+        b0 = _mm256_fmadd_ps(p, c1, b0);
+        p = _mm256_broadcast_ss(p1 + i);
+        a1 = _mm256_fmadd_ps(p, c0, a1);
+        b1 = _mm256_fmadd_ps(p, c1, b1);
+        p = _mm256_broadcast_ss(p2 + i);
+        a2 = _mm256_fmadd_ps(p, c0, a2);
+        b2 = _mm256_fmadd_ps(p, c1, b2);
+        p = _mm256_broadcast_ss(p3 + i);
+        a3 = _mm256_fmadd_ps(p, c0, a3);
+        b3 = _mm256_fmadd_ps(p, c1, b3);
+    }
+    _mm256_storeu_ps(o0, a0);
+    _mm256_storeu_ps(o0 + 8, b0);
+    _mm256_storeu_ps(o1, a1);
+    _mm256_storeu_ps(o1 + 8, b1);
+    _mm256_storeu_ps(o2, a2);
+    _mm256_storeu_ps(o2 + 8, b2);
+    _mm256_storeu_ps(o3, a3);
+    _mm256_storeu_ps(o3 + 8, b3);
+}
+
+HY_AVX2_INLINE void pv_one(float *out, const float *P, const float *C, int64_t ldc, int64_t n, int64_t d, int64_t width,
+                           int first)
+{
+    if (d + 8 <= width) {
+        __m256 a = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + d);
+        for (int64_t i = 0; i < n; i++)
+            a = _mm256_fmadd_ps(_mm256_broadcast_ss(P + i), _mm256_loadu_ps(C + i * ldc + d), a);
+        _mm256_storeu_ps(out + d, a);
+        return;
+    }
+    for (int64_t e = d; e < width; e++) { /* the same fused chain, one lane */
+        float a = first ? 0.0f : out[e];
+        for (int64_t i = 0; i < n; i++)
+            a = fmaf(P[i], C[i * ldc + e], a);
+        out[e] = a;
+    }
+}
+
+void HY_AVX2 hy_avx2_attn_pv(float *out, int64_t ldo, const float *P, int64_t ldp, int64_t m, const float *C,
+                             int64_t ldc, int64_t n, int64_t width)
+{
+    const int64_t w16 = width & ~(int64_t)15, mb = m - m % PV_M;
+    if (n <= 0) {
+        for (int64_t r = 0; r < m; r++)
+            memset(out + r * ldo, 0, (size_t)width * sizeof(float));
+        return;
+    }
+    for (int64_t i0 = 0; i0 < n; i0 += PV_CHUNK) {
+        const int64_t ni = n - i0 < PV_CHUNK ? n - i0 : PV_CHUNK;
+        const float *Ci = C + i0 * ldc;
+        for (int64_t j = 0; j < mb; j += PV_M)
+            for (int64_t d = 0; d < w16; d += 16)
+                pv_block(out + j * ldo, ldo, P + j * ldp + i0, ldp, Ci, ldc, ni, d, i0 == 0);
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t d = r < mb ? w16 : 0; d < width; d += 8)
+                pv_one(out + r * ldo, P + r * ldp + i0, Ci, ldc, ni, d, width, i0 == 0);
+    }
+}
+
 #endif /* __x86_64__ */

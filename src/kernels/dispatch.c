@@ -26,6 +26,7 @@ static const struct hy_kernel_table ref_table = {
     .silu_mul = hy_ref_silu_mul,
     .round_bf16 = hy_ref_round_bf16,
     .attend = hy_ref_attend,
+    .attn_pv = hy_ref_attn_pv,
     .fp8_fit_pass = hy_ref_fp8_fit_pass,
     .fp8_encode = hy_ref_fp8_encode,
     .dot_f64 = hy_ref_dot_f64,
@@ -47,6 +48,7 @@ static const struct hy_kernel_table avx2_table = {
     .silu_mul = hy_avx2_silu_mul,
     .round_bf16 = hy_avx2_round_bf16,
     .attend = hy_avx2_attend,
+    .attn_pv = hy_avx2_attn_pv,
     .fp8_fit_pass = hy_avx2_fp8_fit_pass,
     .fp8_encode = hy_avx2_fp8_encode,
     .dot_f64 = hy_avx2_dot_f64,
@@ -64,9 +66,9 @@ static const struct hy_kernel_table avx2_table = {
         .isa = ISA, .name = NAME, .matmul = hy_avx512_matmul, .matmul_bf16x = BF16X,                                   \
         .matmul_rows = hy_avx512_matmul_rows, .matmul_rows_bf16x = ROWS_BF16X, .dot_f32 = hy_avx512_dot_f32,           \
         .rmsnorm = hy_avx512_rmsnorm, .rope = hy_avx2_rope, .silu_mul = hy_avx2_silu_mul,                              \
-        .round_bf16 = hy_avx2_round_bf16, .attend = hy_avx2_attend, .fp8_fit_pass = hy_avx2_fp8_fit_pass,              \
-        .fp8_encode = hy_avx2_fp8_encode, .dot_f64 = hy_avx2_dot_f64, .gemm_sub_f64 = hy_avx2_gemm_sub_f64,            \
-        .gemm_tn_acc_f64 = hy_avx2_gemm_tn_acc_f64,                                                                    \
+        .round_bf16 = hy_avx2_round_bf16, .attend = hy_avx2_attend, .attn_pv = hy_avx2_attn_pv,                        \
+        .fp8_fit_pass = hy_avx2_fp8_fit_pass, .fp8_encode = hy_avx2_fp8_encode, .dot_f64 = hy_avx2_dot_f64,            \
+        .gemm_sub_f64 = hy_avx2_gemm_sub_f64, .gemm_tn_acc_f64 = hy_avx2_gemm_tn_acc_f64,                              \
     }
 static const struct hy_kernel_table avx512_table =
     AVX512_TABLE(HY_ISA_AVX512, "avx512", hy_avx512_matmul, hy_avx512_matmul_rows);

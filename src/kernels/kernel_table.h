@@ -48,6 +48,9 @@ struct hy_kernel_table {
     /* Same contract as hy_attend (attention.h). */
     void (*attend)(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
                    int32_t n_ctx, float *scores, float *out);
+    /* Same contract as hy_attn_pv (attention.h). */
+    void (*attn_pv)(float *out, int64_t ldo, const float *P, int64_t ldp, int64_t m, const float *C, int64_t ldc,
+                    int64_t n, int64_t width);
     /* One scale evaluation of the FP8 scale fit (kernels/fp8_scale.h); bitwise equal at every level. */
     void (*fp8_fit_pass)(const float *x, int64_t n, float s, float out[3]);
     /* q[i] = hy_f32_to_e4m3(x[i] / s) for x[n] (f32), s > 0 (quant/formats.h); bitwise equal at every level. */
@@ -96,6 +99,8 @@ void hy_ref_silu_mul(float *out, const float *gate, const float *up, int64_t n);
 void hy_ref_round_bf16(float *x, int64_t n);
 void hy_ref_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
                    int32_t n_ctx, float *scores, float *out);
+void hy_ref_attn_pv(float *out, int64_t ldo, const float *P, int64_t ldp, int64_t m, const float *C, int64_t ldc,
+                    int64_t n, int64_t width);
 void hy_ref_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_ref_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);
 double hy_ref_dot_f64(const double *a, const double *b, int64_t n);
@@ -115,6 +120,9 @@ void hy_avx2_silu_mul(float *out, const float *gate, const float *up, int64_t n)
 void hy_avx2_round_bf16(float *x, int64_t n);
 void hy_avx2_attend(const struct hy_kv_view *kv, const float *q, int32_t n_heads, const int32_t *block_table,
                     int32_t n_ctx, float *scores, float *out);
+/* The avx2 attn_pv (avx2_attn.c); also the AVX-512 levels'. */
+void hy_avx2_attn_pv(float *out, int64_t ldo, const float *P, int64_t ldp, int64_t m, const float *C, int64_t ldc,
+                     int64_t n, int64_t width);
 /* The avx2 fp8_fit_pass and fp8_encode (avx2_fp8_fit.c); also the AVX-512 levels'. */
 void hy_avx2_fp8_fit_pass(const float *x, int64_t n, float s, float out[3]);
 void hy_avx2_fp8_encode(const float *x, int64_t n, float s, uint8_t *q);

@@ -100,7 +100,7 @@ static struct hy_forward_scratch *scratch_new(const struct hy_model *m, int64_t 
         s->g_pos = malloc((size_t)R * sizeof(int32_t));
         g_fail = !s->g_x || !s->g_a || !s->g_b || !s->g_out || !s->g_pos;
     }
-    if (c->arch == HY_ARCH_HY_V4 && !(s->v4 = hy_v4_scratch_new(m, T, max_ctx, n_thr)))
+    if (c->arch == HY_ARCH_HY_V4 && !(s->v4 = hy_v4_scratch_new(m, T, max_ctx)))
         g_fail = 1;
     if (!s->x || !s->head || !s->scores || !s->a || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->ff_a ||
         !s->ff_b || !s->ff_x || !s->y || !s->rlog || !s->sel || !s->selw || !s->rows || !s->roww || g_fail) {

@@ -48,10 +48,14 @@ struct hy_forward_scratch {
 
 struct hy_v4_scratch;
 
-/* hy_v4's buffers for T tokens, contexts of max_ctx positions and n_thr threads; NULL on out of memory.
+/* hy_v4's buffers for T tokens and contexts of max_ctx positions; NULL on out of memory.
  * Owned by the hy_forward_scratch (freed with hy_v4_scratch_free, NULL allowed). */
-struct hy_v4_scratch *hy_v4_scratch_new(const struct hy_model *m, int64_t T, int32_t max_ctx, int32_t n_thr);
+struct hy_v4_scratch *hy_v4_scratch_new(const struct hy_model *m, int64_t T, int32_t max_ctx);
 void hy_v4_scratch_free(struct hy_v4_scratch *v);
+
+/* Keys the indexer scores per pass (default and maximum 4096; n clamped to [1, 4096]). Process-wide, for
+ * tests: the scores, hence the logits, must not depend on it. */
+void hy_v4_set_index_chunk(int32_t n);
 
 /* One hy_v4 main layer L over the residual streams X [T, hc_mult, H] (f32, in place): HC-pre, norm,
  * gated MLA (writes cache layer L), HC-post, then the same around the MLP / MoE (forward_v4.c). */

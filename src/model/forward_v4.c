@@ -18,12 +18,22 @@
 #include "model/load_quant.h"
 
 #include "base/err.h"
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Indexer keys scored per pass (bounds the gather buffer whatever the context length); tests lower it. */
+#define IDX_CHUNK 4096
+static int32_t idx_chunk = IDX_CHUNK;
+
+void hy_v4_set_index_chunk(int32_t n)
+{
+    idx_chunk = n < 1 ? 1 : n > IDX_CHUNK ? IDX_CHUNK : n;
+}
 
 struct hy_v4_scratch {
     float *mix;     /* [T, 2C] HC logits */
@@ -44,10 +54,12 @@ struct hy_v4_scratch {
     float *iw;      /* [T, H_I] indexer head weights */
     int32_t *sel;   /* [T, kmax] selected key positions, ascending */
     int32_t *n_sel; /* [T] */
-    float *score;   /* [n_thr, max_ctx] indexer scores / attention logits */
-    int32_t *heap;  /* [n_thr, kmax] top-k heap */
-    float *keys;    /* [n_thr, kmax, r_kv+d_r] one token's selected keys */
-    float *ikey;    /* [n_thr, d_I] one indexer key */
+    float *score;   /* [max_ctx] one token's indexer scores */
+    int32_t *heap;  /* [kmax] top-k heap */
+    float *keys;    /* [kmax, r_kv+d_r] one token's selected keys (f32) */
+    float *lg;      /* [nh, kmax] one token's attention logits, then probabilities */
+    void *ikeys;    /* [IDX_CHUNK, d_I] indexer keys as stored (cache dtype) */
+    float *isc;     /* [H_I, IDX_CHUNK] per-head indexer scores */
     int64_t kmax;   /* max keys per token: index_topk, or max_ctx without an indexer (or when larger) */
     int32_t max_ctx;
 };
@@ -56,8 +68,8 @@ void hy_v4_scratch_free(struct hy_v4_scratch *v)
 {
     if (!v)
         return;
-    float *fs[] = {v->mix, v->post, v->hc_y, v->cq, v->qf, v->kva, v->qa,    v->qn,   v->qt,  v->obar,
-                   v->oh,  v->att,  v->gate, v->iq, v->ik, v->iw,  v->score, v->keys, v->ikey};
+    float *fs[] = {v->mix, v->post, v->hc_y, v->cq, v->qf, v->kva,   v->qa,   v->qn, v->qt,    v->obar, v->oh,
+                   v->att, v->gate, v->iq,   v->ik, v->iw, v->score, v->keys, v->lg, v->ikeys, v->isc};
     for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); i++)
         free(fs[i]);
     free(v->sel);
@@ -66,7 +78,7 @@ void hy_v4_scratch_free(struct hy_v4_scratch *v)
     free(v);
 }
 
-struct hy_v4_scratch *hy_v4_scratch_new(const struct hy_model *m, int64_t T, int32_t max_ctx, int32_t n_thr)
+struct hy_v4_scratch *hy_v4_scratch_new(const struct hy_model *m, int64_t T, int32_t max_ctx)
 {
     const struct hy_model_config *c = &m->cfg;
     const struct hy_v4_config *v = &c->v4;
@@ -97,13 +109,15 @@ struct hy_v4_scratch *hy_v4_scratch_new(const struct hy_model *m, int64_t T, int
     s->iw = malloc((size_t)(T * HI) * f);
     s->sel = malloc((size_t)(T * s->kmax) * sizeof(int32_t));
     s->n_sel = malloc((size_t)T * sizeof(int32_t));
-    s->score = malloc((size_t)n_thr * (size_t)max_ctx * f);
-    s->heap = malloc((size_t)n_thr * (size_t)s->kmax * sizeof(int32_t));
-    s->keys = malloc((size_t)n_thr * (size_t)s->kmax * (size_t)(rkv + dr) * f);
-    s->ikey = malloc((size_t)n_thr * (size_t)dI * f);
+    s->score = malloc((size_t)max_ctx * f);
+    s->heap = malloc((size_t)s->kmax * sizeof(int32_t));
+    s->keys = malloc((size_t)s->kmax * (size_t)(rkv + dr) * f);
+    s->lg = malloc((size_t)nh * (size_t)s->kmax * f);
+    s->ikeys = malloc((size_t)IDX_CHUNK * (size_t)dI * f);
+    s->isc = malloc((size_t)HI * IDX_CHUNK * f);
     if (!s->mix || !s->post || !s->hc_y || !s->cq || !s->qf || !s->kva || !s->qa || !s->qn || !s->qt || !s->obar ||
         !s->oh || !s->att || !s->gate || !s->iq || !s->ik || !s->iw || !s->sel || !s->n_sel || !s->score || !s->heap ||
-        !s->keys || !s->ikey) {
+        !s->keys || !s->lg || !s->ikeys || !s->isc) {
         hy_v4_scratch_free(s);
         return NULL;
     }
@@ -308,9 +322,8 @@ static void indexer(const struct hy_model *m, const struct hy_layer *ly, const s
         row_put(view->dtype, view->v, b->slot_mapping[t], dI, v->ik + t * dI);
     }
     const float scale = 1.0f / sqrtf((float)(HI * dI));
-#pragma omp parallel for schedule(dynamic, 1)
+    const size_t rb = (size_t)dI * hy_dtype_size(view->dtype);
     for (int64_t t = 0; t < T; t++) {
-        const int th = omp_get_thread_num();
         const int32_t n = b->positions[t] + 1;
         int32_t *sel = v->sel + t * v->kmax;
         if (n <= c4->index_topk) {
@@ -319,18 +332,33 @@ static void indexer(const struct hy_model *m, const struct hy_layer *ly, const s
             v->n_sel[t] = n;
             continue;
         }
-        float *score = v->score + (size_t)th * (size_t)v->max_ctx, *key = v->ikey + (size_t)th * (size_t)dI;
-        for (int32_t s = 0; s < n; s++) {
-            row_get(view->dtype, view->v, slot_of(b, t, s, view->block_size), dI, key);
-            float acc = 0.0f;
-            for (int64_t j = 0; j < HI; j++) { /* ReLU per head before the weighted sum */
-                const float d = hy_dot_f32(v->iq + (t * HI + j) * dI, key, dI);
-                if (d > 0.0f)
-                    acc += v->iw[t * HI + j] * d;
+        /* scores of idx_chunk keys at a time: the keys gathered as stored, S[HI, nb] = q_j . k_s (hy_matmul's
+         * chain, as hy_dot_f32), then the ReLU'd heads weighted in head order */
+        for (int32_t s0 = 0; s0 < n; s0 += idx_chunk) {
+            const int32_t nb = n - s0 < idx_chunk ? n - s0 : idx_chunk;
+#pragma omp parallel for schedule(static) if (nb >= 256)
+            for (int32_t s = 0; s < nb; s++)
+                memcpy((char *)v->ikeys + (size_t)s * rb,
+                       (const char *)view->v + (size_t)slot_of(b, t, s0 + s, view->block_size) * rb, rb);
+            const struct hy_tensor K = {.dtype = view->dtype, .rows = nb, .cols = dI, .data = v->ikeys};
+            hy_matmul(v->isc, v->iq + t * HI * dI, HI, &K);
+            const int64_t sb = 512; /* score[s] = sum over heads in order of w_j * relu(S[j, s]), rows of S in turn */
+#pragma omp parallel for schedule(static) if (nb >= 2 * sb)
+            for (int64_t b0 = 0; b0 < nb; b0 += sb) {
+                const int64_t b1 = nb - b0 < sb ? nb : b0 + sb;
+                float *sc = v->score + s0;
+                for (int64_t s = b0; s < b1; s++)
+                    sc[s] = 0.0f;
+                for (int64_t j = 0; j < HI; j++) {
+                    const float w = v->iw[t * HI + j], *S = v->isc + j * nb;
+                    for (int64_t s = b0; s < b1; s++)
+                        sc[s] += S[s] > 0.0f ? w * S[s] : 0.0f;
+                }
+                for (int64_t s = b0; s < b1; s++)
+                    sc[s] *= scale;
             }
-            score[s] = acc * scale;
         }
-        v->n_sel[t] = (int32_t)top_k(score, n, c4->index_topk, v->heap + (size_t)th * (size_t)v->kmax, sel);
+        v->n_sel[t] = (int32_t)top_k(v->score, n, c4->index_topk, v->heap, sel);
     }
 }
 
@@ -391,39 +419,42 @@ static void mla(const struct hy_model *m, struct hy_kv_cache *kv, int L, const s
             memcpy(qa + rkv, v->qf + t * nh * dqk + h * dqk + dn, (size_t)dr * sizeof(float));
         }
     }
+    /* per token: its selected rows gathered as f32 keys [n, kw]; logits [nh, n] = qa . key (hy_matmul's
+     * chain); softmax with the sink per head; obar_h = sum_i p_hi c_i (hy_attn_pv, heads split over threads) */
     const float tau = 1.0f / sqrtf((float)dqk);
-#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < T; t++) {
-        const int th = omp_get_thread_num();
         const int64_t n = v->n_sel[t];
         const int32_t *sel = v->sel + t * v->kmax;
-        float *keys = v->keys + (size_t)th * (size_t)v->kmax * (size_t)kw,
-              *lg = v->score + (size_t)th * (size_t)v->max_ctx;
+        float *lg = v->lg;
+#pragma omp parallel for schedule(static) if (n >= 64)
         for (int64_t i = 0; i < n; i++)
-            row_get(view.dtype, view.k, slot_of(b, t, sel[i], view.block_size), kw, keys + i * kw);
+            row_get(view.dtype, view.k, slot_of(b, t, sel[i], view.block_size), kw, v->keys + i * kw);
+        const struct hy_tensor K = f32_matrix(v->keys, n, kw);
+        hy_matmul(lg, v->qa + t * nh * kw, nh, &K);
+#pragma omp parallel for schedule(static) if (n * nh >= 4096)
         for (int64_t h = 0; h < nh; h++) {
-            const float *qa = v->qa + (t * nh + h) * kw;
+            float *l = lg + h * n;
             const float sink = ly->sink ? ly->sink[h] : -INFINITY;
             float mx = sink;
             for (int64_t i = 0; i < n; i++) {
-                lg[i] = hy_dot_f32(qa, keys + i * kw, kw) * tau;
-                if (lg[i] > mx)
-                    mx = lg[i];
+                l[i] *= tau;
+                if (l[i] > mx)
+                    mx = l[i];
             }
             float den = ly->sink ? expf(sink - mx) : 0.0f;
             for (int64_t i = 0; i < n; i++) {
-                lg[i] = expf(lg[i] - mx);
-                den += lg[i];
+                l[i] = expf(l[i] - mx);
+                den += l[i];
             }
-            float *o = v->obar + (h * T + t) * rkv;
-            memset(o, 0, (size_t)rkv * sizeof(float));
-            for (int64_t i = 0; i < n; i++) {
-                const float p = lg[i] / den;
-                const float *ck = keys + i * kw;
-                for (int64_t d = 0; d < rkv; d++)
-                    o[d] += p * ck[d];
-            }
+            for (int64_t i = 0; i < n; i++)
+                l[i] /= den;
         }
+        /* heads per task, a multiple of 4, one task per thread (hy_attn_pv's outputs do not depend on the split) */
+        const int64_t nthr = omp_get_max_threads(), hb = ((nh + nthr - 1) / nthr + 3) / 4 * 4;
+#pragma omp parallel for schedule(dynamic, 1) if (n * nh >= 4096)
+        for (int64_t h0 = 0; h0 < nh; h0 += hb)
+            hy_attn_pv(v->obar + (h0 * T + t) * rkv, T * rkv, lg + h0 * n, n, nh - h0 < hb ? nh - h0 : hb, v->keys, kw,
+                       n, rkv);
     }
     /* o_h = W_UV^h obar_h, head-major rows of att; the sigmoid gate; o_proj */
     for (int64_t h = 0; h < nh; h++) {

@@ -306,6 +306,7 @@ int hy_test_avx512_emu_table(struct hy_kernel_table *t)
         .silu_mul = hy_avx2_silu_mul,
         .round_bf16 = hy_avx2_round_bf16,
         .attend = hy_avx2_attend,
+        .attn_pv = hy_avx2_attn_pv,
         .fp8_fit_pass = hy_avx2_fp8_fit_pass,
         .fp8_encode = hy_avx2_fp8_encode,
         .dot_f64 = hy_avx2_dot_f64,

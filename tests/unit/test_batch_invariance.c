@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "kernels/kernel_table.h"
+#include "model/forward_internal.h"
 #include "model/model.h"
 
 #include <stdio.h>
@@ -234,6 +235,27 @@ static void test_hy4_fp8_kv_refused(void **state)
     assert_int_equal(hy_model_kv_token_bytes(model, HY_DTYPE_F32), (5 * 40 + 3 * 24) * 4);
 }
 
+/* the indexer scores its keys in passes of a bounded size: passes of 1, 4 and 5 keys (17-token prompt, sparse
+ * from position 6: several passes and a partial one) give the same logits bitwise */
+static void test_hy4_index_chunks(void **state)
+{
+    (void)state;
+    const int32_t n = (int32_t)(sizeof(A) / sizeof(A[0])), V = model->cfg.vocab_size;
+    float *ref = malloc((size_t)n * V * sizeof(float)), *got = malloc((size_t)n * V * sizeof(float));
+    struct tseq alone = {A, n, {0, 1, 2, 3, 4}};
+    run(&alone, 1, 0, 1000, ref);
+    const int32_t passes[] = {1, 4, 5};
+    for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++) {
+        hy_v4_set_index_chunk(passes[i]);
+        memset(got, 0, (size_t)n * V * sizeof(float));
+        run(&alone, 1, 0, i == 0 ? 1000 : 3, got);
+        hy_v4_set_index_chunk(4096);
+        assert_memory_equal(ref, got, (size_t)n * V * sizeof(float));
+    }
+    free(ref);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +266,7 @@ int main(void)
     const struct CMUnitTest hy4[] = {
         cmocka_unit_test(test_chunking_and_batching_bitwise),
         cmocka_unit_test(test_hy4_fp8_kv_refused),
+        cmocka_unit_test(test_hy4_index_chunks),
         cmocka_unit_test(test_bf16_mode_bitwise),
     };
     int failed = cmocka_run_group_tests_name("hy3-golden-b", tests, setup, teardown);

@@ -437,6 +437,50 @@ static void test_attention_threads(void **state)
     hy_kv_cache_free(&kv);
 }
 
+/* attn_pv (MLA's P.V over gathered latent rows) vs ref: row blocks with and without a remainder, widths
+ * with 16- and 8-wide tails and below 8, n = 0 (zeros), strided out / P / C; each output row must not
+ * depend on m (the same row computed alone is bitwise equal). */
+static void test_attn_pv(void **state)
+{
+    (void)state;
+    const int64_t ms[] = {1, 3, 4, 5, 9}, ws[] = {5, 16, 24, 33, 512}, ns[] = {0, 1, 7, 128, 300};
+    for (size_t a = 0; a < sizeof(ms) / sizeof(ms[0]); a++)
+        for (size_t b = 0; b < sizeof(ws) / sizeof(ws[0]); b++)
+            for (size_t c = 0; c < sizeof(ns) / sizeof(ns[0]); c++) {
+                const int64_t m = ms[a], w = ws[b], n = ns[c], ldo = w + 3, ldp = n + 2, ldc = w + 64;
+                float *P = malloc((size_t)(m * ldp + 1) * 4), *C = malloc((size_t)(n * ldc + 1) * 4);
+                float *o0 = malloc((size_t)(m * ldo) * 4), *o1 = malloc((size_t)(m * ldo) * 4);
+                float *one = malloc((size_t)w * 4);
+                fill(P, m * ldp);
+                fill(C, n * ldc);
+                for (int64_t i = 0; i < m * ldp; i++)
+                    P[i] = fabsf(P[i]); /* softmax weights: non-negative, no cancellation */
+                memset(o0, 0, (size_t)(m * ldo) * 4);
+                memset(o1, 0, (size_t)(m * ldo) * 4);
+                ref.attn_pv(o0, ldo, P, ldp, m, C, ldc, n, w);
+                for (int64_t j = 0; j < m; j++)
+                    for (int64_t d = 0; d < w; d++) {
+                        double e = 0.0;
+                        for (int64_t i = 0; i < n; i++)
+                            e += (double)P[j * ldp + i] * (double)C[i * ldc + d];
+                        assert_true(fabs(e - (double)o0[j * ldo + d]) <= 1e-5 * (1.0 + fabs(e)));
+                    }
+                for (int l = 0; l < n_levels; l++) {
+                    levels[l].attn_pv(o1, ldo, P, ldp, m, C, ldc, n, w);
+                    ASSERT_NMSE(o1, o0, m * ldo, "attn_pv", &levels[l]);
+                    for (int64_t j = 0; j < m; j++) {
+                        levels[l].attn_pv(one, w, P + j * ldp, ldp, 1, C, ldc, n, w);
+                        assert_memory_equal(one, o1 + j * ldo, (size_t)w * 4);
+                    }
+                }
+                free(P);
+                free(C);
+                free(o0);
+                free(o1);
+                free(one);
+            }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,7 +488,7 @@ int main(void)
         cmocka_unit_test(test_matmul_t_invariance), cmocka_unit_test(test_matmul_threads),
         cmocka_unit_test(test_dot_rmsnorm),         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_silu_round),          cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_attention_threads),
+        cmocka_unit_test(test_attention_threads),   cmocka_unit_test(test_attn_pv),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
