@@ -27,6 +27,7 @@
 #include "model/shard.h"
 #include "base/timing.h"
 #include "bench/account.h"
+#include "bench/context_fill.h"
 #include "bench/probe.h"
 #include "dist/comm.h"
 #include "kernels/kernel_table.h"
@@ -228,10 +229,11 @@ static void bytes_add(struct hy_bench_bytes *d, const struct hy_bench_bytes *s)
     d->expert_selections += s->expert_selections;
 }
 
-/* `batch` sequences: a prefill of `ctx0` random tokens each (one batch, untimed), one untimed warm-up
- * decode step, then `steps` timed decode steps of one token per sequence, all sequences together. */
-static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch, int32_t ctx0, int32_t steps,
-                      uint64_t seed, struct decode_result *r)
+/* `batch` sequences: a prefill of `ctx0` random tokens each (one batch, untimed; with `synthetic` the ctx0
+ * cache rows are filled with random values instead, bench/context_fill.h), one untimed warm-up decode step,
+ * then `steps` timed decode steps of one token per sequence, all sequences together. */
+static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch, int32_t ctx0, int synthetic,
+                      int32_t steps, uint64_t seed, struct decode_result *r)
 {
     const int32_t bs = 16, V = m->cfg.vocab_size, total = ctx0 + steps + 1, bps = (total + bs - 1) / bs;
     const int32_t cap = batch * ctx0 > batch ? batch * ctx0 : batch;
@@ -265,7 +267,9 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
             if (p == ctx0 - 1)
                 rows[s] = n;
         }
-    if (ctx0 > 0) {
+    if (ctx0 > 0 && synthetic) {
+        hy_bench_fill_context(&kv, slots, n, seed);
+    } else if (ctx0 > 0) {
         struct hy_batch pb = {n, ids, pos, slots, seq, tables, batch, rows, 0};
         if (hy_model_forward(m, &kv, &pb, logits, NULL))
             goto out;
@@ -280,7 +284,7 @@ static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch,
         for (int32_t s = 0; s < batch; s++) {
             /* greedy next token keeps the inputs realistic; random when there are no logits yet */
             int32_t best = 0;
-            if (k > 0 || ctx0 > 0) {
+            if (k > 0 || (ctx0 > 0 && !synthetic)) {
                 const float *lr = logits + (size_t)s * V;
                 for (int32_t v = 1; v < V; v++)
                     if (lr[v] > lr[best])
@@ -434,7 +438,7 @@ static void print_comm(const char *label, const struct comm_phase *c, int steps,
 int hy_cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16", *bw_s = "2G",
-               *json_out = NULL, *kvd = NULL, *load_fmt = NULL;
+               *json_out = NULL, *kvd = NULL, *load_fmt = NULL, *fill_s = "prefill";
     int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80, proj_dense = 1,
         skip_model = 0;
     float flop_s = 0.25f;
@@ -447,7 +451,10 @@ int hy_cmd_bench(int argc, char **argv)
         {"--prompt-lens", NULL, HY_ARG_STR, &plens_s, NULL, "prefill prompt lengths (default 128,512,2048)"},
         {"--batch-sizes", NULL, HY_ARG_STR, &batches_s, NULL, "decode batch sizes (default 1,4,16)"},
         {"--decode-steps", NULL, HY_ARG_INT, &steps, NULL, "timed decode steps per batch size (default 16)"},
-        {"--decode-context", NULL, HY_ARG_INT, &ctx0, NULL, "prefill tokens per sequence before decode (16)"},
+        {"--decode-context", NULL, HY_ARG_INT, &ctx0, NULL, "context tokens per sequence before decode (16)"},
+        {"--context-fill", NULL, HY_ARG_STR, &fill_s, NULL,
+         "prefill (default): the context is a timed-apart prefill of random tokens | synthetic: its cache rows are "
+         "filled with random values (decode at long contexts without the prefill; timings only)"},
         {"--bw-bytes", NULL, HY_ARG_STR, &bw_s, NULL, "bandwidth probe buffer, e.g. 2G (default), 64M"},
         {"--bw-reps", NULL, HY_ARG_INT, &bw_reps, NULL, "bandwidth probe passes, best taken (default 5)"},
         {"--flop-seconds", NULL, HY_ARG_FLOAT, &flop_s, NULL, "minimum seconds per peak-FLOP run (0.25)"},
@@ -490,6 +497,11 @@ int hy_cmd_bench(int argc, char **argv)
         hy_args_usage(usage, args, na);
         return 2;
     }
+    const int synthetic = strcmp(fill_s, "synthetic") == 0;
+    if (!synthetic && strcmp(fill_s, "prefill") != 0) {
+        fprintf(stderr, "hyinfer bench: --context-fill must be prefill or synthetic, not '%s'\n", fill_s);
+        return 2;
+    }
     if (parse_list("--prompt-lens", plens_s, plens, &n_plens) ||
         parse_list("--batch-sizes", batches_s, batches, &n_batches) || parse_bytes(bw_s, &bw_bytes)) {
         fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
@@ -509,6 +521,11 @@ int hy_cmd_bench(int argc, char **argv)
         return 2;
     }
     const int world = hy_comm_size(hy_dist_world()), rank = hy_comm_rank(hy_dist_world());
+    if (synthetic && world > 1) { /* each rank holds its own shard of the cache: rank 0 cannot fill the others' */
+        if (rank == 0)
+            fprintf(stderr, "hyinfer bench: --context-fill synthetic runs on one process only (not under mpirun)\n");
+        return 2;
+    }
     if (skip_model && rank > 0) /* the probes run on rank 0 only */
         return 0;
     FILE *jf = NULL; /* opened now so a bad path fails before a long run, not after (rank 0: the one that writes) */
@@ -587,7 +604,8 @@ int hy_cmd_bench(int argc, char **argv)
         for (int i = 0; i < n_plens; i++)
             max_t = plens[i] > max_t ? plens[i] : max_t;
         for (int i = 0; i < n_batches; i++) {
-            max_t = batches[i] * (ctx0 > 1 ? ctx0 : 1) > max_t ? batches[i] * (ctx0 > 1 ? ctx0 : 1) : max_t;
+            const int32_t pre_t = batches[i] * (ctx0 > 1 && !synthetic ? ctx0 : 1);
+            max_t = pre_t > max_t ? pre_t : max_t;
             max_ctx = ctx0 + steps + 1 > max_ctx ? ctx0 + steps + 1 : max_ctx;
         }
         max_ctx = max_t > max_ctx ? max_t : max_ctx;
@@ -603,7 +621,7 @@ int hy_cmd_bench(int argc, char **argv)
     for (int i = 0; i < n_batches; i++) {
         double before = 0.0, after = 0.0, unused;
         if (hy_bench_mem_bw(bw_bytes, bw_reps, &before, &unused) ||
-            run_decode(m, kv_dtype, batches[i], ctx0, steps, (uint64_t)seed + 100 + (uint64_t)i, &dec[i]) ||
+            run_decode(m, kv_dtype, batches[i], ctx0, synthetic, steps, (uint64_t)seed + 100 + (uint64_t)i, &dec[i]) ||
             hy_bench_mem_bw(bw_bytes, bw_reps, &after, &unused))
             goto fail;
         dec[i].bw_before_gbs = before;
@@ -735,6 +753,8 @@ int hy_cmd_bench(int argc, char **argv)
                           dec[i].tokens_per_s, "steps", dec[i].steps, "weight_bytes_per_step", b->weights,
                           "kv_bytes_per_step", b->kv_read, "roofline_step_s", b->weights / (dec[i].bw_gbs * 1e9),
                           "achieved_weight_gbs", b->weights / dec[i].step_s / 1e9);
+            json_object_set_new(d, "context_tokens", json_integer(ctx0));
+            json_object_set_new(d, "context_fill", json_string(synthetic ? "synthetic" : "prefill"));
             json_object_set_new(d, "mem_bw_gbs", json_real(dec[i].bw_gbs));
             json_object_set_new(d, "mem_bw_gbs_before", json_real(dec[i].bw_before_gbs));
             json_object_set_new(d, "mem_bw_gbs_after", json_real(dec[i].bw_after_gbs));
@@ -823,7 +843,8 @@ int hy_cmd_bench(int argc, char **argv)
                        ratio(pre[i].flops.total / pre[i].secs, peak * 1e9));
         }
         if (n_batches) {
-            printf("\ndecode (%d timed steps after a %d-token prefill per sequence)\n", steps, ctx0);
+            printf("\ndecode (%d timed steps after a %d-token %s per sequence)\n", steps, ctx0,
+                   synthetic ? "synthetic context" : "prefill");
             printf("  %5s %10s %11s %14s %12s %9s %10s %16s %9s\n", "batch", "step s", "tokens/s", "weight B/step",
                    "KV B/step", "experts", "GB/s", "bw before/after", "of bw");
             for (int i = 0; i < n_batches; i++)
