@@ -14,6 +14,7 @@
  * indexer scores, top-k and the softmax loop over one token's own keys in position order, so fp32
  * logits are batch- and chunk-invariant. Top-k ties: the earlier position wins.
  */
+#include "model/forward_dist.h"
 #include "model/forward_internal.h"
 #include "model/load_quant.h"
 
@@ -385,8 +386,10 @@ static void mla(const struct hy_model *m, struct hy_kv_cache *kv, int L, const s
     const struct hy_v4_config *c4 = &c->v4;
     const struct hy_layer *ly = &m->layers[L];
     struct hy_v4_scratch *v = s->v4;
-    const int64_t T = b->n_tokens, nh = c->num_attention_heads, dn = c4->qk_nope_head_dim, dr = c4->qk_rope_head_dim,
-                  dqk = dn + dr, rkv = c4->kv_lora_rank, kw = rkv + dr, dv = c4->v_head_dim, rq = c4->q_lora_rank;
+    struct hy_model_dist *d = m->dist;
+    const int64_t T = b->n_tokens, nh = d ? d->nh : c->num_attention_heads, dn = c4->qk_nope_head_dim,
+                  dr = c4->qk_rope_head_dim, dqk = dn + dr, rkv = c4->kv_lora_rank, kw = rkv + dr, dv = c4->v_head_dim,
+                  rq = c4->q_lora_rank;
     linear(m, v->cq, u, T, &ly->q_a);
     hy_rmsnorm(v->cq, v->cq, ly->q_a_norm, T, rq, c->rms_norm_eps);
     maybe_round(m, v->cq, T * rq);
@@ -470,7 +473,23 @@ static void mla(const struct hy_model *m, struct hy_kv_cache *kv, int L, const s
             v->att[i] *= sigmoidf(v->gate[i]);
         maybe_round(m, v->att, T * nh * dv);
     }
-    linear(m, out, v->att, T, &ly->wo);
+    if (d && d->par.attn_tp_size > 1) { /* this rank's heads (shard.c): as Hy3's attention (forward.c) */
+        const int64_t H = c->hidden_size;
+        if (d->sum) { /* o_proj on this rank's head columns, partials added in rank order */
+            linear(m, out, v->att, T, &ly->wo);
+            dist_ok(hy_fd_sum_rows(d, d->attn, out, T, H, out));
+        } else { /* every head's output gathered, this rank's o_proj rows, gathered */
+            float *full = hy_dist_buf(d, 8, (size_t)(T * c->num_attention_heads * dv)),
+                  *part = hy_dist_buf(d, 9, (size_t)(T * H));
+            if (!full || !part)
+                dist_ok(-1);
+            dist_ok(hy_fd_gather_cols(d, d->attn, v->att, T, c->num_attention_heads * dv, full));
+            linear(m, part, full, T, &ly->wo);
+            dist_ok(hy_fd_gather_cols(d, d->attn, part, T, H, out));
+        }
+    } else {
+        linear(m, out, v->att, T, &ly->wo);
+    }
     maybe_round(m, out, T * c->hidden_size);
 }
 

@@ -152,13 +152,15 @@ int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *k
         uint8_t has_v[HY_MAX_LAYERS + 1];
         for (int32_t l = 0; l < cache_layers(m); l++)
             has_v[l] = c->v4.index_topk > 0 && c->v4.indexer_full[l];
-        return hy_kv_cache_init_mla(kv, cache_layers(m), c->v4.kv_lora_rank + c->v4.qk_rope_head_dim,
-                                    c->v4.index_head_dim, has_v, block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype));
-    }
-    if (hy_kv_cache_init_ex(kv, cache_layers(m), m->dist ? m->dist->nkv : c->num_key_value_heads, c->head_dim,
-                            block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype),
-                            (const float *const *)m->v_cache_scale, -1))
+        /* every rank keeps the whole latent cache (its heads all read it: shard.c) */
+        if (hy_kv_cache_init_mla(kv, cache_layers(m), c->v4.kv_lora_rank + c->v4.qk_rope_head_dim, c->v4.index_head_dim,
+                                 has_v, block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype)))
+            return -1;
+    } else if (hy_kv_cache_init_ex(kv, cache_layers(m), m->dist ? m->dist->nkv : c->num_key_value_heads, c->head_dim,
+                                   block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype),
+                                   (const float *const *)m->v_cache_scale, -1)) {
         return -1;
+    }
     if (hy_lockstep_kv_init(m, kv, block_size, n_blocks, kv_dtype)) {
         hy_kv_cache_free(kv);
         return -1;

@@ -22,6 +22,7 @@ void hy_fwd_mlp_dist(const struct hy_model *m, const struct hy_expert *e, const 
     linear(m, gb, x, T, &e->up);
     maybe_round(m, ga, T * Il);
     maybe_round(m, gb, T * Il);
+    swiglu_clamp(ga, gb, T * Il, e->clamp); /* elementwise: the same on a slice of the intermediate width */
     hy_silu_mul(ga, ga, gb, T * Il);
     maybe_round(m, ga, T * Il);
     if (d->sum) {

@@ -136,7 +136,7 @@ static int make_groups(struct hy_model_dist *d)
 static int plan_heads(struct hy_model_dist *d, const struct hy_model_config *c)
 {
     const int n = d->par.attn_tp_size, i = d->rank % n;
-    const int32_t nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    const int32_t nh = c->num_attention_heads, nkv = c->arch == HY_ARCH_HY_V4 ? 1 : c->num_key_value_heads;
     if (nh % n)
         return hy_err_set("parallel_config: attn_tp_size %d does not divide num_attention_heads %d", n, nh);
     if (n <= nkv ? nkv % n : n % nkv)
@@ -150,16 +150,57 @@ static int plan_heads(struct hy_model_dist *d, const struct hy_model_config *c)
     return 0;
 }
 
+/* hy_v4 MLA heads [q_head0, q_head0 + nh) of a layer (spec hy4_architecture.md §6): q_b and kv_b rows and
+ * the precomputed W_UK^T by head, the gate rows and sinks of those heads; o_proj by the heads' input columns
+ * (sum) or by output rows (exact, after the heads' outputs are gathered). The latent projections (q_a, kv_a),
+ * the indexer and the cache rows stay whole: every rank keeps the full latent cache. */
+static int shard_mla(struct hy_model *m, struct hy_layer *ly, int L)
+{
+    struct hy_model_dist *d = m->dist;
+    const struct hy_v4_config *v = &m->cfg.v4;
+    const int64_t h0 = d->q_head0, nh = d->nh, dn = v->qk_nope_head_dim, dqk = dn + v->qk_rope_head_dim,
+                  dv = v->v_head_dim, rkv = v->kv_lora_rank;
+    char what[96];
+    if (d->par.attn_tp_size == 1)
+        return 0;
+    slice_rows(&ly->q_b, h0 * dqk, nh * dqk);
+    slice_rows(&ly->kv_b, h0 * (dn + dv), nh * (dn + dv));
+    slice_rows(&ly->attn_gate, h0 * dv, nh * dv);
+    float *uk = malloc((size_t)(nh * rkv * dn) * sizeof(float) + 1), *sink = NULL;
+    if (ly->sink && !(sink = malloc((size_t)nh * sizeof(float))))
+        uk = (free(uk), NULL);
+    if (!uk)
+        return hy_err_set("dist: out of memory");
+    memcpy(uk, ly->w_uk_t + h0 * rkv * dn, (size_t)(nh * rkv * dn) * sizeof(float));
+    free(ly->w_uk_t);
+    ly->w_uk_t = uk;
+    if (ly->sink) {
+        memcpy(sink, ly->sink + h0, (size_t)nh * sizeof(float));
+        free(ly->sink);
+        ly->sink = sink;
+    }
+    snprintf(what, sizeof(what), "layer %d o_proj", L);
+    if (d->sum)
+        return slice_cols(d, &ly->wo, h0 * dv, nh * dv, what);
+    slice_rows(&ly->wo, d->o_row0, d->o_rows);
+    return 0;
+}
+
 static int shard_layer(struct hy_model *m, struct hy_layer *ly, int L)
 {
     struct hy_model_dist *d = m->dist;
     const struct hy_model_config *c = &m->cfg;
     const int64_t D = c->head_dim;
     char what[96];
-    slice_rows(&ly->wq, (int64_t)d->q_head0 * D, (int64_t)d->nh * D);
-    slice_rows(&ly->wk, (int64_t)d->kv_head0 * D, (int64_t)d->nkv * D);
-    slice_rows(&ly->wv, (int64_t)d->kv_head0 * D, (int64_t)d->nkv * D);
-    if (d->par.attn_tp_size > 1 && !d->par.enable_sp) { /* sequence parallel keeps o_proj whole */
+    if (c->arch == HY_ARCH_HY_V4) {
+        if (shard_mla(m, ly, L))
+            return -1;
+    } else {
+        slice_rows(&ly->wq, (int64_t)d->q_head0 * D, (int64_t)d->nh * D);
+        slice_rows(&ly->wk, (int64_t)d->kv_head0 * D, (int64_t)d->nkv * D);
+        slice_rows(&ly->wv, (int64_t)d->kv_head0 * D, (int64_t)d->nkv * D);
+    }
+    if (c->arch != HY_ARCH_HY_V4 && d->par.attn_tp_size > 1 && !d->par.enable_sp) { /* SP keeps o_proj whole */
         snprintf(what, sizeof(what), "layer %d o_proj", L);
         if (d->sum ? slice_cols(d, &ly->wo, (int64_t)d->q_head0 * D, (int64_t)d->nh * D, what)
                    : (slice_rows(&ly->wo, d->o_row0, d->o_rows), 0))
@@ -206,12 +247,23 @@ static int shard_v_scales(struct hy_model *m)
     return 0;
 }
 
+/* What hy_v4 runs over several ranks: attention TP over all of them (no attention-DP groups, no sequence
+ * parallel yet); dense / expert / vocabulary splits as for hy_v3. */
+static int check_v4_layout(const struct hy_model_dist *d)
+{
+    if (d->par.attn_tp_size != d->size)
+        return hy_err_set("parallel_config: hy_v4 (Hy4-preview) runs attention tensor parallel over all %d ranks "
+                          "(attn_tp_size %d); attention data parallel (--data-parallel-size > 1) is not implemented "
+                          "for it yet",
+                          d->size, d->par.attn_tp_size);
+    if (d->par.enable_sp)
+        return hy_err_set("parallel_config: enable_sp (sequence-parallel o_proj) is not implemented for hy_v4 yet");
+    return 0;
+}
+
 int hy_model_shard(struct hy_model *m, struct hy_comm *world, const struct hy_parallel_config *par)
 {
     const struct hy_model_config *c = &m->cfg;
-    if (c->arch == HY_ARCH_HY_V4)
-        return hy_err_set("dist: hy_v4 (Hy4-preview) runs in one process for now; multi-rank layouts are "
-                          "implemented for hy_v3");
     struct hy_model_dist *d = calloc(1, sizeof(*d));
     if (!d)
         return hy_err_set("dist: out of memory");
@@ -222,7 +274,7 @@ int hy_model_shard(struct hy_model *m, struct hy_comm *world, const struct hy_pa
     d->size = hy_comm_size(world);
     if (d->size > HY_DIST_MAX_RANKS)
         return hy_err_set("dist: %d ranks; at most %d are supported", d->size, HY_DIST_MAX_RANKS);
-    if (hy_parallel_check(&d->par, d->size))
+    if (hy_parallel_check(&d->par, d->size) || (c->arch == HY_ARCH_HY_V4 && check_v4_layout(d)))
         return -1;
     d->sum = d->par.combine_sum;
     d->dispatch = hy_parallel_dispatch(&d->par, c->num_experts_per_tok);
@@ -302,7 +354,7 @@ int hy_dist_reserve(struct hy_model *m, int64_t T)
     struct hy_model_dist *d = m->dist;
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
-    int64_t wide = (int64_t)c->num_attention_heads * c->head_dim;
+    int64_t wide = (int64_t)c->num_attention_heads * (c->arch == HY_ARCH_HY_V4 ? c->v4.v_head_dim : c->head_dim);
     const int64_t shared = (int64_t)c->moe_intermediate_size * (c->num_shared_experts > 0 ? c->num_shared_experts : 1);
     wide = wide > H ? wide : H;
     wide = wide > c->intermediate_size ? wide : c->intermediate_size;
@@ -326,7 +378,7 @@ int hy_dist_check_tokens(const struct hy_model *m, int64_t T)
     const struct hy_model_dist *d = m->dist;
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, K = c->num_experts_per_tok > 0 ? c->num_experts_per_tok : 1;
-    int64_t wide = (int64_t)c->num_attention_heads * c->head_dim;
+    int64_t wide = (int64_t)c->num_attention_heads * (c->arch == HY_ARCH_HY_V4 ? c->v4.v_head_dim : c->head_dim);
     wide = wide > c->intermediate_size ? wide : c->intermediate_size;
     wide = wide > H ? wide : H;
     const int64_t lim = INT32_MAX, gather = T * wide * 4, pairs = c->num_experts > 0 && !d->sum ? T * K * H * 4 : 0;
