@@ -212,6 +212,22 @@ for k in ("decode_roofline_fraction", "prefill_peak_fraction", "projected_full_m
 print("tiny-hy4 bench: decode roofline %.4f, prefill peak %.4f" % (out["decode_roofline_fraction"],
                                                                    out["prefill_peak_fraction"]))
 PY
+# a synthetic 3000-token context (past index_topk, over many cache blocks): decode
+# runs on filled rows without the prefill, the KV bytes read grow with the context, the JSON says how it was made
+"$BIN" bench latency -m "$W/tiny-hy4" --prompt-lens 8 --batch-sizes 1,2 --decode-steps 2 --decode-context 3000 \
+  --context-fill synthetic --bw-bytes 16M --bw-reps 1 --flop-seconds 0.02 --threads 2 --json >"$W/out5.json" \
+  2>"$W/err5" || { cat "$W/err5"; fail "bench --context-fill synthetic on tiny-hy4 exited non-zero"; }
+"$PY" - "$W/out4.json" "$W/out5.json" <<'PY'
+import json, sys
+short, long_ = (json.load(open(p))["decode"]["1"] for p in sys.argv[1:3])
+assert long_["context_fill"] == "synthetic" and long_["context_tokens"] == 3000, long_
+assert short["context_fill"] == "prefill" and short["context_tokens"] == 70, short
+assert long_["kv_bytes_per_step"] > 10 * short["kv_bytes_per_step"], (long_["kv_bytes_per_step"], short["kv_bytes_per_step"])
+print("tiny-hy4 synthetic 3000-token context: decode %.4f s/step, %.3g KV bytes/step" % (long_["step_s"],
+                                                                                  long_["kv_bytes_per_step"]))
+PY
+"$BIN" bench latency -m "$W/tiny-hy4" --context-fill random >/dev/null 2>"$W/e6" && fail "--context-fill random accepted"
+grep -q -- "--context-fill must be prefill or synthetic" "$W/e6" || fail "bad --context-fill: $(cat "$W/e6")"
 
 # bad input: clear errors, exit 2
 set +e
