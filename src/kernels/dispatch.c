@@ -4,6 +4,7 @@
 #include "base/env.h"
 
 #include "kernels/amx.h"
+#include "kernels/w8a8.h"
 #include "kernels/avx512_bf16.h"
 
 #include "base/err.h"
@@ -146,25 +147,39 @@ const struct hy_kernel_table *hy_kernels_active(void)
     return &active;
 }
 
+/* W8A8 weights (Ascend int8) run the integer kernels of w8a8.h in both compute modes: their activations are
+ * quantized to int8 whatever the mode. */
 void hy_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    hy_kernels_active()->matmul(y, x, T, W);
+    if (hy_tensor_is_w8a8(W))
+        hy_w8a8_matmul(y, x, T, W);
+    else
+        hy_kernels_active()->matmul(y, x, T, W);
 }
 
 void hy_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
-    hy_kernels_active()->matmul_bf16x(y, x, T, W);
+    if (hy_tensor_is_w8a8(W))
+        hy_w8a8_matmul(y, x, T, W);
+    else
+        hy_kernels_active()->matmul_bf16x(y, x, T, W);
 }
 
 void hy_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0, int64_t n1)
 {
-    hy_kernels_active()->matmul_rows(y, ldy, x, T, W, n0, n1);
+    if (hy_tensor_is_w8a8(W))
+        hy_w8a8_matmul_rows(y, ldy, x, T, W, n0, n1);
+    else
+        hy_kernels_active()->matmul_rows(y, ldy, x, T, W, n0, n1);
 }
 
 void hy_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                           int64_t n1)
 {
-    hy_kernels_active()->matmul_rows_bf16x(y, ldy, x, T, W, n0, n1);
+    if (hy_tensor_is_w8a8(W))
+        hy_w8a8_matmul_rows(y, ldy, x, T, W, n0, n1);
+    else
+        hy_kernels_active()->matmul_rows_bf16x(y, ldy, x, T, W, n0, n1);
 }
 
 void hy_matmul_rows_by_view(void (*matmul)(float *, const float *, int64_t, const struct hy_tensor *), float *y,

@@ -1,0 +1,156 @@
+/* w8a8.c - Ascend W8A8 int8 matmuls: activation quantizers, the scalar dots, the shared epilogue and the
+ * threaded driver (rules in w8a8.h). */
+#include "kernels/w8a8.h"
+
+#include "base/cpu.h"
+#include "kernels/kernel_table.h"
+#include "kernels/scratch.h"
+
+#include <math.h>
+#include <string.h>
+
+#define W8A8_NB 32 /* output rows per epilogue block */
+
+static int8_t sat_i8(float r)
+{
+    return (int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
+}
+
+float hy_w8a8_quant_dynamic(const float *x, int64_t K, int8_t *q)
+{
+    float a = 0.0f;
+    int finite = 1;
+    for (int64_t k = 0; k < K; k++) {
+        const float v = fabsf(x[k]);
+        finite &= isfinite(v) != 0;
+        a = v > a ? v : a;
+    }
+    if (!finite) {
+        memset(q, 0, (size_t)K);
+        return NAN;
+    }
+    const float s = a > 0.0f ? a / 127.0f : 1.0f;
+    for (int64_t k = 0; k < K; k++)
+        q[k] = sat_i8(rintf(x[k] / s)); /* rintf: round half to even (the default rounding mode) */
+    return s;
+}
+
+void hy_w8a8_quant_static(const float *x, int64_t K, float s_in, float o, int8_t *q)
+{
+    const float r = 1.0f / s_in;
+    for (int64_t k = 0; k < K; k++) {
+        const float v = rintf(x[k] * r + o);
+        q[k] = v == v ? sat_i8(v) : 0;
+    }
+}
+
+void hy_ref_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64_t T, const struct hy_tensor *W, int64_t n0,
+                      int64_t n1)
+{
+    const int64_t K = W->cols;
+    for (int64_t n = n0; n < n1; n++) {
+        const int8_t *w = (const int8_t *)W->data + n * K;
+        for (int64_t t = 0; t < T; t++) {
+            const int8_t *a = q + t * K;
+            int32_t s = 0;
+            for (int64_t k = 0; k < K; k++)
+                s += (int32_t)a[k] * (int32_t)w[k];
+            acc[t * lda + (n - n0)] = s;
+        }
+    }
+}
+
+hy_w8a8_dots_fn hy_w8a8_dots_active(void)
+{
+#if defined(__x86_64__)
+    if (hy_kernels_active()->isa != HY_ISA_REF)
+        return hy_avx2_w8a8_dots;
+#endif
+    return hy_ref_w8a8_dots;
+}
+
+/* Quantized activations of the call: q [T, K] then s_x [T] (dynamic only). */
+static int8_t *quantize_rows(struct hy_scratch *sc, const float *x, int64_t T, const struct hy_tensor *W, float **sx)
+{
+    const int64_t K = W->cols, qb = (T * K + 63) / 64 * 64;
+    int8_t *q = hy_scratch_get(sc, (size_t)qb + (size_t)T * sizeof(float));
+    if (!q)
+        return NULL;
+    *sx = (float *)(q + qb);
+    for (int64_t t = 0; t < T; t++) {
+        if (W->qscheme == HY_QS_W8A8_DYN)
+            (*sx)[t] = hy_w8a8_quant_dynamic(x + t * K, K, q + t * K);
+        else
+            hy_w8a8_quant_static(x + t * K, K, W->in_scale, W->in_offset, q + t * K);
+    }
+    return q;
+}
+
+/* Outputs [n0, n1) from quantized rows, in blocks of W8A8_NB rows through acc [T, W8A8_NB]. */
+static void rows_out(hy_w8a8_dots_fn dots, float *y, int64_t ldy, const int8_t *q, const float *sx, int64_t T,
+                     const struct hy_tensor *W, int64_t n0, int64_t n1, int32_t *acc)
+{
+    for (int64_t b0 = n0; b0 < n1; b0 += W8A8_NB) {
+        const int64_t b1 = n1 - b0 < W8A8_NB ? n1 : b0 + W8A8_NB;
+        dots(acc, W8A8_NB, q, T, W, b0, b1);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t n = b0; n < b1; n++) {
+                const int32_t a = acc[t * W8A8_NB + (n - b0)];
+                y[t * ldy + (n - n0)] = W->qscheme == HY_QS_W8A8_DYN
+                                            ? ((float)a * W->row_scale[n]) * sx[t]
+                                            : (float)((int64_t)a + W->row_bias[n]) * W->row_scale[n];
+            }
+    }
+}
+
+static _Thread_local struct hy_scratch q_scratch, acc_scratch;
+
+void hy_w8a8_matmul_rows_with(hy_w8a8_dots_fn dots, float *y, int64_t ldy, const float *x, int64_t T,
+                              const struct hy_tensor *W, int64_t n0, int64_t n1)
+{
+    if (n1 <= n0 || T <= 0)
+        return;
+    float *sx;
+    const int8_t *q = quantize_rows(&q_scratch, x, T, W, &sx);
+    int32_t *acc = hy_scratch_get(&acc_scratch, (size_t)(T * W8A8_NB) * sizeof(int32_t));
+    if (!q || !acc) { /* out of memory: NaN outputs rather than a crash (the callers cannot fail) */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t n = n0; n < n1; n++)
+                y[t * ldy + (n - n0)] = NAN;
+        return;
+    }
+    rows_out(dots, y, ldy, q, sx, T, W, n0, n1, acc);
+}
+
+void hy_w8a8_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
+                         int64_t n1)
+{
+    hy_w8a8_matmul_rows_with(hy_w8a8_dots_active(), y, ldy, x, T, W, n0, n1);
+}
+
+void hy_w8a8_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W)
+{
+    const int64_t N = W->rows;
+    float *sx;
+    const int8_t *q = quantize_rows(&q_scratch, x, T, W, &sx);
+    if (!q) {
+        hy_w8a8_matmul_rows(y, N, x, T, W, 0, N);
+        return;
+    }
+    const hy_w8a8_dots_fn dots = hy_w8a8_dots_active();
+    const int64_t groups = (N + W8A8_NB - 1) / W8A8_NB;
+    const int par = (double)N * (double)W->cols * (double)T > 65536.0;
+    (void)par;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+    for (int64_t g = 0; g < groups; g++) {
+        int32_t *acc = hy_scratch_get(&acc_scratch, (size_t)(T * W8A8_NB) * sizeof(int32_t));
+        const int64_t n0 = g * W8A8_NB, n1 = n0 + W8A8_NB < N ? n0 + W8A8_NB : N;
+        if (!acc) {
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t n = n0; n < n1; n++)
+                    y[t * N + n] = NAN;
+            continue;
+        }
+        rows_out(dots, y + n0, N, q, sx, T, W, n0, n1, acc);
+    }
+}
