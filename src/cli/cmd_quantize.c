@@ -1,4 +1,4 @@
-/* cmd_quantize.c - `hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid
+/* cmd_quantize.c - `hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid|w8a8-dynamic
  *                  [--quant-target moe attn-linear mlp] [--mx-scale ocp|mse] [--calib-data TEXT ...]`
  * (round-to-nearest, or GPTQ with calibration: quantize/gptq.h, quantize/calib.h), and `hyinfer info -m DIR`'s
  * model part. */
@@ -25,7 +25,8 @@
 #include <unistd.h>
 
 static const char *usage_text =
-    "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid [--quant-target moe attn-linear mlp]\n"
+    "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid|w8a8-dynamic [--quant-target moe "
+    "attn-linear mlp]\n"
     "                 [--mx-scale ocp|mse]\n"
     "                 [--calib-data TEXT_FILE [--tokenizer DIR] [--num-calibration-samples N] [--max-seq-length L]\n"
     "                  [--dampening-frac F] [--no-actorder] [--no-qk-norm-weighting] [--no-routing-weighting] "
@@ -174,7 +175,8 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--model", "-m", HY_ARG_STR, &in, NULL, "input model directory (BF16 / F16 / F32 safetensors)"},
         {"--output", "-o", HY_ARG_STR, &out, NULL, "output directory (must not exist, or be empty)"},
         {"--quant-dtype", NULL, HY_ARG_STR, &dtype, NULL,
-         "fp8 (per-tensor, Hy3-FP8 layout) | mxfp8 | mxfp4 | hybrid (routed experts mxfp4, the rest mxfp8)"},
+         "fp8 (per-tensor, Hy3-FP8 layout) | mxfp8 | mxfp4 | hybrid (routed experts mxfp4, the rest mxfp8) | "
+         "w8a8-dynamic (Ascend int8, msModelSlim V1 layout)"},
         {"--quant-target", NULL, HY_ARG_STR, &unused_targets, NULL,
          "one or more of moe (routed + shared experts), attn-linear (q/k/v/o, MTP eh_proj), mlp (dense MLP); "
          "default: all three"},
@@ -310,11 +312,14 @@ int hy_cmd_quantize(int argc, char **argv)
     }
     printf("quantized %s -> %s (%s; targets:%s%s%s)\n", in, out, dtype, (o.targets & HY_QT_MOE) ? " moe" : "",
            (o.targets & HY_QT_ATTN) ? " attn-linear" : "", (o.targets & HY_QT_MLP) ? " mlp" : "");
-    printf("  weight matrices: fp8 %lld, mxfp8 %lld, mxfp4 %lld; tensors copied unchanged %lld; other files %lld\n",
+    printf("  weight matrices: fp8 %lld, mxfp8 %lld, mxfp4 %lld, w8a8-dynamic %lld; tensors copied unchanged %lld; "
+           "other files %lld\n",
            (long long)st.n_quant[HY_QF_FP8_TENSOR], (long long)st.n_quant[HY_QF_MXFP8],
-           (long long)st.n_quant[HY_QF_MXFP4], (long long)st.n_copied, (long long)st.n_files);
-    printf("  bytes: %llu in (tensor data) -> %llu out (model.safetensors), ratio %.3f\n",
-           (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out,
+           (long long)st.n_quant[HY_QF_MXFP4], (long long)st.n_quant[HY_QF_W8A8_DYN], (long long)st.n_copied,
+           (long long)st.n_files);
+    printf("  bytes: %llu in (tensor data) -> %llu out (%s), ratio %.3f\n", (unsigned long long)st.bytes_in,
+           (unsigned long long)st.bytes_out,
+           o.dtype == HY_QD_W8A8_DYN ? "quant_model_weights-00001-of-00001.safetensors" : "model.safetensors",
            st.bytes_in ? (double)st.bytes_out / (double)st.bytes_in : 0.0);
     if (co.data)
         printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T); %lld H "

@@ -1,6 +1,8 @@
 /* quant_config.c - parsing and matching of config.json quantization_config (quant_config.h). */
 #include "config/quant_config.h"
 
+#include "config/quant_ascend.h"
+
 #include "base/err.h"
 #include "base/fileio.h"
 
@@ -22,13 +24,20 @@ const char *hy_qformat_name(enum hy_qformat f)
         return "mxfp8";
     case HY_QF_MXFP4:
         return "mxfp4";
+    case HY_QF_W8A8_DYN:
+        return "w8a8-dynamic";
+    case HY_QF_W8A8_STATIC:
+        return "w8a8";
     }
     return "?";
 }
 
 const char *hy_quant_method_name(enum hy_quant_method m)
 {
-    return m == HY_QM_FP8 ? "fp8" : m == HY_QM_COMPRESSED_TENSORS ? "compressed-tensors" : "none";
+    return m == HY_QM_FP8                  ? "fp8"
+           : m == HY_QM_COMPRESSED_TENSORS ? "compressed-tensors"
+           : m == HY_QM_ASCEND             ? "ascend"
+                                           : "none";
 }
 
 static void list_free(struct hy_quant_list *l)
@@ -52,7 +61,27 @@ void hy_quant_config_free(struct hy_quant_config *qc)
         list_free(&qc->groups[g].targets);
     }
     free(qc->groups);
+    json_decref((json_t *)qc->desc);
+    for (int i = 0; i < qc->n_owned; i++)
+        free(qc->owned[i]);
+    free(qc->owned);
     memset(qc, 0, sizeof(*qc));
+}
+
+int hy_quant_config_own(struct hy_quant_config *qc, void *p)
+{
+    if (qc->n_owned == qc->cap_owned) {
+        const int cap = qc->cap_owned ? 2 * qc->cap_owned : 64;
+        void **o = realloc(qc->owned, (size_t)cap * sizeof(void *));
+        if (!o) {
+            free(p);
+            return hy_err_set("out of memory");
+        }
+        qc->owned = o;
+        qc->cap_owned = cap;
+    }
+    qc->owned[qc->n_owned++] = p;
+    return 0;
 }
 
 static int list_add(struct hy_quant_list *l, const char *text, const char *what)
@@ -135,6 +164,8 @@ static int list_match(const struct hy_quant_list *l, const char *module, int all
 int hy_quant_config_lookup(const struct hy_quant_config *qc, const char *module, int *group)
 {
     *group = -1;
+    if (qc->method == HY_QM_ASCEND)
+        return hy_quant_ascend_lookup(qc, module, group);
     if (qc->method == HY_QM_NONE || list_match(&qc->ignore, module, 0))
         return HY_QF_NONE;
     int best = 0, g_best = -1, tie = -1;
@@ -339,6 +370,25 @@ int hy_quant_config_parse_text(const char *json_text, struct hy_quant_config *qc
 int hy_quant_config_load(const char *model_dir, struct hy_quant_config *qc)
 {
     memset(qc, 0, sizeof(*qc));
+    char *desc = hy_path_join(model_dir, HY_ASCEND_DESCRIPTION);
+    if (desc && hy_file_exists(desc)) {
+        int rc = hy_quant_ascend_load(desc, qc);
+        free(desc);
+        if (rc)
+            return -1;
+        char *cfg = hy_path_join(model_dir, "config.json");
+        json_t *root = cfg ? json_load_file(cfg, 0, NULL) : NULL;
+        const int both = root && json_object_get(root, "quantization_config") &&
+                         !json_is_null(json_object_get(root, "quantization_config"));
+        json_decref(root);
+        rc = both ? hy_err_set("%s: quantization_config is set and the directory also has %s (an Ascend "
+                               "checkpoint); remove one of the two",
+                               cfg, HY_ASCEND_DESCRIPTION)
+                  : 0;
+        free(cfg);
+        return rc;
+    }
+    free(desc);
     char *path = hy_path_join(model_dir, "config.json");
     if (!path)
         return hy_err_set("out of memory");

@@ -319,7 +319,7 @@ int hy_model_load_ex(const char *model_dir, const struct hy_load_params *lp, str
     if (hy_model_config_load(model_dir, &m->cfg) || hy_quant_config_load(model_dir, &m->quant) ||
         hy_checkpoint_open(model_dir, &m->ck))
         goto fail;
-    if (bind_all(m)) {
+    if (hy_qload_check_description(&m->quant, &m->ck) || bind_all(m)) {
         hy_err_prefix("%s", model_dir);
         goto fail;
     }

@@ -188,7 +188,8 @@ static int expected_in_layer(const struct hy_model_config *c, const char *rest, 
 }
 
 /* 1 if name is a tensor of this checkpoint under config.json (quantization companions "<module>.weight_scale(_inv)",
- * ".input_scale", "experts.<gate_up / down>_proj_scale" are judged by their weight). */
+ * ".input_scale", Ascend's ".weight_offset" / ".input_offset" / ".deq_scale" / ".quant_bias", and
+ * "experts.<gate_up / down>_proj_scale" are judged by their weight). */
 static int expected_tensor(const struct hy_model *m, const char *name)
 {
     const struct hy_model_config *c = &m->cfg;
@@ -202,10 +203,11 @@ static int expected_tensor(const struct hy_model *m, const char *name)
     char base[NAME_LEN];
     snprintf(base, sizeof(base), "%s", name);
     const size_t n = strlen(base);
-    static const char *const companions[][2] = {{".weight_scale_inv", ".weight"},
-                                                {".weight_scale", ".weight"},
-                                                {".input_scale", ".weight"},
-                                                {"_proj_scale", "_proj"}};
+    static const char *const companions[][2] = {
+        {".weight_scale_inv", ".weight"}, {".weight_scale", ".weight"},
+        {".input_scale", ".weight"},      {".weight_offset", ".weight"}, /* Ascend W8A8 */
+        {".input_offset", ".weight"},     {".deq_scale", ".weight"},
+        {".quant_bias", ".weight"},       {"_proj_scale", "_proj"}};
     for (size_t i = 0; i < sizeof(companions) / sizeof(companions[0]); i++) {
         const size_t k = strlen(companions[i][0]);
         if (n > k && strcmp(base + n - k, companions[i][0]) == 0) {

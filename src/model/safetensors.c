@@ -254,13 +254,50 @@ static int find_single_file(const char *dir, char **name)
     return hy_err_set("%s: no model.safetensors or model.safetensors.index.json (%d *.safetensors files)", dir, count);
 }
 
+/* The shard index: model.safetensors.index.json, else the one *.safetensors.index.json of the directory
+ * (msModelSlim writes quant_model_weights.safetensors.index.json); NULL when there is none (error set
+ * only when there are several). */
+static char *find_index(const char *dir, int *several)
+{
+    *several = 0;
+    char *p = hy_path_join(dir, "model.safetensors.index.json");
+    if (!p || hy_file_exists(p))
+        return p;
+    free(p);
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    struct dirent *e;
+    char *found = NULL;
+    while ((e = readdir(d))) {
+        const size_t l = strlen(e->d_name), m = strlen(".safetensors.index.json");
+        if (l <= m || strcmp(e->d_name + l - m, ".safetensors.index.json"))
+            continue;
+        if (found) {
+            hy_err_set("%s: several shard indexes (%s, %s); keep one", dir, strrchr(found, '/') + 1, e->d_name);
+            *several = 1;
+            break;
+        }
+        found = hy_path_join(dir, e->d_name);
+    }
+    closedir(d);
+    if (*several) {
+        free(found);
+        return NULL;
+    }
+    return found;
+}
+
 int hy_checkpoint_open(const char *dir, struct hy_checkpoint *ck)
 {
     memset(ck, 0, sizeof(*ck));
     char **names = NULL;
     size_t n_names = 0;
-    char *index_path = hy_path_join(dir, "model.safetensors.index.json");
+    int several;
+    char *index_path = find_index(dir, &several);
     int rc = -1;
+    if (several)
+        goto out;
     if (index_path && hy_file_exists(index_path)) {
         if (read_index(dir, index_path, &names, &n_names))
             goto out;

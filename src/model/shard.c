@@ -41,6 +41,10 @@ static void slice_rows(struct hy_tensor *t, int64_t r0, int64_t n)
     t->data = (const uint8_t *)t->data + r0 * hy_tensor_row_bytes(t);
     if (t->qscheme == HY_QS_MX32)
         t->mx_scales += r0 * ((t->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK);
+    if (t->row_scale)
+        t->row_scale += r0;
+    if (t->row_bias)
+        t->row_bias += r0;
     t->rows = n;
 }
 
@@ -71,6 +75,9 @@ static int slice_cols(struct hy_model_dist *d, struct hy_tensor *t, int64_t c0, 
     if (!t->data)
         return 0;
     const int f4 = t->dtype == HY_DTYPE_F4_E2M1;
+    if (t->qscheme == HY_QS_W8A8_STATIC) /* quant_bias folds the offset over all K columns: it cannot be split */
+        return hy_err_set("dist: %s is static W8A8; use the exact combine (--tp-combine exact) for this checkpoint",
+                          what);
     if ((t->qscheme == HY_QS_MX32 && (c0 % HY_MX_BLOCK || (n % HY_MX_BLOCK && c0 + n != t->cols))) ||
         (f4 && (c0 % 2 || n % 2)))
         return hy_err_set("dist: %s columns [%lld, %lld) do not fall on the %s block boundaries; use the exact "

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,13 +29,17 @@
 
 int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out)
 {
-    static const char *names[] = {"fp8", "mxfp8", "mxfp4", "hybrid"};
-    for (int i = 0; i < 4; i++)
+    static const char *names[] = {"fp8", "mxfp8", "mxfp4", "hybrid", "w8a8-dynamic"};
+    for (int i = 0; i < 5; i++)
         if (s && strcmp(s, names[i]) == 0) {
             *out = (enum hy_quant_dtype)i;
             return 0;
         }
-    return hy_err_set("--quant-dtype \"%s\": expected fp8, mxfp8, mxfp4 or hybrid", s ? s : "");
+    if (s && (!strcmp(s, "w8a8") || !strcmp(s, "w8a8-mix")))
+        return hy_err_set("--quant-dtype %s: static W8A8 needs calibrated activation scales, which quantize does not "
+                          "compute yet (use w8a8-dynamic)",
+                          s);
+    return hy_err_set("--quant-dtype \"%s\": expected fp8, mxfp8, mxfp4, hybrid or w8a8-dynamic", s ? s : "");
 }
 
 int hy_quant_target_parse(const char *s, unsigned *bit)
@@ -137,6 +142,8 @@ static enum hy_qformat format_for(enum hy_quant_dtype d, enum cat c)
         return HY_QF_MXFP4;
     case HY_QD_HYBRID:
         return cat_routed(c) ? HY_QF_MXFP4 : HY_QF_MXFP8;
+    case HY_QD_W8A8_DYN:
+        return HY_QF_W8A8_DYN;
     }
     return HY_QF_NONE;
 }
@@ -147,11 +154,12 @@ struct qmat {
     const struct hy_st_tensor *src;
     int64_t elem0, rows, cols;
     enum hy_qformat f;
-    float scale; /* fp8 */
+    float scale;       /* fp8 */
+    float *row_scales; /* w8a8: [rows] */
 };
 
 /* One header entry of the output, in file order after sorting. */
-enum role { R_COPY, R_QWEIGHT, R_QSCALE_MX, R_QSCALE_FP8 };
+enum role { R_COPY, R_QWEIGHT, R_QSCALE_MX, R_QSCALE_FP8, R_QSCALE_ROWS, R_ZEROS };
 struct entry {
     char name[NAME_CAP];
     const char *dtype;
@@ -257,6 +265,41 @@ static int fp8_scale(struct qmat *q)
     return 0;
 }
 
+/* w8a8 per-row scales s_n = max_k |w_nk| / 127, at least FLT_EPSILON (msModelSlim's min-max rule). */
+static int w8a8_scales(struct qmat *q)
+{
+    float *buf = malloc((size_t)q->cols * sizeof(float));
+    q->row_scales = malloc((size_t)q->rows * sizeof(float) + 1);
+    if (!buf || !q->row_scales) {
+        free(buf);
+        return hy_err_set("out of memory");
+    }
+    for (int64_t r = 0; r < q->rows; r++) {
+        if (src_row(q, r, buf)) {
+            free(buf);
+            return -1;
+        }
+        float amax = 0.0f;
+        for (int64_t k = 0; k < q->cols; k++)
+            amax = fabsf(buf[k]) > amax ? fabsf(buf[k]) : amax;
+        const float s = amax / 127.0f;
+        q->row_scales[r] = s > FLT_EPSILON ? s : FLT_EPSILON;
+    }
+    free(buf);
+    drop_src(q);
+    return 0;
+}
+
+/* w8a8 row r: RNE(w / s_r) clamped to [-127, 127]. */
+static void w8a8_row(const float *w, int64_t K, float s, uint8_t *out)
+{
+    for (int64_t k = 0; k < K; k++) {
+        float v = rintf(w[k] / s);
+        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+        out[k] = (uint8_t)(int8_t)v;
+    }
+}
+
 static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char *module, int64_t elem0, int64_t rows,
                       int64_t cols, enum hy_qformat f)
 {
@@ -277,7 +320,7 @@ static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char
     w->ndim = 2;
     w->shape[0] = rows;
     w->shape[1] = f == HY_QF_MXFP4 ? cols / 2 : cols;
-    w->dtype = f == HY_QF_MXFP4 ? "U8" : "F8_E4M3";
+    w->dtype = f == HY_QF_MXFP4 ? "U8" : f == HY_QF_W8A8_DYN ? "I8" : "F8_E4M3";
     w->nbytes = (uint64_t)(rows * w->shape[1]);
     w->esize = 1;
     w->role = R_QWEIGHT;
@@ -287,7 +330,25 @@ static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char
         return hy_err_set("out of memory");
     snprintf(s->name, sizeof(s->name), "%s.weight_scale", module);
     s->q = q;
-    if (f == HY_QF_FP8_TENSOR) {
+    if (f == HY_QF_W8A8_DYN) {
+        if (w8a8_scales(q))
+            return -1;
+        struct entry *z = add_entry(p);
+        if (!z)
+            return hy_err_set("out of memory");
+        snprintf(z->name, sizeof(z->name), "%s.weight_offset", module);
+        struct entry *both[2] = {s, z};
+        for (int i = 0; i < 2; i++) {
+            both[i]->q = q;
+            both[i]->dtype = "F32";
+            both[i]->ndim = 2;
+            both[i]->shape[0] = rows;
+            both[i]->shape[1] = 1;
+            both[i]->nbytes = (uint64_t)rows * 4;
+            both[i]->esize = 4;
+            both[i]->role = i ? R_ZEROS : R_QSCALE_ROWS;
+        }
+    } else if (f == HY_QF_FP8_TENSOR) {
         if (fp8_scale(q))
             return -1;
         s->dtype = "F32";
@@ -573,8 +634,11 @@ static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, 
                 }
                 continue;
             }
-            hy_quant_row_rtn(buf, q->cols, q->f, q->scale, o->mx_scale, w + r * rb,
-                             q->f == HY_QF_FP8_TENSOR ? NULL : s + r * nb);
+            if (q->f == HY_QF_W8A8_DYN)
+                w8a8_row(buf, q->cols, q->row_scales[r], w + r * rb);
+            else
+                hy_quant_row_rtn(buf, q->cols, q->f, q->scale, o->mx_scale, w + r * rb,
+                                 q->f == HY_QF_FP8_TENSOR ? NULL : s + r * nb);
         }
         free(buf);
     }
@@ -666,10 +730,17 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
             }
         } else if (e->role == R_QSCALE_FP8) {
             rc = write_all(f, &e->q->scale, 4, path); /* little-endian host (x86-64) */
+        } else if (e->role == R_QSCALE_ROWS) {
+            rc = write_all(f, e->q->row_scales, e->nbytes, path);
+        } else if (e->role == R_ZEROS) {
+            static const uint8_t zeros[4096];
+            for (uint64_t o = 0; !rc && o < e->nbytes; o += sizeof(zeros))
+                rc = write_all(f, zeros, e->nbytes - o < sizeof(zeros) ? e->nbytes - o : sizeof(zeros), path);
         } else if (e->role == R_QWEIGHT) {
             const struct qmat *q = e->q;
-            const uint64_t ns =
-                q->f == HY_QF_FP8_TENSOR ? 0 : (uint64_t)(q->rows * ((q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK));
+            const uint64_t ns = q->f == HY_QF_FP8_TENSOR || q->f == HY_QF_W8A8_DYN
+                                    ? 0
+                                    : (uint64_t)(q->rows * ((q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK));
             free(wbuf);
             free(sbuf);
             wbuf = malloc(e->nbytes ? e->nbytes : 1);
@@ -754,6 +825,37 @@ static json_t *make_qconfig(const struct hy_quantize_opts *o, struct plan *p)
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
+#define ASCEND_SHARD "quant_model_weights-00001-of-00001.safetensors"
+
+/* msModelSlim V1's side files next to the shard: the index and quant_model_description.json. */
+static int write_ascend_files(const char *dir, const struct plan *p, uint64_t total)
+{
+    json_t *wm = json_object(), *desc = json_object();
+    if (!wm || !desc) {
+        json_decref(wm);
+        json_decref(desc);
+        return hy_err_set("out of memory");
+    }
+    json_object_set_new(desc, "model_quant_type", json_string("W8A8_DYNAMIC"));
+    json_object_set_new(desc, "version", json_string("1.0.0"));
+    json_object_set_new(desc, "group_size", json_integer(0));
+    for (size_t i = 0; i < p->n; i++) {
+        json_object_set_new(wm, p->e[i].name, json_string(ASCEND_SHARD));
+        json_object_set_new(desc, p->e[i].name, json_string(p->e[i].role == R_COPY ? "FLOAT" : "W8A8_DYNAMIC"));
+    }
+    json_t *index = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total, "weight_map", wm);
+    char *ip = hy_path_join(dir, "quant_model_weights.safetensors.index.json"),
+         *dp = hy_path_join(dir, HY_ASCEND_DESCRIPTION);
+    int rc = 0;
+    if (!index || !ip || !dp || json_dump_file(index, ip, JSON_INDENT(2)) || json_dump_file(desc, dp, JSON_INDENT(2)))
+        rc = hy_err_set("%s: cannot write the index / %s", dir, HY_ASCEND_DESCRIPTION);
+    json_decref(index);
+    json_decref(desc);
+    free(ip);
+    free(dp);
+    return rc;
+}
+
 int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_quantize_opts *o,
                       struct hy_quantize_stats *st)
 {
@@ -816,13 +918,18 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
         goto out;
     }
     made_tmp = 1;
-    path = hy_path_join(tmp, "model.safetensors");
-    if (!path || write_safetensors(path, &p, o, st))
+    const int ascend = o->dtype == HY_QD_W8A8_DYN;
+    if (ascend && o->calib) {
+        hy_err_set("--quant-dtype w8a8-dynamic is round-to-nearest only (GPTQ for int8 is not built yet)");
+        goto out;
+    }
+    path = hy_path_join(tmp, ascend ? ASCEND_SHARD : "model.safetensors");
+    if (!path || write_safetensors(path, &p, o, st) || (ascend && write_ascend_files(tmp, &p, st->bytes_out)))
         goto out;
     free(path);
     path = hy_path_join(tmp, "config.json");
-    json_t *qc = make_qconfig(o, &p);
-    if (!path || !qc || json_object_set_new(root, "quantization_config", qc) ||
+    json_t *qc = ascend ? NULL : make_qconfig(o, &p); /* the V1 saver leaves config.json without one */
+    if (!path || (!ascend && (!qc || json_object_set_new(root, "quantization_config", qc))) ||
         json_dump_file(root, path, JSON_INDENT(2)) != 0) {
         hy_err_set("%s: cannot write", path ? path : "config.json");
         goto out;
@@ -843,8 +950,10 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
 out:
     if (made_tmp)
         hy_quantize_remove_tmp(tmp);
-    for (size_t i = 0; i < p.nq; i++)
+    for (size_t i = 0; i < p.nq; i++) {
+        free(p.q[i]->row_scales);
         free(p.q[i]);
+    }
     free(p.q);
     free(p.e);
     json_decref(p.ignored);

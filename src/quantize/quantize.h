@@ -12,6 +12,12 @@
  * - mxfp4: M.weight U8 [N, K/2] (E2M1, element 2j in the low nibble) + M.weight_scale U8 [N, ceil(K/32)].
  * - hybrid: routed experts mxfp4, every other targeted linear mxfp8 (Ascend mxfp_moe_w4a8_attn_w8a8).
  * MX outputs carry a compressed-tensors quantization_config (config_groups with regex targets).
+ * - w8a8-dynamic (Ascend W8A8_DYNAMIC, msModelSlim's V1 layout, specs/ascend_w8a8.md §1-2): M.weight I8 [N, K]
+ *          = RNE(w / s_n) clamped to [-127, 127], M.weight_scale F32 [N, 1] with s_n = max_k |w_nk| / 127
+ *          (at least FLT_EPSILON), M.weight_offset F32 [N, 1] zeros; written as
+ *          quant_model_weights-00001-of-00001.safetensors + quant_model_weights.safetensors.index.json +
+ *          quant_model_description.json (every tensor's type: W8A8_DYNAMIC or FLOAT), config.json unchanged
+ *          (no quantization_config, as the V1 saver). Round-to-nearest only.
  * Targets: HY_QT_MOE = routed experts + shared expert, HY_QT_ATTN = q/k/v/o_proj + MTP eh_proj,
  * HY_QT_MLP = dense MLP gate/up/down. Embedding, lm_head, norms, router, expert_bias are copied as they are.
  * Fused experts (mlp.experts.gate_up_proj / down_proj) are written per expert when quantized.
@@ -25,7 +31,7 @@
 
 #include <stdint.h>
 
-enum hy_quant_dtype { HY_QD_FP8 = 0, HY_QD_MXFP8, HY_QD_MXFP4, HY_QD_HYBRID };
+enum hy_quant_dtype { HY_QD_FP8 = 0, HY_QD_MXFP8, HY_QD_MXFP4, HY_QD_HYBRID, HY_QD_W8A8_DYN };
 
 enum { HY_QT_MOE = 1, HY_QT_ATTN = 2, HY_QT_MLP = 4, HY_QT_ALL = 7 };
 
@@ -42,7 +48,7 @@ struct hy_quantize_opts {
 };
 
 struct hy_quantize_stats {
-    int64_t n_quant[4];        /* weight matrices written per enum hy_qformat (index HY_QF_FP8_TENSOR ...) */
+    int64_t n_quant[6];        /* weight matrices written per enum hy_qformat (index HY_QF_FP8_TENSOR ...) */
     int64_t n_copied;          /* tensors copied unchanged */
     int64_t n_files;           /* other files copied */
     uint64_t bytes_in;         /* tensor data bytes of IN */

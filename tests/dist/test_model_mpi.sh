@@ -76,6 +76,7 @@ HY="$BUILD/hyinfer"
 make -s BUILD="$BUILD" "$HY" || { echo "FAIL: building $HY"; exit 1; }
 "$HY" quantize -m models/hy3-tiny -o "$W/fp8" --quant-dtype fp8 >/dev/null 2>&1 || { echo "FAIL: quantize fp8"; exit 1; }
 "$HY" quantize -m models/hy3-tiny -o "$W/hybrid" --quant-dtype hybrid >/dev/null 2>&1 || { echo "FAIL: quantize hybrid"; exit 1; }
+"$HY" quantize -m models/hy3-tiny -o "$W/w8a8" --quant-dtype w8a8-dynamic >/dev/null 2>&1 || { echo "FAIL: quantize w8a8"; exit 1; }
 # 45 prompt ids: past the 32-token mark where some bf16 paths change (the grouped MoE pass, AMX tiles)
 IDS=17,99,3000,5,77,1000,2000,31,4,4,9,300,12,18,19,20,21,5000,7,8,9,10,11,12,13,14,15,16,600,601,602,603,604,605,606,607,608,609,610,611,612,613,614,615,616
 logits_case() { # MODEL DTYPE KVD NP FLAGS...
@@ -102,6 +103,7 @@ logits_case models/hy3-tiny bfloat16 fp8 4 -tp 2 -dp 2 --enable-expert-parallel
 logits_case "$W/fp8" bfloat16 fp8 2 --enable-expert-parallel
 logits_case "$W/hybrid" float32 auto 2 -tp 2
 logits_case "$W/hybrid" bfloat16 auto 4 --enable-expert-parallel --all2all-backend allgather_reducescatter
+logits_case "$W/w8a8" bfloat16 auto 2 -tp 2 --enable-expert-parallel   # Ascend int8: per-row scales sliced with rows
 IDS_V3=$IDS  # hy4-tiny's vocabulary has 480 ids: 70 of them (sparse attention from position 64)
 IDS=$(/usr/bin/python3 -c 'print(",".join(str((i * 37 + 11) % 470) for i in range(70)))')
 logits_case models/hy4-tiny bfloat16 auto 2 -tp 2 --enable-expert-parallel
