@@ -437,8 +437,8 @@ static void print_comm(const char *label, const struct comm_phase *c, int steps,
 
 int hy_cmd_bench(int argc, char **argv)
 {
-    const char *model_dir = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16", *dtype = "bfloat16", *bw_s = "2G",
-               *json_out = NULL, *kvd = NULL, *load_fmt = NULL, *fill_s = "prefill";
+    const char *model_dir = NULL, *quantization = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16",
+               *dtype = "bfloat16", *bw_s = "2G", *json_out = NULL, *kvd = NULL, *load_fmt = NULL, *fill_s = "prefill";
     int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80, proj_dense = 1,
         skip_model = 0;
     float flop_s = 0.25f;
@@ -460,6 +460,8 @@ int hy_cmd_bench(int argc, char **argv)
         {"--flop-seconds", NULL, HY_ARG_FLOAT, &flop_s, NULL, "minimum seconds per peak-FLOP run (0.25)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "bfloat16 (default) | float32 compute mode"},
+        {"--quantization", "-q", HY_ARG_STR, &quantization, NULL,
+         "ascend | fp8 | compressed-tensors: confirms the checkpoint's method (detected from its files)"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 | fp32"},
         {"--load-format", NULL, HY_ARG_STR, &load_fmt, NULL,
          "mmap | copy: weights in the file mapping or copied to a huge-page arena (default: HYINFER_LOAD_FORMAT, else "
@@ -549,7 +551,7 @@ int hy_cmd_bench(int argc, char **argv)
         n_plens = n_batches = 0;
     else {
         struct hy_load_params lp;
-        if (hy_cli_parse_dtype(dtype, model_dir, &cd))
+        if (hy_cli_check_quantization(quantization, model_dir) || hy_cli_parse_dtype(dtype, model_dir, &cd))
             goto fail;
         hy_load_params_default(&lp, cd);
         lp.format = lf;

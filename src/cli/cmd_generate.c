@@ -38,7 +38,8 @@ static void on_token(void *ud, size_t req, int32_t id)
 
 int hy_cmd_generate(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *effort = NULL, *kvd = NULL;
+    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *effort = NULL, *kvd = NULL,
+               *quantization = NULL;
     const char *tools_path = NULL;
     json_t *tools = NULL;
     int max_tokens = 128, threads = 0, print_ids = 0, echo = 0, chat = 0, help = 0, ignore_eos = 0;
@@ -70,6 +71,8 @@ int hy_cmd_generate(int argc, char **argv)
          "OpenAI tools list (JSON file) for the chat prompt (with --chat); prints the text, then the parsed "
          "calls as a JSON line 'tool_calls: [...]'"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
+        {"--quantization", "-q", HY_ARG_STR, &quantization, NULL,
+         "ascend | fp8 | compressed-tensors: confirms the checkpoint's method (detected from its files)"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 (fp8_e4m3) | fp32"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--print-ids", NULL, HY_ARG_FLAG, &print_ids, NULL, "print the generated ids as one JSON array line"},
@@ -139,7 +142,8 @@ int hy_cmd_generate(int argc, char **argv)
         goto fail;
 
     double t0 = hy_time_now();
-    if (hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_cli_load(model_dir, cd, &par, argc, argv, &m))
+    if (hy_cli_check_quantization(quantization, model_dir) || hy_cli_parse_dtype(dtype, model_dir, &cd) ||
+        hy_cli_load(model_dir, cd, &par, argc, argv, &m))
         goto fail;
     int need_tok = prompt || !print_ids;
     if (need_tok && hy_tokenizer_load_dir(model_dir, &tok))

@@ -79,7 +79,7 @@ out:
 
 int hy_cmd_logits(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *kvd = NULL;
+    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *kvd = NULL, *quantization = NULL;
     int all = 0, mtp = 0, json = 0, threads = 0, help = 0, chat = 0;
     struct hy_cli_par par = {0};
     const struct hy_arg args[] = {
@@ -91,6 +91,8 @@ int hy_cmd_logits(int argc, char **argv)
         {"--all-positions", NULL, HY_ARG_FLAG, &all, NULL, "logits of every position, not just the last"},
         {"--mtp", NULL, HY_ARG_FLAG, &mtp, NULL, "also the MTP head's logits for rows p = 0..n-2"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
+        {"--quantization", "-q", HY_ARG_STR, &quantization, NULL,
+         "ascend | fp8 | compressed-tensors: confirms the checkpoint's method (detected from its files)"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL, "auto (compute dtype) | bf16 | fp8 (fp8_e4m3) | fp32"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--json", NULL, HY_ARG_FLAG, &json, NULL, "print JSON (the only output format)"},
@@ -125,7 +127,8 @@ int hy_cmd_logits(int argc, char **argv)
     float *logits = NULL, *mtp_logits = NULL;
     int rc = 1;
     if ((hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
-        hy_cli_parse_dtype(dtype, model_dir, &cd) || hy_cli_load(model_dir, cd, &par, argc, argv, &m))
+        hy_cli_check_quantization(quantization, model_dir) || hy_cli_parse_dtype(dtype, model_dir, &cd) ||
+        hy_cli_load(model_dir, cd, &par, argc, argv, &m))
         goto fail;
     if (mtp && !m->has_mtp) {
         hy_err_set("%s: --mtp: the model has no MTP layer", model_dir);

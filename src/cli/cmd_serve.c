@@ -43,7 +43,8 @@ int hy_cmd_serve(int argc, char **argv)
     struct hy_server_config c;
     memset(&c, 0, sizeof(c));
     hy_engine_config_init(&c.engine);
-    const char *host = "127.0.0.1", *name = NULL, *api_key = NULL, *dtype = NULL, *model_flag = NULL, *kvd = NULL;
+    const char *host = "127.0.0.1", *name = NULL, *api_key = NULL, *dtype = NULL, *model_flag = NULL, *kvd = NULL,
+               *quantization = NULL;
     int port = 8000, max_num_seqs = c.engine.max_num_seqs, max_model_len = 0;
     int max_batched = c.engine.max_num_batched_tokens, block_size = c.engine.block_size;
     int prefix_on = 0, prefix_off = 0, max_waiting = c.engine.max_waiting_requests, threads = 0, help = 0;
@@ -94,6 +95,8 @@ int hy_cmd_serve(int argc, char **argv)
          "on SIGTERM/SIGINT, seconds running requests get to finish before they are aborted (default 5; "
          "0: at once); a second signal exits at once"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
+        {"--quantization", "-q", HY_ARG_STR, &quantization, NULL,
+         "ascend | fp8 | compressed-tensors: confirms the checkpoint's method (detected from its files)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "engine worker threads"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
@@ -138,7 +141,8 @@ int hy_cmd_serve(int argc, char **argv)
     }
     (void)auto_tools;
     if ((hy_kv_dtype_parse(kvd, &c.engine.kv_cache_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
-        hy_cli_spec_resolve(&spec_args, &c.engine.spec) || hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
+        hy_cli_spec_resolve(&spec_args, &c.engine.spec) || hy_cli_check_quantization(quantization, c.model_dir) ||
+        hy_cli_parse_dtype(dtype, c.model_dir, &c.dtype)) {
         fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
         return 2;
     }

@@ -13,6 +13,8 @@
 #include "text/chat_template.h"
 #include "text/prompt.h"
 
+#include "config/quant_config.h"
+
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +39,29 @@ int hy_cli_parse_dtype(const char *s, const char *model_dir, enum hy_compute_dty
     const struct hy_st_tensor *e = hy_checkpoint_find(&ck, "model.embed_tokens.weight");
     *out = e && e->dtype == HY_DTYPE_F32 ? HY_COMPUTE_F32 : HY_COMPUTE_BF16;
     hy_checkpoint_close(&ck);
+    return 0;
+}
+
+int hy_cli_check_quantization(const char *q, const char *model_dir)
+{
+    if (!q)
+        return 0;
+    if (strcmp(q, "ascend") && strcmp(q, "fp8") && strcmp(q, "compressed-tensors"))
+        return hy_err_set("--quantization \"%s\": expected ascend, fp8 or compressed-tensors (hyinfer reads the "
+                          "method from the checkpoint; the flag confirms it)",
+                          q);
+    struct hy_quant_config qc;
+    if (hy_quant_config_load(model_dir, &qc)) {
+        hy_quant_config_free(&qc);
+        return -1;
+    }
+    const char *have = hy_quant_method_name(qc.method);
+    const int ok = strcmp(have, q) == 0;
+    hy_quant_config_free(&qc);
+    if (!ok)
+        return hy_err_set("--quantization %s: %s holds %s%s", q, model_dir,
+                          strcmp(have, "none") ? have : "an unquantized checkpoint",
+                          !strcmp(q, "ascend") ? " (no quant_model_description.json)" : "");
     return 0;
 }
 

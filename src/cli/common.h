@@ -19,6 +19,11 @@
  * bfloat16). Returns 0 and *out, or -1 with hy_err_msg(). model_dir is read for auto. */
 int hy_cli_parse_dtype(const char *s, const char *model_dir, enum hy_compute_dtype *out);
 
+/* vLLM's --quantization METHOD (NULL: nothing to check): "ascend", "fp8" or "compressed-tensors" must be what
+ * model_dir holds (ascend: quant_model_description.json; the others: config.json's quant_method); hyinfer
+ * detects the method from the files, so the flag only confirms it. Returns 0, or -1 with hy_err_msg(). */
+int hy_cli_check_quantization(const char *q, const char *model_dir);
+
 #define HY_CLI_MAX_THREADS HY_ENV_MAX_THREADS /* the same bound as HYINFER_NUM_THREADS */
 
 /* Applies --threads (*threads > 0) or else HYINFER_NUM_THREADS; 0 and no variable leave OpenMP's

@@ -69,19 +69,56 @@ hy_w8a8_dots_fn hy_w8a8_dots_active(void)
     return hy_ref_w8a8_dots;
 }
 
+/* The last activation rows a thread quantized (kept when T * K <= MEMO_MAX): the row-range calls of the MoE
+ * and grouped paths pass the same x to many matrices, which then share one quantization. */
+#define MEMO_MAX (1 << 20)
+struct memo {
+    const float *xc; /* the copy of x it was made from (x_scratch's buffer then) */
+    int64_t T, K;
+    int scheme;
+    float s_in, o;
+    int valid;
+};
+
+static _Thread_local struct hy_scratch q_scratch, acc_scratch, x_scratch;
+static _Thread_local struct memo memo;
+
 /* Quantized activations of the call: q [T, K] then s_x [T] (dynamic only). */
 static int8_t *quantize_rows(struct hy_scratch *sc, const float *x, int64_t T, const struct hy_tensor *W, float **sx)
 {
     const int64_t K = W->cols, qb = (T * K + 63) / 64 * 64;
+    const int dyn = W->qscheme == HY_QS_W8A8_DYN;
+    const float s_in = dyn ? 0.0f : W->in_scale, o = dyn ? 0.0f : W->in_offset;
+    const int use_memo = sc == &q_scratch && T * K <= MEMO_MAX;
+    float *xc = use_memo ? hy_scratch_get(&x_scratch, (size_t)(T * K) * sizeof(float)) : NULL;
+    if (use_memo && xc && memo.valid && memo.xc == xc && memo.T == T && memo.K == K && memo.scheme == (int)W->qscheme &&
+        memo.s_in == s_in && memo.o == o && sc->p && memcmp(xc, x, (size_t)(T * K) * sizeof(float)) == 0) {
+        *sx = (float *)((int8_t *)sc->p + qb);
+        return sc->p;
+    }
+    memo.valid = 0;
     int8_t *q = hy_scratch_get(sc, (size_t)qb + (size_t)T * sizeof(float));
     if (!q)
         return NULL;
     *sx = (float *)(q + qb);
+    const int simd = hy_w8a8_dots_active() != hy_ref_w8a8_dots;
     for (int64_t t = 0; t < T; t++) {
-        if (W->qscheme == HY_QS_W8A8_DYN)
+#if defined(__x86_64__)
+        if (simd && dyn)
+            (*sx)[t] = hy_avx2_w8a8_quant_dynamic(x + t * K, K, q + t * K);
+        else if (simd)
+            hy_avx2_w8a8_quant_static(x + t * K, K, s_in, o, q + t * K);
+        else
+#endif
+            if (dyn)
             (*sx)[t] = hy_w8a8_quant_dynamic(x + t * K, K, q + t * K);
         else
-            hy_w8a8_quant_static(x + t * K, K, W->in_scale, W->in_offset, q + t * K);
+            hy_w8a8_quant_static(x + t * K, K, s_in, o, q + t * K);
+    }
+    (void)simd;
+    if (use_memo && xc) {
+        memcpy(xc, x, (size_t)(T * K) * sizeof(float));
+        memo = (struct memo){.xc = xc, .T = T, .K = K, .scheme = (int)W->qscheme, .s_in = s_in, .o = o, .valid = 1};
     }
     return q;
 }
@@ -102,8 +139,6 @@ static void rows_out(hy_w8a8_dots_fn dots, float *y, int64_t ldy, const int8_t *
             }
     }
 }
-
-static _Thread_local struct hy_scratch q_scratch, acc_scratch;
 
 void hy_w8a8_matmul_rows_with(hy_w8a8_dots_fn dots, float *y, int64_t ldy, const float *x, int64_t T,
                               const struct hy_tensor *W, int64_t n0, int64_t n1)

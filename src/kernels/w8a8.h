@@ -46,6 +46,13 @@ void hy_avx2_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64_t T, co
                        int64_t n1);
 #endif
 
+#if defined(__x86_64__)
+/* The quantizers on AVX2 (bitwise equal to the scalar ones above: IEEE division / multiply-then-add, round to
+ * nearest even, the same clamps and NaN rules). */
+float hy_avx2_w8a8_quant_dynamic(const float *x, int64_t K, int8_t *q);
+void hy_avx2_w8a8_quant_static(const float *x, int64_t K, float s_in, float o, int8_t *q);
+#endif
+
 /* The dots function the active level uses (ref, or avx2 on AVX2 / AVX-512 levels). */
 hy_w8a8_dots_fn hy_w8a8_dots_active(void);
 

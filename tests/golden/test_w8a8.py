@@ -103,6 +103,13 @@ def main():
             words = greedy_words(q)
             check(len(words) >= 12, "%s greedy text: %s" % (name, " ".join(words[:14])))
 
+        # vLLM's --quantization ascend: accepted on an Ascend checkpoint, refused (naming why) elsewhere
+        p = run([HY, "logits", "-m", q3, "--prompt-ids", "1,2", "--quantization", "ascend"], ok=False)
+        check(p.returncode == 0, "--quantization ascend accepted on the Ascend checkpoint")
+        p = run([HY, "logits", "-m", "models/hy3-tiny", "--prompt-ids", "1,2", "--quantization", "ascend"], ok=False)
+        check(p.returncode != 0 and "no quant_model_description.json" in p.stderr,
+              "--quantization ascend on a BF16 checkpoint refused: " + p.stderr.strip()[-90:])
+
         # static W8A8: deq_scale as fp32 and as int64 bits, same logits
         s_f, s_i = os.path.join(tmp, "static-f32"), os.path.join(tmp, "static-i64")
         mod = "model.layers.0.self_attn.o_proj"

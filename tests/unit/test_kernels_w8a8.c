@@ -124,6 +124,42 @@ static void test_quantizers(void **state)
     assert_int_equal(q1[1], -128);
 }
 
+/* the AVX2 quantizers equal the scalar ones bit for bit (lengths with and without an 8-wide tail, specials) */
+static void test_quantizers_avx2(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    if (!hy_cpu_supports(HY_ISA_AVX2))
+        skip();
+    float x[203];
+    int8_t q0[203], q1[203];
+    const int64_t Ks[] = {1, 7, 8, 9, 64, 203};
+    for (size_t a = 0; a < sizeof(Ks) / sizeof(Ks[0]); a++)
+        for (int rep = 0; rep < 60; rep++) {
+            const int64_t K = Ks[a];
+            for (int64_t k = 0; k < K; k++)
+                x[k] = rnd_f() * ldexpf(1.0f, (int)(rnd_u32() % 20) - 10);
+            if (rep == 1)
+                memset(x, 0, sizeof(x));
+            if (rep == 2)
+                x[K - 1] = NAN;
+            if (rep == 3)
+                x[0] = -INFINITY;
+            if (rep == 4)
+                x[K / 2] = 127.0f, x[0] = 63.5f; /* amax 127: s = 1, ties to even */
+            const float s0 = hy_w8a8_quant_dynamic(x, K, q0), s1 = hy_avx2_w8a8_quant_dynamic(x, K, q1);
+            assert_memory_equal(&s0, &s1, sizeof(float));
+            assert_memory_equal(q0, q1, (size_t)K);
+            const float s_in = 0.01f + (float)(rep % 7) * 0.013f, o = (float)(rep % 5) - 2.0f;
+            hy_w8a8_quant_static(x, K, s_in, o, q0);
+            hy_avx2_w8a8_quant_static(x, K, s_in, o, q1);
+            assert_memory_equal(q0, q1, (size_t)K);
+        }
+#else
+    skip();
+#endif
+}
+
 static struct hy_tensor make_i8(int64_t N, int64_t K, int extremes)
 {
     int8_t *w = malloc((size_t)(N * K) + 1);
@@ -221,6 +257,15 @@ static void test_matmul(void **state)
         assert_memory_equal(y1, y, (size_t)(T * N) * 4);
         hy_w8a8_matmul_rows_with(hy_ref_w8a8_dots, yr, N, x, T, &W, 0, N);
         assert_memory_equal(yr, y, (size_t)(T * N) * 4);
+        /* the per-thread memo of quantized rows: the same buffer rewritten between calls is re-quantized */
+        const float keep = x[5];
+        x[5] = keep * 3.0f + 1.0f;
+        hy_matmul_rows(y1, N, x, T, &W, 0, N);
+        hy_w8a8_matmul_rows_with(hy_ref_w8a8_dots, yr, N, x, T, &W, 0, N);
+        assert_memory_equal(y1, yr, (size_t)(T * N) * 4);
+        x[5] = keep;
+        hy_matmul_rows(y1, N, x, T, &W, 0, N);
+        assert_memory_equal(y1, y, (size_t)(T * N) * 4);
         for (int th = 1; th <= 2; th++) {
             omp_set_num_threads(th);
             hy_w8a8_matmul(y1, x, T, &W);
@@ -241,6 +286,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantizers),
+        cmocka_unit_test(test_quantizers_avx2),
         cmocka_unit_test(test_dots),
         cmocka_unit_test(test_matmul),
     };
