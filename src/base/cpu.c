@@ -64,6 +64,7 @@ static void detect(void)
         caps.avx512bw = (b >> 30) & 1;
         caps.avx512vl = (b >> 31) & 1;
         caps.avx512vbmi = (c >> 1) & 1;
+        caps.avx512vnni = (c >> 11) & 1;
         caps.amx_bf16 = (d >> 22) & 1;
         caps.amx_tile = (d >> 24) & 1;
         const unsigned int max_sub = a;
@@ -76,11 +77,12 @@ static void detect(void)
         caps.os_amx = request_amx_permission();
 done:
 #endif
-    snprintf(caps_str, sizeof(caps_str), "%s%s%s%s%s%s%s%s%s%s%s%s", caps.avx2 ? "avx2 " : "", caps.fma ? "fma " : "",
+    snprintf(caps_str, sizeof(caps_str), "%s%s%s%s%s%s%s%s%s%s%s%s%s", caps.avx2 ? "avx2 " : "", caps.fma ? "fma " : "",
              caps.f16c ? "f16c " : "", caps.avx512f ? "avx512f " : "", caps.avx512bw ? "avx512bw " : "",
              caps.avx512vl ? "avx512vl " : "", caps.avx512bf16 ? "avx512bf16 " : "",
-             caps.avx512vbmi ? "avx512vbmi " : "", caps.amx_tile ? "amx-tile " : "", caps.amx_bf16 ? "amx-bf16 " : "",
-             caps.os_zmm ? "os-zmm " : "", caps.os_amx ? "os-amx " : "");
+             caps.avx512vbmi ? "avx512vbmi " : "", caps.avx512vnni ? "avx512vnni " : "",
+             caps.amx_tile ? "amx-tile " : "", caps.amx_bf16 ? "amx-bf16 " : "", caps.os_zmm ? "os-zmm " : "",
+             caps.os_amx ? "os-amx " : "");
     size_t n = strlen(caps_str);
     if (n && caps_str[n - 1] == ' ')
         caps_str[n - 1] = 0;

@@ -11,7 +11,7 @@
 /* Immutable after the first hy_cpu_caps() call. Each field is 0 or 1. */
 struct hy_cpu_caps {
     int avx2, fma, f16c; /* CPUID bits */
-    int avx512f, avx512bw, avx512vl, avx512bf16, avx512vbmi;
+    int avx512f, avx512bw, avx512vl, avx512bf16, avx512vbmi, avx512vnni;
     int amx_tile, amx_bf16;
     int os_ymm; /* XCR0: SSE + AVX state enabled */
     int os_zmm; /* XCR0: opmask + ZMM state enabled */

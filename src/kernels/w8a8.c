@@ -60,10 +60,18 @@ void hy_ref_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64_t T, con
     }
 }
 
+int hy_w8a8_vnni_usable(void)
+{
+    return hy_cpu_supports(HY_ISA_AVX512) && hy_cpu_caps()->avx512vnni;
+}
+
 hy_w8a8_dots_fn hy_w8a8_dots_active(void)
 {
 #if defined(__x86_64__)
-    if (hy_kernels_active()->isa != HY_ISA_REF)
+    const enum hy_isa isa = hy_kernels_active()->isa;
+    if (isa >= HY_ISA_AVX512 && hy_w8a8_vnni_usable())
+        return hy_avx512_w8a8_dots;
+    if (isa != HY_ISA_REF)
         return hy_avx2_w8a8_dots;
 #endif
     return hy_ref_w8a8_dots;
@@ -101,7 +109,7 @@ static int8_t *quantize_rows(struct hy_scratch *sc, const float *x, int64_t T, c
     if (!q)
         return NULL;
     *sx = (float *)(q + qb);
-    const int simd = hy_w8a8_dots_active() != hy_ref_w8a8_dots;
+    const int simd = hy_kernels_active()->isa != HY_ISA_REF;
     for (int64_t t = 0; t < T; t++) {
 #if defined(__x86_64__)
         if (simd && dyn)

@@ -51,9 +51,16 @@ void hy_avx2_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64_t T, co
  * nearest even, the same clamps and NaN rules). */
 float hy_avx2_w8a8_quant_dynamic(const float *x, int64_t K, int8_t *q);
 void hy_avx2_w8a8_quant_static(const float *x, int64_t K, float s_in, float o, int8_t *q);
+/* AVX512-VNNI (vpdpbusd with the +128 offset; call only if hy_w8a8_vnni_usable()). */
+void hy_avx512_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64_t T, const struct hy_tensor *W, int64_t n0,
+                         int64_t n1);
 #endif
 
-/* The dots function the active level uses (ref, or avx2 on AVX2 / AVX-512 levels). */
+/* 1 when the CPU and OS run AVX512-VNNI (AVX-512 F/BW/VL usable and the VNNI bit set). */
+int hy_w8a8_vnni_usable(void);
+
+/* The dots function the active level uses: ref; avx2 on the avx2 level; on AVX-512 levels the VNNI kernel
+ * where the CPU has AVX512-VNNI, else avx2. */
 hy_w8a8_dots_fn hy_w8a8_dots_active(void);
 
 /* Same matmul with an explicit dots function (tests: every level against ref). */

@@ -285,6 +285,8 @@ int emu512_q_supported(const struct hy_tensor *W);
 #include "kernels/avx512_quant.c"
 #undef tile
 #include "kernels/avx512_bf16.c"
+#define hy_avx512_w8a8_dots emu512_w8a8_dots
+#include "kernels/avx512_w8a8.c"
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options

@@ -4,7 +4,8 @@
  *   s = amax / 127, q = round-half-even(x / s) clamped; static: saturate(round-half-even(x / s_in + o))):
  *   random rows, rows whose amax element must map to +-127 exactly, exact .5 ties, an all-zero row
  *   (s = 1, q = 0), a row with NaN / inf (s NaN, q = 0), static values that saturate at -128 / 127.
- * - Integer dots: every level (avx2 where the CPU has it) against the scalar reference, bitwise, on
+ * - Integer dots: avx2, AVX512-VNNI (real where the CPU has it, SIMDe-emulated where not) against the scalar
+ *   reference, bitwise, on
  *   K = 1, 31, 32, 33, 100, 4096 + 7, T = 1..9 (the 4-token groups and the remainder), activations
  *   at -128 / 127 and weights at -127 / 127 (the sign trick's extremes), against an int64 sum too.
  * - Matmul epilogues: dynamic y = (acc * s_w) * s_x and static y = (acc + quant_bias) * deq_scale, each
@@ -20,6 +21,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/w8a8.h"
+#include "unit/avx512_emu.h"
 
 #include <math.h>
 #include <omp.h>
@@ -175,7 +177,7 @@ static struct hy_tensor make_i8(int64_t N, int64_t K, int extremes)
 static void test_dots(void **state)
 {
     (void)state;
-    const int64_t Ks[] = {1, 31, 32, 33, 100, 4103};
+    const int64_t Ks[] = {1, 31, 32, 33, 63, 64, 65, 100, 4103};
     for (size_t a = 0; a < sizeof(Ks) / sizeof(Ks[0]); a++) {
         const int64_t K = Ks[a], N = 7;
         for (int64_t T = 1; T <= 9; T++) {
@@ -193,13 +195,22 @@ static void test_dots(void **state)
                     assert_true(e == r[t * N + n]);
                 }
 #if defined(__x86_64__)
-            if (hy_cpu_supports(HY_ISA_AVX2)) {
+            /* avx2; AVX512-VNNI where the CPU has it; its SIMDe emulation where it does not (or when asked) */
+            hy_w8a8_dots_fn fns[3];
+            int nf = 0;
+            if (hy_cpu_supports(HY_ISA_AVX2))
+                fns[nf++] = hy_avx2_w8a8_dots;
+            if (hy_w8a8_vnni_usable())
+                fns[nf++] = hy_avx512_w8a8_dots;
+            if ((!hy_w8a8_vnni_usable() || hy_test_avx512_emu_wanted()) && hy_cpu_supports(HY_ISA_AVX2))
+                fns[nf++] = emu512_w8a8_dots;
+            for (int f = 0; f < nf; f++) {
                 memset(v, 0x5a, (size_t)(T * N) * 4);
-                hy_avx2_w8a8_dots(v, N, q, T, &W, 0, N);
+                fns[f](v, N, q, T, &W, 0, N);
                 assert_memory_equal(r, v, (size_t)(T * N) * 4);
-                hy_avx2_w8a8_dots(v, N, q, T, &W, 2, 5); /* a row range */
+                fns[f](v, N, q, T, &W, 2, 7); /* a row range: one group of 4 and a remainder */
                 for (int64_t t = 0; t < T; t++)
-                    for (int64_t n = 2; n < 5; n++)
+                    for (int64_t n = 2; n < 7; n++)
                         assert_int_equal(v[t * N + (n - 2)], r[t * N + n]);
             }
 #endif
