@@ -37,48 +37,62 @@ HY_VNNI_INLINE int32_t hsum512(__m512i v)
     return s;
 }
 
-/* sum_k a[k] * w[k] for nr rows w + j*K (nr <= 4) against one activation row a. */
-HY_VNNI_INLINE void dots_rows(int32_t *out, int64_t stride, const int8_t *a, const int8_t *w, int nr, int64_t K)
+/* One token a against one row w. */
+HY_VNNI_INLINE int32_t dot_one(const int8_t *a, const int8_t *w, int64_t K)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
-    __m512i s[4], c[4];
-    for (int j = 0; j < 4; j++)
-        s[j] = c[j] = _mm512_setzero_si512();
+    __m512i s = _mm512_setzero_si512(), c = s;
     for (int64_t k = 0; k < K; k += 64) {
-        const __m512i u = _mm512_xor_si512(load_k(a, k, K), flip);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            if (j >= nr)
-                break;
-            const __m512i wv = load_k(w + j * K, k, K);
-            s[j] = _mm512_dpbusd_epi32(s[j], u, wv);
-            c[j] = _mm512_dpbusd_epi32(c[j], ones, wv);
-        }
+        const __m512i wv = load_k(w, k, K);
+        s = _mm512_dpbusd_epi32(s, _mm512_xor_si512(load_k(a, k, K), flip), wv);
+        c = _mm512_dpbusd_epi32(c, ones, wv);
     }
-    for (int j = 0; j < nr; j++)
-        out[j * stride] = hsum512(s[j]) - 128 * hsum512(c[j]);
+    return hsum512(s) - 128 * hsum512(c);
 }
 
-/* sum_k a_t[k] * w[k] for nt tokens a + t*K (nt <= 4) against one weight row: out[t * lda]. */
-HY_VNNI_INLINE void dots_tokens(int32_t *out, int64_t lda, const int8_t *a, int nt, const int8_t *w, int64_t K)
+/* One token a against 4 rows w, w + K, w + 2K, w + 3K: out[0..3] (named accumulators: registers). */
+HY_VNNI_INLINE void dot_rows4(int32_t *out, const int8_t *a, const int8_t *w, int64_t K)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
-    __m512i s[4], c = _mm512_setzero_si512();
-    for (int t = 0; t < 4; t++)
-        s[t] = _mm512_setzero_si512();
+    const int8_t *w1 = w + K, *w2 = w1 + K, *w3 = w2 + K;
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, c0 = s0, c1 = s0, c2 = s0, c3 = s0;
+    for (int64_t k = 0; k < K; k += 64) {
+        const __m512i u = _mm512_xor_si512(load_k(a, k, K), flip);
+        const __m512i v0 = load_k(w, k, K), v1 = load_k(w1, k, K), v2 = load_k(w2, k, K), v3 = load_k(w3, k, K);
+        s0 = _mm512_dpbusd_epi32(s0, u, v0);
+        c0 = _mm512_dpbusd_epi32(c0, ones, v0);
+        s1 = _mm512_dpbusd_epi32(s1, u, v1);
+        c1 = _mm512_dpbusd_epi32(c1, ones, v1);
+        s2 = _mm512_dpbusd_epi32(s2, u, v2);
+        c2 = _mm512_dpbusd_epi32(c2, ones, v2);
+        s3 = _mm512_dpbusd_epi32(s3, u, v3);
+        c3 = _mm512_dpbusd_epi32(c3, ones, v3);
+    }
+    out[0] = hsum512(s0) - 128 * hsum512(c0);
+    out[1] = hsum512(s1) - 128 * hsum512(c1);
+    out[2] = hsum512(s2) - 128 * hsum512(c2);
+    out[3] = hsum512(s3) - 128 * hsum512(c3);
+}
+
+/* 4 tokens a, a + K, a + 2K, a + 3K against one row w: out[t * lda]; sum w once. */
+HY_VNNI_INLINE void dot_tokens4(int32_t *out, int64_t lda, const int8_t *a, const int8_t *w, int64_t K)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
+    const int8_t *a1 = a + K, *a2 = a1 + K, *a3 = a2 + K;
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, c = s0;
     for (int64_t k = 0; k < K; k += 64) {
         const __m512i wv = load_k(w, k, K);
         c = _mm512_dpbusd_epi32(c, ones, wv);
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
-            if (t >= nt)
-                break;
-            s[t] = _mm512_dpbusd_epi32(s[t], _mm512_xor_si512(load_k(a + t * K, k, K), flip), wv);
-        }
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(load_k(a, k, K), flip), wv);
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(load_k(a1, k, K), flip), wv);
+        s2 = _mm512_dpbusd_epi32(s2, _mm512_xor_si512(load_k(a2, k, K), flip), wv);
+        s3 = _mm512_dpbusd_epi32(s3, _mm512_xor_si512(load_k(a3, k, K), flip), wv);
     }
     const int32_t corr = 128 * hsum512(c);
-    for (int t = 0; t < nt; t++)
-        out[t * lda] = hsum512(s[t]) - corr;
+    out[0] = hsum512(s0) - corr;
+    out[lda] = hsum512(s1) - corr;
+    out[2 * lda] = hsum512(s2) - corr;
+    out[3 * lda] = hsum512(s3) - corr;
 }
 
 void HY_VNNI hy_avx512_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64_t T, const struct hy_tensor *W,
@@ -87,17 +101,23 @@ void HY_VNNI hy_avx512_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int
     const int64_t K = W->cols;
     const int8_t *w0 = (const int8_t *)W->data;
     if (T < 4) { /* decode: four rows in flight per token */
-        for (int64_t n = n0; n < n1; n += 4) {
-            const int nr = n1 - n < 4 ? (int)(n1 - n) : 4;
+        int64_t n = n0;
+        for (; n + 4 <= n1; n += 4)
             for (int64_t t = 0; t < T; t++)
-                dots_rows(acc + t * lda + (n - n0), 1, q + t * K, w0 + n * K, nr, K);
-        }
+                dot_rows4(acc + t * lda + (n - n0), q + t * K, w0 + n * K, K);
+        for (; n < n1; n++)
+            for (int64_t t = 0; t < T; t++)
+                acc[t * lda + (n - n0)] = dot_one(q + t * K, w0 + n * K, K);
         return;
     }
     /* prefill: 4 tokens (in L1) against every row of the range (the caller's block of rows stays in L2) */
-    for (int64_t t = 0; t < T; t += 4)
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4)
         for (int64_t n = n0; n < n1; n++)
-            dots_tokens(acc + t * lda + (n - n0), lda, q + t * K, T - t < 4 ? (int)(T - t) : 4, w0 + n * K, K);
+            dot_tokens4(acc + t * lda + (n - n0), lda, q + t * K, w0 + n * K, K);
+    for (; t < T; t++)
+        for (int64_t n = n0; n < n1; n++)
+            acc[t * lda + (n - n0)] = dot_one(q + t * K, w0 + n * K, K);
 }
 
 #endif /* __x86_64__ */
