@@ -177,18 +177,6 @@ int hy_quant_ascend_foreach(const struct hy_quant_config *qc,
     return 0;
 }
 
-int hy_quant_ascend_parse_text(const char *json_text, struct hy_quant_config *qc)
-{
-    memset(qc, 0, sizeof(*qc));
-    json_error_t je;
-    json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return hy_err_set("%s: invalid JSON at line %d: %s", HY_ASCEND_DESCRIPTION, je.line, je.text);
-    const int rc = parse(root, qc);
-    json_decref(root);
-    return rc ? hy_err_prefix("%s", HY_ASCEND_DESCRIPTION) : 0;
-}
-
 int hy_quant_ascend_lookup(const struct hy_quant_config *qc, const char *module, int *group)
 {
     *group = -1;

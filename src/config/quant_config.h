@@ -91,9 +91,6 @@ void hy_quant_config_free(struct hy_quant_config *qc);
  * (exact name > regex / prefix > class name) match the module. */
 int hy_quant_config_lookup(const struct hy_quant_config *qc, const char *module, int *group);
 
-/* The Ascend description from JSON text (tests); the rules of quant_ascend.c. */
-int hy_quant_ascend_parse_text(const char *json_text, struct hy_quant_config *qc);
-
 /* hy_quant_config_lookup's group for a module an Ascend description does not list (format HY_QF_NONE). */
 #define HY_QGROUP_UNDESCRIBED (-2)
 

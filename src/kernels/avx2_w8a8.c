@@ -37,8 +37,7 @@ static inline int32_t tail(const int8_t *a, const int8_t *w, int64_t k0, int64_t
 }
 
 /* Decode (T < 4): 4 weight rows at once for one token, so that 4 independent streams are in flight. */
-HY_AVX2_INLINE void rows4(int32_t *acc, int64_t lda, const int8_t *a, const int8_t *w, int64_t K, int64_t K32,
-                          __m256i ones)
+HY_AVX2_INLINE void rows4(int32_t *acc, const int8_t *a, const int8_t *w, int64_t K, int64_t K32, __m256i ones)
 {
     const int8_t *w1 = w + K, *w2 = w1 + K, *w3 = w2 + K;
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
@@ -58,7 +57,6 @@ HY_AVX2_INLINE void rows4(int32_t *acc, int64_t lda, const int8_t *a, const int8
     acc[1] = hsum(s1) + tail(a, w1, K32, K);
     acc[2] = hsum(s2) + tail(a, w2, K32, K);
     acc[3] = hsum(s3) + tail(a, w3, K32, K);
-    (void)lda;
 }
 
 void HY_AVX2 hy_avx2_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64_t T, const struct hy_tensor *W,
@@ -70,7 +68,7 @@ void HY_AVX2 hy_avx2_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64
     if (T < 4) /* decode: rows in fours */
         for (; n + 4 <= n1; n += 4)
             for (int64_t t = 0; t < T; t++)
-                rows4(acc + t * lda + (n - n0), lda, q + t * K, (const int8_t *)W->data + n * K, K, K32, ones);
+                rows4(acc + t * lda + (n - n0), q + t * K, (const int8_t *)W->data + n * K, K, K32, ones);
     for (; n < n1; n++) {
         const int8_t *w = (const int8_t *)W->data + n * K;
         int64_t t = 0;

@@ -91,44 +91,56 @@ struct memo {
 static _Thread_local struct hy_scratch q_scratch, acc_scratch, x_scratch;
 static _Thread_local struct memo memo;
 
-/* Quantized activations of the call: q [T, K] then s_x [T] (dynamic only). */
-static int8_t *quantize_rows(struct hy_scratch *sc, const float *x, int64_t T, const struct hy_tensor *W, float **sx)
+/* One activation row quantized by the rule of W (AVX2 where the level has it: the same bits). */
+static float quantize_row(const struct hy_tensor *W, const float *x, int64_t K, int8_t *q)
+{
+    const int dyn = W->qscheme == HY_QS_W8A8_DYN;
+#if defined(__x86_64__)
+    if (hy_kernels_active()->isa != HY_ISA_REF) {
+        if (dyn)
+            return hy_avx2_w8a8_quant_dynamic(x, K, q);
+        hy_avx2_w8a8_quant_static(x, K, W->in_scale, W->in_offset, q);
+        return 0.0f;
+    }
+#endif
+    if (dyn)
+        return hy_w8a8_quant_dynamic(x, K, q);
+    hy_w8a8_quant_static(x, K, W->in_scale, W->in_offset, q);
+    return 0.0f;
+}
+
+/* The calling thread's quantized activations of the call (q_scratch): q [T, K] then s_x [T] (dynamic only). */
+static int8_t *quantize_rows(const float *x, int64_t T, const struct hy_tensor *W, float **sx)
 {
     const int64_t K = W->cols, qb = (T * K + 63) / 64 * 64;
     const int dyn = W->qscheme == HY_QS_W8A8_DYN;
     const float s_in = dyn ? 0.0f : W->in_scale, o = dyn ? 0.0f : W->in_offset;
-    const int use_memo = sc == &q_scratch && T * K <= MEMO_MAX;
-    float *xc = use_memo ? hy_scratch_get(&x_scratch, (size_t)(T * K) * sizeof(float)) : NULL;
-    if (use_memo && xc && memo.valid && memo.xc == xc && memo.T == T && memo.K == K && memo.scheme == (int)W->qscheme &&
-        memo.s_in == s_in && memo.o == o && sc->p && memcmp(xc, x, (size_t)(T * K) * sizeof(float)) == 0) {
-        *sx = (float *)((int8_t *)sc->p + qb);
-        return sc->p;
+    float *xc = T * K <= MEMO_MAX ? hy_scratch_get(&x_scratch, (size_t)(T * K) * sizeof(float)) : NULL;
+    if (xc && memo.valid && memo.xc == xc && memo.T == T && memo.K == K && memo.scheme == (int)W->qscheme &&
+        memo.s_in == s_in && memo.o == o && q_scratch.p && memcmp(xc, x, (size_t)(T * K) * sizeof(float)) == 0) {
+        *sx = (float *)((int8_t *)q_scratch.p + qb);
+        return q_scratch.p;
     }
     memo.valid = 0;
-    int8_t *q = hy_scratch_get(sc, (size_t)qb + (size_t)T * sizeof(float));
+    int8_t *q = hy_scratch_get(&q_scratch, (size_t)qb + (size_t)T * sizeof(float));
     if (!q)
         return NULL;
     *sx = (float *)(q + qb);
-    const int simd = hy_kernels_active()->isa != HY_ISA_REF;
-    for (int64_t t = 0; t < T; t++) {
-#if defined(__x86_64__)
-        if (simd && dyn)
-            (*sx)[t] = hy_avx2_w8a8_quant_dynamic(x + t * K, K, q + t * K);
-        else if (simd)
-            hy_avx2_w8a8_quant_static(x + t * K, K, s_in, o, q + t * K);
-        else
-#endif
-            if (dyn)
-            (*sx)[t] = hy_w8a8_quant_dynamic(x + t * K, K, q + t * K);
-        else
-            hy_w8a8_quant_static(x + t * K, K, s_in, o, q + t * K);
-    }
-    (void)simd;
-    if (use_memo && xc) {
+    for (int64_t t = 0; t < T; t++)
+        (*sx)[t] = quantize_row(W, x + t * K, K, q + t * K);
+    if (xc) {
         memcpy(xc, x, (size_t)(T * K) * sizeof(float));
         memo = (struct memo){.xc = xc, .T = T, .K = K, .scheme = (int)W->qscheme, .s_in = s_in, .o = o, .valid = 1};
     }
     return q;
+}
+
+/* Out of memory: NaN outputs [n0, n1) rather than a crash (the callers cannot fail). */
+static void nan_out(float *y, int64_t ldy, int64_t T, int64_t n0, int64_t n1)
+{
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t n = n0; n < n1; n++)
+            y[t * ldy + (n - n0)] = NAN;
 }
 
 /* Outputs [n0, n1) from quantized rows, in blocks of W8A8_NB rows through acc [T, W8A8_NB]. */
@@ -154,12 +166,10 @@ void hy_w8a8_matmul_rows_with(hy_w8a8_dots_fn dots, float *y, int64_t ldy, const
     if (n1 <= n0 || T <= 0)
         return;
     float *sx;
-    const int8_t *q = quantize_rows(&q_scratch, x, T, W, &sx);
+    const int8_t *q = quantize_rows(x, T, W, &sx);
     int32_t *acc = hy_scratch_get(&acc_scratch, (size_t)(T * W8A8_NB) * sizeof(int32_t));
-    if (!q || !acc) { /* out of memory: NaN outputs rather than a crash (the callers cannot fail) */
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t n = n0; n < n1; n++)
-                y[t * ldy + (n - n0)] = NAN;
+    if (!q || !acc) {
+        nan_out(y, ldy, T, n0, n1);
         return;
     }
     rows_out(dots, y, ldy, q, sx, T, W, n0, n1, acc);
@@ -175,7 +185,7 @@ void hy_w8a8_matmul(float *y, const float *x, int64_t T, const struct hy_tensor 
 {
     const int64_t N = W->rows;
     float *sx;
-    const int8_t *q = quantize_rows(&q_scratch, x, T, W, &sx);
+    const int8_t *q = quantize_rows(x, T, W, &sx);
     if (!q) {
         hy_w8a8_matmul_rows(y, N, x, T, W, 0, N);
         return;
@@ -189,9 +199,7 @@ void hy_w8a8_matmul(float *y, const float *x, int64_t T, const struct hy_tensor 
         int32_t *acc = hy_scratch_get(&acc_scratch, (size_t)(T * W8A8_NB) * sizeof(int32_t));
         const int64_t n0 = g * W8A8_NB, n1 = n0 + W8A8_NB < N ? n0 + W8A8_NB : N;
         if (!acc) {
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t n = n0; n < n1; n++)
-                    y[t * N + n] = NAN;
+            nan_out(y + n0, N, T, n0, n1);
             continue;
         }
         rows_out(dots, y + n0, N, q, sx, T, W, n0, n1, acc);
