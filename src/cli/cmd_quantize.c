@@ -1,4 +1,4 @@
-/* cmd_quantize.c - `hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid|w8a8-dynamic
+/* cmd_quantize.c - `hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid|w8a8-dynamic|w8a8|w8a8-mix
  *                  [--quant-target moe attn-linear mlp] [--mx-scale ocp|mse] [--calib-data TEXT ...]`
  * (round-to-nearest, or GPTQ with calibration: quantize/gptq.h, quantize/calib.h), and `hyinfer info -m DIR`'s
  * model part. */
@@ -25,13 +25,13 @@
 #include <unistd.h>
 
 static const char *usage_text =
-    "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid|w8a8-dynamic [--quant-target moe "
-    "attn-linear mlp]\n"
+    "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid|w8a8-dynamic|w8a8|w8a8-mix\n"
+    "                 [--quant-target moe attn-linear mlp]\n"
     "                 [--mx-scale ocp|mse]\n"
     "                 [--calib-data TEXT_FILE [--tokenizer DIR] [--num-calibration-samples N] [--max-seq-length L]\n"
     "                  [--dampening-frac F] [--no-actorder] [--no-qk-norm-weighting] [--no-routing-weighting] "
     "[--no-attention-hessian]\n"
-    "                  [--calib-memory-gib G]]";
+    "                  [--calib-memory-gib G] [--no-gptq]]";
 
 /* GPTQ calibration options (flag names follow llm-compressor's oneshot / GPTQModifier). */
 struct calib_opts {
@@ -45,6 +45,7 @@ struct calib_opts {
     int no_route_weight; /* --no-routing-weighting */
     int no_attn_hessian; /* --no-attention-hessian */
     float mem_gib;       /* --calib-memory-gib (< 0: half of physical memory) */
+    int no_gptq;         /* --no-gptq */
 };
 
 /* Loads IN in fp32 mode (weights left in the file mapping, *m: the caller frees it after quantizing),
@@ -176,7 +177,8 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--output", "-o", HY_ARG_STR, &out, NULL, "output directory (must not exist, or be empty)"},
         {"--quant-dtype", NULL, HY_ARG_STR, &dtype, NULL,
          "fp8 (per-tensor, Hy3-FP8 layout) | mxfp8 | mxfp4 | hybrid (routed experts mxfp4, the rest mxfp8) | "
-         "w8a8-dynamic (Ascend int8, msModelSlim V1 layout)"},
+         "w8a8-dynamic (Ascend int8, msModelSlim V1 layout) | w8a8 (static int8 activations except routed experts; "
+         "needs --calib-data) | w8a8-mix (static attention, dynamic MLPs; needs --calib-data)"},
         {"--quant-target", NULL, HY_ARG_STR, &unused_targets, NULL,
          "one or more of moe (routed + shared experts), attn-linear (q/k/v/o, MTP eh_proj), mlp (dense MLP); "
          "default: all three"},
@@ -206,6 +208,8 @@ int hy_cmd_quantize(int argc, char **argv)
         {"--calib-memory-gib", NULL, HY_ARG_FLOAT, &co.mem_gib, NULL,
          "f64 statistics resident at once; more are collected in passes, which also keep a samples x tokens x "
          "hidden_size f32 hidden-state checkpoint (default: half of physical memory)"},
+        {"--no-gptq", NULL, HY_ARG_FLAG, &co.no_gptq, NULL,
+         "round to nearest even with --calib-data (the text then only calibrates static W8A8's activation ranges)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads (default: all / HYINFER_NUM_THREADS)"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
@@ -253,7 +257,7 @@ int hy_cmd_quantize(int argc, char **argv)
     }
     o.mx_scale = mx_scale && !strcmp(mx_scale, "mse") ? HY_MX_SCALE_MSE : HY_MX_SCALE_OCP;
     const int given = co.samples != -1 || co.seq_len != -1 || !isnan(co.damp) || !isnan(co.mem_gib) || co.no_actorder ||
-                      co.no_qk_weight || co.no_route_weight || co.no_attn_hessian || co.tokenizer;
+                      co.no_qk_weight || co.no_route_weight || co.no_attn_hessian || co.tokenizer || co.no_gptq;
     if (!co.data && given) {
         fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");
         return 2;
@@ -284,14 +288,22 @@ int hy_cmd_quantize(int argc, char **argv)
         }
         o.calib = &calib;
         o.gptq = (struct hy_gptq_opts){.dampening_frac = co.damp, .actorder = !co.no_actorder};
+        o.no_gptq = co.no_gptq;
     }
     struct hy_quantize_stats st;
     const int qrc = hy_quantize_model(in, out, &o, &st);
-    if (co.data && !qrc) {
+    if (co.data && !qrc && co.no_gptq) {
+        printf("  calibration: %d windows x %d tokens (%lld tokens) of %s%s; activation ranges only%s, %.2f s\n",
+               calib.samples, calib.seq_len, (long long)calib.samples * calib.seq_len, co.data,
+               calib.samples < co.samples ? " (all the text holds)" : "",
+               calib.ranges_run ? "" : " (not needed by this --quant-dtype: nothing ran)", calib.seconds);
+    } else if (co.data && !qrc) {
+        if (calib.ranges_run)
+            printf("  activation ranges (static w8a8): one run of every window through the model\n");
         char ck[96] = "";
         if (calib.resid)
             snprintf(ck, sizeof(ck), " (passes resume from a %.2f MiB hidden-state checkpoint)",
-                     (double)calib.samples * calib.seq_len * cm->cfg.hidden_size * sizeof(float) / 1048576.0);
+                     (double)calib.samples * calib.seq_len * hy_model_stream_width(cm) * sizeof(float) / 1048576.0);
         printf("  calibration: %d windows x %d tokens (%lld tokens) of %s%s; %d input groups (%.2f MiB in all) in %d "
                "pass%s%s (largest %.2f MiB of %.2f MiB allowed by --calib-memory-gib); %lld layer runs per window%s, "
                "%.2f s\n",
@@ -312,16 +324,19 @@ int hy_cmd_quantize(int argc, char **argv)
     }
     printf("quantized %s -> %s (%s; targets:%s%s%s)\n", in, out, dtype, (o.targets & HY_QT_MOE) ? " moe" : "",
            (o.targets & HY_QT_ATTN) ? " attn-linear" : "", (o.targets & HY_QT_MLP) ? " mlp" : "");
-    printf("  weight matrices: fp8 %lld, mxfp8 %lld, mxfp4 %lld, w8a8-dynamic %lld; tensors copied unchanged %lld; "
-           "other files %lld\n",
+    printf("  weight matrices: fp8 %lld, mxfp8 %lld, mxfp4 %lld, w8a8-dynamic %lld, w8a8 static %lld; tensors copied "
+           "unchanged %lld; other files %lld\n",
            (long long)st.n_quant[HY_QF_FP8_TENSOR], (long long)st.n_quant[HY_QF_MXFP8],
-           (long long)st.n_quant[HY_QF_MXFP4], (long long)st.n_quant[HY_QF_W8A8_DYN], (long long)st.n_copied,
-           (long long)st.n_files);
+           (long long)st.n_quant[HY_QF_MXFP4], (long long)st.n_quant[HY_QF_W8A8_DYN],
+           (long long)st.n_quant[HY_QF_W8A8_STATIC], (long long)st.n_copied, (long long)st.n_files);
+    if (st.n_static_no_range)
+        printf("  static w8a8: %lld linears no calibration input reached were written W8A8_DYNAMIC\n",
+               (long long)st.n_static_no_range);
     printf("  bytes: %llu in (tensor data) -> %llu out (%s), ratio %.3f\n", (unsigned long long)st.bytes_in,
            (unsigned long long)st.bytes_out,
-           o.dtype == HY_QD_W8A8_DYN ? "quant_model_weights-00001-of-00001.safetensors" : "model.safetensors",
+           o.dtype >= HY_QD_W8A8_DYN ? "quant_model_weights-00001-of-00001.safetensors" : "model.safetensors",
            st.bytes_in ? (double)st.bytes_out / (double)st.bytes_in : 0.0);
-    if (co.data)
+    if (co.data && !co.no_gptq)
         printf("  GPTQ: %lld matrices (mean output-error ratio vs round-to-nearest %.3f, tr(dW H dW^T); %lld H "
                "factorizations; %lld with each head's rows rounded jointly); round-to-nearest: %lld (no calibration "
                "tokens "

@@ -887,6 +887,11 @@ int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy
     return rc;
 }
 
+int64_t hy_model_stream_width(const struct hy_model *m)
+{
+    return (int64_t)m->cfg.hidden_size * (m->cfg.arch == HY_ARCH_HY_V4 ? m->cfg.v4.hc_mult : 1);
+}
+
 int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, float *x,
                             int32_t from, int32_t to, float *hidden_out)
 {
@@ -895,23 +900,28 @@ int hy_model_forward_layers(struct hy_model *m, struct hy_kv_cache *kv, const st
         return hy_err_set("forward: layers [%d, %d) outside [0, %d]", from, to, n_layers);
     if (m->dist)
         return hy_err_set("forward: a range of layers (calibration) runs in one process only, not under mpirun");
-    if (m->cfg.arch == HY_ARCH_HY_V4)
-        return hy_err_set("forward: a range of layers (calibration) is not implemented for hy_v4 yet");
     if (check_batch(m, kv, b))
         return -1;
     struct hy_forward_scratch *s = scratch_for(m, b);
-    if (!s && m->dist) /* the other ranks are already in this step: end the job instead of leaving them */
-        hy_dist_abort(1, "forward: %s", hy_err_msg());
     if (!s)
         return -1;
-    if (from == 0)
-        embed_rows(m, b->token_ids, b->n_tokens, x);
+    const int64_t T = b->n_tokens, H = m->cfg.hidden_size;
+    const int v4 = m->cfg.arch == HY_ARCH_HY_V4;
+    const int64_t C = v4 ? m->cfg.v4.hc_mult : 1;
+    if (from == 0) { /* hy_v4: hc_mult copies of the embedding, as hy_model_forward */
+        embed_rows(m, b->token_ids, T, s->ff_x);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < C; i++)
+                memcpy(x + (t * C + i) * H, s->ff_x + t * H, (size_t)H * sizeof(float));
+    }
     for (int L = from; L < to; L++)
-        layer_forward(m, kv, L, b, x, s);
-    int rc = 0;
-    if (to == n_layers && hidden_out)
-        rc = head_forward(m, x, m->final_norm, b, NULL, hidden_out, s);
-    return rc;
+        (v4 ? hy_v4_layer : layer_forward)(m, kv, L, b, x, s);
+    if (to < n_layers || !hidden_out)
+        return 0;
+    if (!v4)
+        return head_forward(m, x, m->final_norm, b, NULL, hidden_out, s);
+    hy_v4_hc_head(m, x, T, s, s->ff_x);
+    return head_forward(m, s->ff_x, m->final_norm, b, NULL, hidden_out, s);
 }
 
 int hy_model_forward_mtp(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, const float *hidden_in,

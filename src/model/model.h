@@ -237,8 +237,12 @@ void hy_model_release_scratch(struct hy_model *m);
 int hy_model_forward(struct hy_model *m, struct hy_kv_cache *kv, const struct hy_batch *b, float *logits,
                      float *hidden_out);
 
+/* Floats per token of the residual stream hy_model_forward_layers works on: hidden_size, times hc_mult
+ * for hy_v4 (its hyper-connection copies). */
+int64_t hy_model_stream_width(const struct hy_model *m);
+
 /* Part of the main model, for calibration (quantize/calib.c): decoder layers [from, to) of batch b over
- * the residual stream x [n_tokens, hidden_size] (f32, in place). from = 0 first fills x with the
+ * the residual stream x [n_tokens, hy_model_stream_width] (f32, in place). from = 0 first fills x with the
  * embeddings of b's tokens (its contents are ignored); otherwise x must hold the stream entering
  * layer `from` (as a call ending at `from` left it). With to == num_hidden_layers and hidden_out
  * non-NULL, hidden_out [n_tokens, hidden_size] gets the final-normed states (hy_model_forward's

@@ -15,11 +15,14 @@
  * seq_len / ATTN_QUERIES): hy3-tiny fp8, whole tail, C = 192: 8 per window 0.9826 / KL 0.00127, 32 per
  * window 0.9824 / 0.00120 (64 windows). */
 #define ATTN_QUERIES 16
+#define RANGE_PASS (-2) /* run_pass of hy_calib_ranges */
 
 /* Growing arrays of the set-up pass. */
 struct builder {
     struct hy_calib *c;
     int32_t cap_acc, cap_names;
+    const char *mtp_prefix; /* the MTP layer's name prefix when not model.layers.<n_main>. */
+    int32_t n_main;         /* num_hidden_layers */
 };
 
 /* Room for one more element in *arr (n used, *cap allocated, es bytes each): 0, or -1 out of memory. */
@@ -53,7 +56,10 @@ static int add_name(struct builder *b, int acc, const char *fmt, int L, int e, c
     struct hy_calib_name *n = &c->names[c->n_names++];
     char mid[64];
     snprintf(mid, sizeof(mid), fmt, e);
-    snprintf(n->module, sizeof(n->module), "model.layers.%d.%s%s", L, mid, leaf);
+    if (b->mtp_prefix && L == b->n_main) /* hy_v4 names its MTP layer model.mtp_layers.0 */
+        snprintf(n->module, sizeof(n->module), "%s%s%s", b->mtp_prefix, mid, leaf);
+    else
+        snprintf(n->module, sizeof(n->module), "model.layers.%d.%s%s", L, mid, leaf);
     n->acc = acc;
     return 0;
 }
@@ -72,6 +78,37 @@ static int add_mlp(struct builder *b, const struct hy_expert *x, int L, const ch
         return -1;
     b->c->acc[gu].routed = b->c->acc[dn].routed = routed;
     return 0;
+}
+
+/* Hy3's attention linears: q/k/v share their input; with split (HY_CALIB_QK_NORM in a QK-norm layer)
+ * q_proj takes its own, weighted group (observed through wq) and k/v_proj one observed through wk. */
+static int add_gqa(struct builder *b, const struct hy_layer *ly, int L, int split, int n_heads)
+{
+    const int qkv = new_acc(b, split ? &ly->wk : &ly->wq, L), q = !split || qkv < 0 ? qkv : new_acc(b, &ly->wq, L);
+    const int o = q < 0 ? -1 : new_acc(b, &ly->wo, L);
+    if (o < 0 || add_name(b, q, "self_attn.", L, 0, "q_proj") || add_name(b, qkv, "self_attn.", L, 0, "k_proj") ||
+        add_name(b, qkv, "self_attn.", L, 0, "v_proj") || add_name(b, o, "self_attn.", L, 0, "o_proj"))
+        return -1;
+    if (split)
+        b->c->acc[q].qk_heads = n_heads;
+    return 0;
+}
+
+/* hy_v4's attention linears (forward_v4.c): q_a_proj, kv_a_proj_with_mqa and linear_gate read the
+ * attention input (one group, observed through q_a), q_b_proj the normed q latent, o_proj the heads'
+ * output; the indexer, kv_b_proj and the sinks are never quantized. */
+static int add_mla(struct builder *b, const struct hy_layer *ly, int L)
+{
+    if (!ly->q_a.data)
+        return 0;
+    const int in = new_acc(b, &ly->q_a, L), qb = in < 0 ? -1 : new_acc(b, &ly->q_b, L),
+              o = qb < 0 ? -1 : new_acc(b, &ly->wo, L);
+    return o < 0 || add_name(b, in, "self_attn.", L, 0, "q_a_proj") ||
+                   add_name(b, in, "self_attn.", L, 0, "kv_a_proj_with_mqa") ||
+                   (ly->attn_gate.data && add_name(b, in, "self_attn.", L, 0, "linear_gate")) ||
+                   add_name(b, qb, "self_attn.", L, 0, "q_b_proj") || add_name(b, o, "self_attn.", L, 0, "o_proj")
+               ? -1
+               : 0;
 }
 
 static int cmp_acc(const void *a, const void *b)
@@ -93,21 +130,14 @@ int hy_calib_init(struct hy_calib *c, const struct hy_model *m, uint64_t max_byt
     memset(c, 0, sizeof(*c));
     c->cur_pass = -1;
     c->resid_layer = -1;
-    struct builder b = {.c = c};
+    const int v4 = m->cfg.arch == HY_ARCH_HY_V4;
+    struct builder b = {.c = c, .mtp_prefix = v4 ? "model.mtp_layers.0." : NULL, .n_main = m->cfg.num_hidden_layers};
     const int n_layers = m->cfg.num_hidden_layers + (m->has_mtp ? 1 : 0);
     for (int L = 0; L < n_layers; L++) {
         const struct hy_layer *ly = &m->layers[L];
-        /* q/k/v share their input; with qk_weight, q_proj of a QK-norm layer takes its own, weighted group
-         * (observed through wq) and k/v_proj one observed through wk */
-        const int split = (weighting & HY_CALIB_QK_NORM) && ly->q_norm;
-        const int qkv = new_acc(&b, split ? &ly->wk : &ly->wq, L),
-                  q = !split || qkv < 0 ? qkv : new_acc(&b, &ly->wq, L);
-        const int o = q < 0 ? -1 : new_acc(&b, &ly->wo, L);
-        if (o < 0 || add_name(&b, q, "self_attn.", L, 0, "q_proj") || add_name(&b, qkv, "self_attn.", L, 0, "k_proj") ||
-            add_name(&b, qkv, "self_attn.", L, 0, "v_proj") || add_name(&b, o, "self_attn.", L, 0, "o_proj"))
+        if (v4 ? add_mla(&b, ly, L)
+               : add_gqa(&b, ly, L, (weighting & HY_CALIB_QK_NORM) && ly->q_norm, m->cfg.num_attention_heads))
             goto oom;
-        if (split)
-            c->acc[q].qk_heads = m->cfg.num_attention_heads;
         if (ly->eh_proj.data) {
             const int eh = new_acc(&b, &ly->eh_proj, L);
             if (eh < 0 || add_name(&b, eh, "", L, 0, "eh_proj"))
@@ -248,12 +278,33 @@ static void observe_route(void *ctx, const float *w, int64_t n)
     c->route_n = n;
 }
 
+/* hy_calib_ranges' observer: W's group's input range widened by x [T, K]. */
+static void observe_range(struct hy_calib *c, const struct hy_tensor *W, const float *x, int64_t T)
+{
+    const struct hy_calib_acc key = {.w = W};
+    struct hy_calib_acc *a = bsearch(&key, c->acc, (size_t)c->n_acc, sizeof(*c->acc), cmp_acc);
+    if (!a || T <= 0)
+        return;
+    float lo = a->range_rows ? a->x_min : x[0], hi = a->range_rows ? a->x_max : x[0];
+    for (int64_t i = 0; i < T * a->K; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    a->x_min = lo;
+    a->x_max = hi;
+    a->range_rows += T;
+}
+
 /* The observer: the resident accumulator of W (if any) += x^T x (lower triangle; mirrored when the
  * run ends); a q_proj group's rows weighted by hy_calib_qk_weights of y = W x (W is q_proj itself), a
  * routed expert's by its squared routing weights. */
 static void observe(void *ctx, const struct hy_tensor *W, const float *x, const float *y, int64_t T)
 {
     struct hy_calib *c = ctx;
+    if (c->ranges) {
+        observe_range(c, W, x, T);
+        return;
+    }
     for (int32_t L = 0; L < c->n_attn && T > 0; L++) { /* q_proj's output kept until k_proj's comes */
         struct hy_calib_attn_stat *s = &c->attn[L];
         if (!s->g || (W != s->wq && W != s->wk))
@@ -469,6 +520,14 @@ static void finish_mean(struct hy_calib_acc *a)
                 }
 }
 
+/* 1 when a forward may start at layer L from the stream alone: hy_v4's shared-indexer layers reuse the
+ * key selection of the full layer before them (forward_v4.c), which lives in the forward's scratch. */
+static int resumable(const struct hy_model *m, int32_t L)
+{
+    const struct hy_model_config *c = &m->cfg;
+    return c->arch != HY_ARCH_HY_V4 || c->v4.index_topk <= 0 || c->v4.indexer_full[L];
+}
+
 /* Collects the statistics of pass p: every calibration window through the model (and MTP), observing
  * p's groups only; then each g becomes the mean. 0, or -1 (its statistics freed). */
 static int run_pass(struct hy_calib *c, int32_t p)
@@ -521,17 +580,24 @@ static int run_pass(struct hy_calib *c, int32_t p)
     int32_t first, last, next_first, next_last;
     pass_layers(c, p, &first, &last);
     pass_layers(c, p + 1, &next_first, &next_last);
+    if (p == RANGE_PASS) { /* every layer and MTP; no checkpoint kept */
+        first = 0;
+        last = n_layers;
+        next_last = -1;
+    }
     const int run_mtp = m->has_mtp && last >= n_layers;
     const int32_t start = c->resid && c->resid_layer >= 0 && c->resid_layer <= first ? c->resid_layer : 0,
                   end = run_mtp ? n_layers : last + 1;
     int32_t save = next_last >= 0 ? next_first : -1;
     if (save > end)
         save = end;
+    while (save > 0 && save < n_layers && !resumable(m, save))
+        save--;
     if (save < start)
         save = -1;
     const double t0 = hy_time_now();
-    const int32_t H = m->cfg.hidden_size, seq_len = c->seq_len;
-    const size_t stream = (size_t)seq_len * (size_t)H; /* floats of one window's stream */
+    const int32_t seq_len = c->seq_len;
+    const size_t stream = (size_t)seq_len * (size_t)hy_model_stream_width(m); /* floats of one window's stream */
     if (save >= 0 && !c->resid && !(c->resid = malloc((size_t)c->samples * stream * sizeof(float)))) {
         drop_pass(c);
         return hy_err_set("GPTQ calibration: out of memory for the hidden-state checkpoint (%.1f MiB)",
@@ -564,6 +630,7 @@ static int run_pass(struct hy_calib *c, int32_t p)
     m->observe = observe;
     m->observe_route = observe_route;
     m->observe_ctx = c;
+    c->ranges = p == RANGE_PASS;
     for (int32_t w = 0; w < c->samples; w++) {
         int32_t len = 0;
         if (c->bos >= 0)
@@ -597,9 +664,13 @@ static int run_pass(struct hy_calib *c, int32_t p)
     for (int32_t i = 0; i < c->n_acc; i++)
         if (c->acc[i].g)
             finish_mean(&c->acc[i]);
-    c->cur_pass = p;
-    c->passes_run++;
-    c->layers_run += end - start + run_mtp;
+    if (p == RANGE_PASS) {
+        c->ranges_run = 1;
+    } else {
+        c->cur_pass = p;
+        c->passes_run++;
+        c->layers_run += end - start + run_mtp;
+    }
     if (save >= 0)
         c->resid_layer = save;
     rc = 0;
@@ -607,6 +678,7 @@ out:
     m->observe = NULL;
     m->observe_route = NULL;
     m->observe_ctx = NULL;
+    c->ranges = 0;
     free(c->pack);
     c->pack = NULL;
     free(c->wt_buf);
@@ -655,6 +727,23 @@ void hy_calib_get_attn(const struct hy_calib *c, const char *module, const doubl
         return;
     *g = c->attn[L].g;
     *group_rows = c->m->cfg.head_dim;
+}
+
+int hy_calib_ranges(struct hy_calib *c)
+{
+    for (int32_t i = 0; i < c->n_acc; i++)
+        c->acc[i].range_rows = 0;
+    return run_pass(c, RANGE_PASS);
+}
+
+int hy_calib_get_range(const struct hy_calib *c, const char *module, float *lo, float *hi)
+{
+    const struct hy_calib_acc *a = find_acc(c, module);
+    if (!a || a->range_rows == 0)
+        return 0;
+    *lo = a->x_min;
+    *hi = a->x_max;
+    return 1;
 }
 
 void hy_calib_free(struct hy_calib *c)

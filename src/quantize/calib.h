@@ -43,6 +43,8 @@ struct hy_calib_acc {
                                          weighted (hy_calib_qk_weights); 0: every token alike */
     int32_t routed;            /* 1: a routed expert's group, its tokens weighted by
                                          hy_calib_routing_weights */
+    float x_min, x_max;        /* hy_calib_ranges: the smallest / largest input element seen */
+    int64_t range_rows;        /* hy_calib_ranges: input rows seen (0: none, the range is unset) */
 };
 
 /* q_proj's attention statistics of one layer (calib_attn.h), with HY_CALIB_ATTN. */
@@ -91,6 +93,8 @@ struct hy_calib {
     float *q_stash;      /* the observer's copy of the last q_proj output [seq_len, n_heads * head_dim] */
     int32_t stash_layer; /* whose it is, -1 none */
     int obs_failed;      /* the observer hit an error (hy_err_msg()); run_pass fails the pass */
+    int ranges;          /* hy_calib_ranges' pass is running: the observer records ranges only */
+    int32_t ranges_run;  /* hy_calib_ranges ran (its windows: samples) */
     int64_t stash_T;
 };
 
@@ -164,6 +168,16 @@ int hy_calib_get(struct hy_calib *c, const char *module, const double **h, int64
  * it ran its pass): *g [n_heads, head_dim, head_dim] (owned by c, valid as hy_calib_get's) and
  * *group_rows = head_dim, or *g = NULL (not collected: no HY_CALIB_ATTN, another module, no window). */
 void hy_calib_get_attn(const struct hy_calib *c, const char *module, const double **g, int64_t *group_rows);
+
+/* Activation ranges for static int8 quantization (Ascend W8A8, specs/ascend_w8a8.md §2): runs every
+ * calibration window once through the whole model (and MTP), recording for every group the smallest
+ * and largest element of its inputs (no x x^T statistics; a resident GPTQ pass is dropped first, so call
+ * it before hy_calib_plan's passes run). Returns 0, or -1 with hy_err_msg() on a forward error. */
+int hy_calib_ranges(struct hy_calib *c);
+
+/* The input range of module after hy_calib_ranges: 1 with *lo / *hi set, 0 when the module has none
+ * (not a quantizable linear, ranges not run, or an expert no calibration token was routed to). */
+int hy_calib_get_range(const struct hy_calib *c, const char *module, float *lo, float *hi);
 
 void hy_calib_free(struct hy_calib *c);
 

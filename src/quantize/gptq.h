@@ -36,7 +36,9 @@ struct hy_gptq_opts {
  * of x x^T over calibration rows; only read) into:
  *   fmt HY_QF_FP8_TENSOR: wq [N, K] E4M3 codes of w / fp8_scale (sq unused, may be NULL);
  *   fmt HY_QF_MXFP8:      wq [N, K] E4M3 codes, sq [N, ceil(K/32)] E8M0 block scales;
- *   fmt HY_QF_MXFP4:      wq [N, K/2] E2M1 nibbles (element 2j low), sq [N, ceil(K/32)] (K even).
+ *   fmt HY_QF_MXFP4:      wq [N, K/2] E2M1 nibbles (element 2j low), sq [N, ceil(K/32)] (K even);
+ *   fmt HY_QF_W8A8_DYN / HY_QF_W8A8_STATIC: wq [N, K] int8 codes in [-127, 127], sq [N] f32 row scales
+ *                         (4 bytes per row, native order) s_n = hy_quant_i8_row_scale of row n of W.
  * obj (may be NULL) receives {RTN objective, GPTQ objective}: tr((Q - W) H (Q - W)^T) summed over
  * rows, with the undamped h, for the round-to-nearest codes and for the GPTQ codes; over all rows
  * when N <= 32, else over rows 0, N/32, 2 N/32, ... (32 of them; a diagnostic: h is read once for all
@@ -95,13 +97,19 @@ int hy_gptq_quantize_coupled(const float *w, const double *h, const struct hy_gp
                              const double *g, int64_t group_rows, enum hy_qformat fmt, float fp8_scale,
                              const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
 
-/* Round-to-nearest of one row w[K] in fmt: fp8 codes of w / fp8_scale, or MX codes and block scales by
- * rule (formats.h). The codes `hyinfer quantize` writes without calibration, and where GPTQ starts. */
+/* Round-to-nearest of one row w[K] in fmt: fp8 codes of w / fp8_scale, MX codes and block scales by
+ * rule (formats.h), or int8 codes RNE(w / s) clamped to [-127, 127] with s = hy_quant_i8_row_scale(w)
+ * stored as f32 in sq[0..4). The codes `hyinfer quantize` writes without calibration, and where GPTQ starts. */
 void hy_quant_row_rtn(const float *w, int64_t K, enum hy_qformat fmt, float fp8_scale, enum hy_mx_scale_rule rule,
                       uint8_t *wq, uint8_t *sq);
 
+/* Ascend W8A8's weight scale of one row w[K]: max_k |w_k| / 127 in f32, at least FLT_EPSILON
+ * (msModelSlim's symmetric min-max rule, specs/ascend_w8a8.md §2). */
+float hy_quant_i8_row_scale(const float *w, int64_t K);
+
 /* Value of column k's element code c under row r's scales (the dequantization the loader applies):
- * fp8: e4m3(c) * fp8_scale; MX: elem(c) * 2^(sq[r, k/32] - 127). Exposed for tests. */
+ * fp8: e4m3(c) * fp8_scale; MX: elem(c) * 2^(sq[r, k/32] - 127); int8: (int8)c * fp8_scale, which
+ * holds the row's scale. Exposed for tests. */
 double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8_t scale_byte);
 
 #endif

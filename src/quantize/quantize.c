@@ -29,17 +29,14 @@
 
 int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out)
 {
-    static const char *names[] = {"fp8", "mxfp8", "mxfp4", "hybrid", "w8a8-dynamic"};
-    for (int i = 0; i < 5; i++)
+    static const char *names[] = {"fp8", "mxfp8", "mxfp4", "hybrid", "w8a8-dynamic", "w8a8", "w8a8-mix"};
+    for (int i = 0; i < 7; i++)
         if (s && strcmp(s, names[i]) == 0) {
             *out = (enum hy_quant_dtype)i;
             return 0;
         }
-    if (s && (!strcmp(s, "w8a8") || !strcmp(s, "w8a8-mix")))
-        return hy_err_set("--quant-dtype %s: static W8A8 needs calibrated activation scales, which quantize does not "
-                          "compute yet (use w8a8-dynamic)",
-                          s);
-    return hy_err_set("--quant-dtype \"%s\": expected fp8, mxfp8, mxfp4, hybrid or w8a8-dynamic", s ? s : "");
+    return hy_err_set("--quant-dtype \"%s\": expected fp8, mxfp8, mxfp4, hybrid, w8a8-dynamic, w8a8 or w8a8-mix",
+                      s ? s : "");
 }
 
 int hy_quant_target_parse(const char *s, unsigned *bit)
@@ -144,6 +141,10 @@ static enum hy_qformat format_for(enum hy_quant_dtype d, enum cat c)
         return cat_routed(c) ? HY_QF_MXFP4 : HY_QF_MXFP8;
     case HY_QD_W8A8_DYN:
         return HY_QF_W8A8_DYN;
+    case HY_QD_W8A8: /* vLLM-Ascend's MoE method is dynamic only */
+        return cat_routed(c) ? HY_QF_W8A8_DYN : HY_QF_W8A8_STATIC;
+    case HY_QD_W8A8_MIX: /* DeepSeek's mixed recipe: static attention, dynamic MLPs */
+        return c == CAT_ATTN ? HY_QF_W8A8_STATIC : HY_QF_W8A8_DYN;
     }
     return HY_QF_NONE;
 }
@@ -154,19 +155,32 @@ struct qmat {
     const struct hy_st_tensor *src;
     int64_t elem0, rows, cols;
     enum hy_qformat f;
-    float scale;       /* fp8 */
-    float *row_scales; /* w8a8: [rows] */
+    float scale;               /* fp8 */
+    float *row_scales;         /* w8a8: [rows] */
+    float in_scale, in_offset; /* static w8a8: the activation scale and offset */
+    int32_t *row_sums;         /* static w8a8: [rows] sum of each row's codes, once its weight is written */
 };
 
 /* One header entry of the output, in file order after sorting. */
-enum role { R_COPY, R_QWEIGHT, R_QSCALE_MX, R_QSCALE_FP8, R_QSCALE_ROWS, R_ZEROS };
+enum role {
+    R_COPY,
+    R_QWEIGHT,
+    R_QSCALE_MX,
+    R_QSCALE_FP8,
+    R_QSCALE_ROWS,
+    R_ZEROS,
+    R_IN_SCALE,  /* static w8a8 input_scale [1] */
+    R_IN_OFFSET, /* input_offset [1] */
+    R_DEQ_SCALE, /* deq_scale [rows] = in_scale * row_scales */
+    R_QUANT_BIAS /* quant_bias [rows] = -in_offset * row_sums */
+};
 struct entry {
     char name[NAME_CAP];
     const char *dtype;
     int ndim;
     int64_t shape[HY_ST_MAX_DIMS];
     uint64_t nbytes;
-    int esize; /* sort key: element size */
+    int esize; /* sort key: element size (0: static W8A8's tensors, after every weight) */
     int seq;   /* creation order (stable sort) */
     enum role role;
     const struct hy_st_tensor *src; /* R_COPY */
@@ -179,6 +193,8 @@ struct plan {
     struct qmat **q;
     size_t nq, capq;
     json_t *ignored;            /* fp8: unquantized linear modules */
+    struct hy_calib *calib;     /* static w8a8's activation ranges (hy_calib_ranges run), else NULL */
+    int64_t no_range;           /* static w8a8 linears without a range, written dynamic */
     unsigned cats_quantized[2]; /* bitmask of cats quantized as [0] = main group, [1] = mxfp4 group */
 };
 
@@ -265,7 +281,8 @@ static int fp8_scale(struct qmat *q)
     return 0;
 }
 
-/* w8a8 per-row scales s_n = max_k |w_nk| / 127, at least FLT_EPSILON (msModelSlim's min-max rule). */
+/* w8a8 per-row scales s_n = max_k |w_nk| / 127, at least FLT_EPSILON (msModelSlim's min-max rule; the
+ * rounding, RTN or GPTQ, computes the same ones from the same rows). */
 static int w8a8_scales(struct qmat *q)
 {
     float *buf = malloc((size_t)q->cols * sizeof(float));
@@ -279,25 +296,40 @@ static int w8a8_scales(struct qmat *q)
             free(buf);
             return -1;
         }
-        float amax = 0.0f;
-        for (int64_t k = 0; k < q->cols; k++)
-            amax = fabsf(buf[k]) > amax ? fabsf(buf[k]) : amax;
-        const float s = amax / 127.0f;
-        q->row_scales[r] = s > FLT_EPSILON ? s : FLT_EPSILON;
+        q->row_scales[r] = hy_quant_i8_row_scale(buf, q->cols);
     }
     free(buf);
     drop_src(q);
     return 0;
 }
 
-/* w8a8 row r: RNE(w / s_r) clamped to [-127, 127]. */
-static void w8a8_row(const float *w, int64_t K, float s, uint8_t *out)
+/* Static W8A8's activation parameters from the input range [lo, hi] (widened to hold 0), msModelSlim's
+ * asymmetric per-tensor min-max rule: s = (hi - lo) / 255 (1 for an all-zero input), o = RNE(-lo / s) - 128. */
+static void static_act_params(float lo, float hi, float *scale, float *offset)
 {
-    for (int64_t k = 0; k < K; k++) {
-        float v = rintf(w[k] / s);
-        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
-        out[k] = (uint8_t)(int8_t)v;
-    }
+    lo = lo < 0.0f ? lo : 0.0f;
+    hi = hi > 0.0f ? hi : 0.0f;
+    const float s = (hi - lo) / 255.0f;
+    *scale = s > 0.0f ? s : 1.0f;
+    *offset = rintf(-lo / *scale) - 128.0f;
+}
+
+/* One F32 / I32 entry of static W8A8 (n elements, shape [n]), sorted after every weight. */
+static int add_static_entry(struct plan *p, struct qmat *q, const char *module, const char *leaf, enum role r,
+                            int64_t n)
+{
+    struct entry *e = add_entry(p);
+    if (!e)
+        return hy_err_set("out of memory");
+    snprintf(e->name, sizeof(e->name), "%s.%s", module, leaf);
+    e->q = q;
+    e->dtype = r == R_QUANT_BIAS ? "I32" : "F32";
+    e->ndim = 1;
+    e->shape[0] = n;
+    e->nbytes = (uint64_t)n * 4;
+    e->esize = 0;
+    e->role = r;
+    return 0;
 }
 
 static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char *module, int64_t elem0, int64_t rows,
@@ -306,6 +338,12 @@ static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char
     if (f == HY_QF_MXFP4 && cols % 2)
         return hy_err_set("tensor \"%s\": K = %lld is odd; MXFP4 packs two elements per byte", src->name,
                           (long long)cols);
+    float lo = 0.0f, hi = 0.0f;
+    if (f == HY_QF_W8A8_STATIC && !(p->calib && hy_calib_get_range(p->calib, module, &lo, &hi))) {
+        f = HY_QF_W8A8_DYN; /* no calibration input reached it */
+        p->no_range++;
+        hy_log_warn("quantize: %s: no calibration input reached it; written W8A8_DYNAMIC", module);
+    }
     struct qmat *q = add_q(p);
     struct entry *w = q ? add_entry(p) : NULL;
     if (!w)
@@ -320,11 +358,21 @@ static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char
     w->ndim = 2;
     w->shape[0] = rows;
     w->shape[1] = f == HY_QF_MXFP4 ? cols / 2 : cols;
-    w->dtype = f == HY_QF_MXFP4 ? "U8" : f == HY_QF_W8A8_DYN ? "I8" : "F8_E4M3";
+    const int int8 = f == HY_QF_W8A8_DYN || f == HY_QF_W8A8_STATIC;
+    w->dtype = f == HY_QF_MXFP4 ? "U8" : int8 ? "I8" : "F8_E4M3";
     w->nbytes = (uint64_t)(rows * w->shape[1]);
     w->esize = 1;
     w->role = R_QWEIGHT;
     w->q = q;
+    if (f == HY_QF_W8A8_STATIC) {
+        static_act_params(lo, hi, &q->in_scale, &q->in_offset);
+        return w8a8_scales(q) || add_static_entry(p, q, module, "input_scale", R_IN_SCALE, 1) ||
+                       add_static_entry(p, q, module, "input_offset", R_IN_OFFSET, 1) ||
+                       add_static_entry(p, q, module, "deq_scale", R_DEQ_SCALE, rows) ||
+                       add_static_entry(p, q, module, "quant_bias", R_QUANT_BIAS, rows)
+                   ? -1
+                   : 0;
+    }
     struct entry *s = add_entry(p);
     if (!s)
         return hy_err_set("out of memory");
@@ -333,9 +381,11 @@ static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char
     if (f == HY_QF_W8A8_DYN) {
         if (w8a8_scales(q))
             return -1;
-        struct entry *z = add_entry(p);
+        const size_t si = (size_t)(s - p->e);
+        struct entry *z = add_entry(p); /* may move p->e: s is found again by index */
         if (!z)
             return hy_err_set("out of memory");
+        s = &p->e[si];
         snprintf(z->name, sizeof(z->name), "%s.weight_offset", module);
         struct entry *both[2] = {s, z};
         for (int i = 0; i < 2; i++) {
@@ -552,13 +602,13 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
     int64_t K = 0, tokens = 0;
     int32_t group = -1;
     const double *h = NULL;
-    if (o->calib && hy_calib_get(o->calib, q->module, &h, &K, &tokens, &group)) {
+    if (o->calib && !o->no_gptq && hy_calib_get(o->calib, q->module, &h, &K, &tokens, &group)) {
         hy_err_prefix("GPTQ statistics of %s", q->module);
         return -1;
     }
     struct hy_gptq_opts go = o->gptq;
     go.mx_scale = o->mx_scale;
-    if (!h)
+    if (!h || o->no_gptq)
         return 1;
     if (K != q->cols)
         return hy_err_set("internal: calibration statistics of %s are %lld wide, the matrix has K = %lld", q->module,
@@ -597,6 +647,17 @@ static int gptq_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint
     return rc;
 }
 
+/* Scale bytes per row the rounding writes (gptq.h): fp8 none (one per tensor), MX one per block, int8
+ * one f32 (equal to q->row_scales, which the file takes). */
+static int64_t scale_bytes(const struct qmat *q)
+{
+    if (q->f == HY_QF_FP8_TENSOR)
+        return 0;
+    if (q->f == HY_QF_W8A8_DYN || q->f == HY_QF_W8A8_STATIC)
+        return (int64_t)sizeof(float);
+    return (q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
+}
+
 /* Quantizes q into w (weight bytes) and s (scale bytes): GPTQ when o has statistics for it, else
  * round-to-nearest. */
 static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, uint8_t *w, uint8_t *s,
@@ -606,9 +667,9 @@ static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, 
     const int g = gptq_mat(q, o, w, s, st, fc);
     if (g <= 0)
         return g;
-    if (o->calib && st->n_gptq_indefinite == indef)
+    if (o->calib && !o->no_gptq && st->n_gptq_indefinite == indef)
         st->n_gptq_rtn++;
-    const int64_t rb = q->f == HY_QF_MXFP4 ? q->cols / 2 : q->cols, nb = (q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
+    const int64_t rb = q->f == HY_QF_MXFP4 ? q->cols / 2 : q->cols, nb = scale_bytes(q);
     int bad = 0;
     char msg[512] = "";
 #pragma omp parallel
@@ -634,11 +695,8 @@ static int quantize_mat(const struct qmat *q, const struct hy_quantize_opts *o, 
                 }
                 continue;
             }
-            if (q->f == HY_QF_W8A8_DYN)
-                w8a8_row(buf, q->cols, q->row_scales[r], w + r * rb);
-            else
-                hy_quant_row_rtn(buf, q->cols, q->f, q->scale, o->mx_scale, w + r * rb,
-                                 q->f == HY_QF_FP8_TENSOR ? NULL : s + r * nb);
+            hy_quant_row_rtn(buf, q->cols, q->f, q->scale, o->mx_scale, w + r * rb,
+                             q->f == HY_QF_FP8_TENSOR ? NULL : s + r * nb);
         }
         free(buf);
     }
@@ -653,6 +711,38 @@ static int write_all(FILE *f, const void *p, size_t n, const char *path)
 {
     if (n && fwrite(p, 1, n, f) != n)
         return hy_err_set("%s: write failed: %s", path, strerror(errno));
+    return 0;
+}
+
+/* Static W8A8: the sum of each row's int8 codes (for quant_bias, written after every weight). */
+static int keep_row_sums(struct qmat *q, const uint8_t *codes)
+{
+    if (!(q->row_sums = malloc((size_t)q->rows * sizeof(int32_t) + 1)))
+        return hy_err_set("out of memory");
+    for (int64_t r = 0; r < q->rows; r++) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < q->cols; k++)
+            sum += (int8_t)codes[r * q->cols + k];
+        q->row_sums[r] = (int32_t)sum;
+    }
+    return 0;
+}
+
+/* One static W8A8 tensor (e->role R_IN_SCALE ... R_QUANT_BIAS) of e->q, little-endian (x86-64). */
+static int write_static(FILE *f, const struct entry *e, const char *path)
+{
+    const struct qmat *q = e->q;
+    if (e->role == R_IN_SCALE || e->role == R_IN_OFFSET)
+        return write_all(f, e->role == R_IN_SCALE ? &q->in_scale : &q->in_offset, 4, path);
+    if (e->role == R_QUANT_BIAS && !q->row_sums)
+        return hy_err_set("internal: quant_bias of %s written before its weight", q->module);
+    for (int64_t r = 0; r < q->rows; r++) {
+        /* -o * sum fits int32: |o| <= 128, |sum| <= 127 K */
+        const int32_t b = e->role == R_QUANT_BIAS ? (int32_t)(-(int64_t)q->in_offset * q->row_sums[r]) : 0;
+        const float d = q->in_scale * q->row_scales[r];
+        if (write_all(f, e->role == R_QUANT_BIAS ? (const void *)&b : (const void *)&d, 4, path))
+            return -1;
+    }
     return 0;
 }
 
@@ -732,15 +822,15 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
             rc = write_all(f, &e->q->scale, 4, path); /* little-endian host (x86-64) */
         } else if (e->role == R_QSCALE_ROWS) {
             rc = write_all(f, e->q->row_scales, e->nbytes, path);
+        } else if (e->role >= R_IN_SCALE) {
+            rc = write_static(f, e, path);
         } else if (e->role == R_ZEROS) {
             static const uint8_t zeros[4096];
             for (uint64_t o = 0; !rc && o < e->nbytes; o += sizeof(zeros))
                 rc = write_all(f, zeros, e->nbytes - o < sizeof(zeros) ? e->nbytes - o : sizeof(zeros), path);
         } else if (e->role == R_QWEIGHT) {
-            const struct qmat *q = e->q;
-            const uint64_t ns = q->f == HY_QF_FP8_TENSOR || q->f == HY_QF_W8A8_DYN
-                                    ? 0
-                                    : (uint64_t)(q->rows * ((q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK));
+            struct qmat *q = e->q;
+            const uint64_t ns = (uint64_t)(q->rows * scale_bytes(q));
             free(wbuf);
             free(sbuf);
             wbuf = malloc(e->nbytes ? e->nbytes : 1);
@@ -749,7 +839,8 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
                 rc = hy_err_set("out of memory");
                 break;
             }
-            rc = quantize_mat(q, qo, wbuf, sbuf, st, &fc) || write_all(f, wbuf, e->nbytes, path);
+            rc = quantize_mat(q, qo, wbuf, sbuf, st, &fc) || write_all(f, wbuf, e->nbytes, path) ||
+                 (q->f == HY_QF_W8A8_STATIC && keep_row_sums(q, wbuf));
             drop_src(q);
             have = q;
         } else { /* R_QSCALE_MX: follows its weight (stable sort, same size class) */
@@ -828,7 +919,7 @@ static json_t *make_qconfig(const struct hy_quantize_opts *o, struct plan *p)
 #define ASCEND_SHARD "quant_model_weights-00001-of-00001.safetensors"
 
 /* msModelSlim V1's side files next to the shard: the index and quant_model_description.json. */
-static int write_ascend_files(const char *dir, const struct plan *p, uint64_t total)
+static int write_ascend_files(const char *dir, const struct plan *p, uint64_t total, enum hy_quant_dtype dtype)
 {
     json_t *wm = json_object(), *desc = json_object();
     if (!wm || !desc) {
@@ -836,12 +927,17 @@ static int write_ascend_files(const char *dir, const struct plan *p, uint64_t to
         json_decref(desc);
         return hy_err_set("out of memory");
     }
-    json_object_set_new(desc, "model_quant_type", json_string("W8A8_DYNAMIC"));
+    /* w8a8-mix: "W8A8_DYNAMIC", as msModelSlim's DeepSeek mixed script writes it */
+    json_object_set_new(desc, "model_quant_type", json_string(dtype == HY_QD_W8A8 ? "W8A8" : "W8A8_DYNAMIC"));
     json_object_set_new(desc, "version", json_string("1.0.0"));
     json_object_set_new(desc, "group_size", json_integer(0));
     for (size_t i = 0; i < p->n; i++) {
         json_object_set_new(wm, p->e[i].name, json_string(ASCEND_SHARD));
-        json_object_set_new(desc, p->e[i].name, json_string(p->e[i].role == R_COPY ? "FLOAT" : "W8A8_DYNAMIC"));
+        const struct entry *e = &p->e[i];
+        json_object_set_new(desc, e->name,
+                            json_string(e->role == R_COPY              ? "FLOAT"
+                                        : e->q->f == HY_QF_W8A8_STATIC ? "W8A8"
+                                                                       : "W8A8_DYNAMIC"));
     }
     json_t *index = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total, "weight_map", wm);
     char *ip = hy_path_join(dir, "quant_model_weights.safetensors.index.json"),
@@ -895,8 +991,23 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
         hy_err_set("out of memory");
         goto out;
     }
+    const int ascend = o->dtype == HY_QD_W8A8_DYN || o->dtype == HY_QD_W8A8 || o->dtype == HY_QD_W8A8_MIX;
+    if (o->dtype == HY_QD_W8A8 || o->dtype == HY_QD_W8A8_MIX) { /* activation ranges first (calib.h) */
+        if (!o->calib) {
+            hy_err_set("--quant-dtype %s needs --calib-data: static W8A8 takes each linear's activation scale and "
+                       "offset from the range of its inputs over calibration text",
+                       o->dtype == HY_QD_W8A8 ? "w8a8" : "w8a8-mix");
+            goto out;
+        }
+        if (hy_calib_ranges(o->calib)) {
+            hy_err_prefix("activation ranges");
+            goto out;
+        }
+        p.calib = o->calib;
+    }
     if (build_plan(&ck, &cfg, o, &p))
         goto out;
+    st->n_static_no_range = p.no_range;
     for (size_t i = 0; i < p.nq; i++)
         st->n_quant[p.q[i]->f]++;
     for (size_t i = 0; i < p.n; i++)
@@ -918,13 +1029,8 @@ int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_q
         goto out;
     }
     made_tmp = 1;
-    const int ascend = o->dtype == HY_QD_W8A8_DYN;
-    if (ascend && o->calib) {
-        hy_err_set("--quant-dtype w8a8-dynamic is round-to-nearest only (GPTQ for int8 is not built yet)");
-        goto out;
-    }
     path = hy_path_join(tmp, ascend ? ASCEND_SHARD : "model.safetensors");
-    if (!path || write_safetensors(path, &p, o, st) || (ascend && write_ascend_files(tmp, &p, st->bytes_out)))
+    if (!path || write_safetensors(path, &p, o, st) || (ascend && write_ascend_files(tmp, &p, st->bytes_out, o->dtype)))
         goto out;
     free(path);
     path = hy_path_join(tmp, "config.json");
@@ -952,6 +1058,7 @@ out:
         hy_quantize_remove_tmp(tmp);
     for (size_t i = 0; i < p.nq; i++) {
         free(p.q[i]->row_scales);
+        free(p.q[i]->row_sums);
         free(p.q[i]);
     }
     free(p.q);

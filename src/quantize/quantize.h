@@ -17,12 +17,21 @@
  *          (at least FLT_EPSILON), M.weight_offset F32 [N, 1] zeros; written as
  *          quant_model_weights-00001-of-00001.safetensors + quant_model_weights.safetensors.index.json +
  *          quant_model_description.json (every tensor's type: W8A8_DYNAMIC or FLOAT), config.json unchanged
- *          (no quantization_config, as the V1 saver). Round-to-nearest only.
+ *          (no quantization_config, as the V1 saver).
+ * - w8a8 / w8a8-mix (Ascend static W8A8 where vLLM-Ascend has a static method, spec §2): the same int8
+ *          weight, and from the calibration text's activation range [lo, hi] (zero included) of the linear's
+ *          input: M.input_scale F32 [1] s_x = (hi - lo) / 255, M.input_offset F32 [1] o = RNE(-lo / s_x) - 128,
+ *          M.deq_scale F32 [N] = s_x * s_w[n], M.quant_bias I32 [N] = -o * sum_k q[n, k] (no weight_scale /
+ *          weight_offset, as V1). w8a8: every targeted linear static except routed experts (vLLM-Ascend's MoE
+ *          method is dynamic only), which stay W8A8_DYNAMIC; w8a8-mix (DeepSeek's "mixed" recipe): the
+ *          attention linears static, every MLP / expert dynamic. Needs calib (--calib-data); a linear the
+ *          calibration never reached is written W8A8_DYNAMIC (stats). The static tensors come after every
+ *          weight in the file (quant_bias needs the rounded weight's row sums).
  * Targets: HY_QT_MOE = routed experts + shared expert, HY_QT_ATTN = q/k/v/o_proj + MTP eh_proj,
  * HY_QT_MLP = dense MLP gate/up/down. Embedding, lm_head, norms, router, expert_bias are copied as they are.
  * Fused experts (mlp.experts.gate_up_proj / down_proj) are written per expert when quantized.
  * Rounding: round-to-nearest, or with calibration statistics GPTQ (gptq.h) in the same layouts and
- * with the same scales.
+ * with the same scales (int8 too).
  */
 #ifndef HY_QUANTIZE_QUANTIZE_H
 #define HY_QUANTIZE_QUANTIZE_H
@@ -31,7 +40,15 @@
 
 #include <stdint.h>
 
-enum hy_quant_dtype { HY_QD_FP8 = 0, HY_QD_MXFP8, HY_QD_MXFP4, HY_QD_HYBRID, HY_QD_W8A8_DYN };
+enum hy_quant_dtype {
+    HY_QD_FP8 = 0,
+    HY_QD_MXFP8,
+    HY_QD_MXFP4,
+    HY_QD_HYBRID,
+    HY_QD_W8A8_DYN,
+    HY_QD_W8A8,
+    HY_QD_W8A8_MIX
+};
 
 enum { HY_QT_MOE = 1, HY_QT_ATTN = 2, HY_QT_MLP = 4, HY_QT_ALL = 7 };
 
@@ -45,10 +62,12 @@ struct hy_quantize_opts {
                                         planned here in file order, passes run as the matrices need them) */
     struct hy_gptq_opts gptq;       /* used with calib (its mx_scale is taken from mx_scale below) */
     enum hy_mx_scale_rule mx_scale; /* MX block-scale rule (formats.h); default HY_MX_SCALE_OCP */
+    int no_gptq;                    /* with calib: round to nearest all the same (calib then only gives static
+                                        W8A8's activation ranges) */
 };
 
 struct hy_quantize_stats {
-    int64_t n_quant[6];        /* weight matrices written per enum hy_qformat (index HY_QF_FP8_TENSOR ...) */
+    int64_t n_quant[8];        /* weight matrices written per enum hy_qformat (index HY_QF_FP8_TENSOR ...) */
     int64_t n_copied;          /* tensors copied unchanged */
     int64_t n_files;           /* other files copied */
     uint64_t bytes_in;         /* tensor data bytes of IN */
@@ -62,10 +81,13 @@ struct hy_quantize_stats {
     int64_t n_gptq_coupled;    /* GPTQ matrices whose rows were rounded jointly per head (q_proj with attention
                                 statistics, quantize/calib_attn.h) */
     int64_t n_gptq_few_tokens; /* GPTQ matrices whose statistics came from fewer tokens than K (rank-deficient H) */
+    int64_t n_static_no_range; /* w8a8 / w8a8-mix: linears meant to be static W8A8 whose input the calibration
+                                never reached (written W8A8_DYNAMIC instead; counted in n_quant[HY_QF_W8A8_DYN]) */
     double seconds;
 };
 
-/* "fp8" | "mxfp8" | "mxfp4" | "hybrid" -> *out; -1 with hy_err_msg() otherwise. */
+/* "fp8" | "mxfp8" | "mxfp4" | "hybrid" | "w8a8-dynamic" | "w8a8" | "w8a8-mix" -> *out; -1 with hy_err_msg()
+ * otherwise. */
 int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out);
 
 /* "moe" | "attn-linear" | "mlp" -> HY_QT_* bit; -1 with hy_err_msg() otherwise. */

@@ -4,7 +4,7 @@
  * bf16 section: GEMV figures rotate over 3 weight matrices so the 32 MiB L3 does not hold them
  * (DRAM-bound). Figures are best-of-reps wall time; with 1 thread also "cpu": best-of-reps thread
  * CPU time, which leaves out time the thread was descheduled (useful on a shared machine).
- * quant section (best ISA level): batch-1 GEMV of BF16 / FP8 / MXFP8 / MXFP4 weights at 4096x4096,
+ * quant section (best ISA level): batch-1 GEMV of BF16 / FP8 / MXFP8 / MXFP4 / W8A8 weights at 4096x4096,
  * 1536x4096 and 4096x1536 (N x K), each call on a different matrix cut from a 160 MiB pool per
  * format (DRAM-bound), formats interleaved within every repetition (A/B on a shared machine);
  * GB/s of weight bytes (hy_tensor_bytes, scales included), median and best of reps, and the median's
@@ -86,9 +86,11 @@ static double run(const struct hy_kernel_table *k, struct hy_tensor *W, int nW, 
 /* fp8-rb / mxfp8-rb: the fp8 / mxfp8 bytes with avx512_bf16.c's exponent-rebase decoder instead of its
  * AVX512_VBMI byte tables (the same kernel where the CPU lacks VBMI, or outside KB_BF16X=1); mxfp4-nat:
  * the mxfp4 bytes in the natural order instead of the E2M1 order (hy_avx512bf16_set_e2m1_order) */
-enum { F_BF16 = 0, F_FP8, F_FP8RB, F_MXFP8, F_MXFP8RB, F_MXFP4, F_MXFP4NAT, F_W4A8, F_COUNT };
-static const char *const fname[F_COUNT] = {"bf16", "fp8", "fp8-rb", "mxfp8", "mxfp8-rb", "mxfp4", "mxfp4-nat", "w4a8"};
-static int bf16x_mode; /* KB_BF16X=1: the bfloat16 mode's matmul_bf16x (x rounded to bf16) instead of matmul */
+enum { F_BF16 = 0, F_FP8, F_FP8RB, F_MXFP8, F_MXFP8RB, F_MXFP4, F_MXFP4NAT, F_W4A8, F_W8A8, F_COUNT };
+static const char *const fname[F_COUNT] = {"bf16",  "fp8",       "fp8-rb", "mxfp8", "mxfp8-rb",
+                                           "mxfp4", "mxfp4-nat", "w4a8",   "w8a8"};
+static float w8a8_scales[4096]; /* W8A8_DYNAMIC row scales (any positive values: timing only) */
+static int bf16x_mode;          /* KB_BF16X=1: the bfloat16 mode's matmul_bf16x (x rounded to bf16) instead of matmul */
 
 /* The matmul of format f: w4a8 = the MXFP4 bytes through the opt-in MXINT8-activation kernel
  * (kernels/w4a8.h, called directly whatever HYINFER_MXFP4_ACT says). */
@@ -169,6 +171,8 @@ static void make_pools(void)
     pool_scales[F_MXFP8RB] = pool_scales[F_MXFP8];
     pool_scales[F_MXFP4] = huge_alloc(POOL / 32);
     pool_data[F_W4A8] = pool_data[F_MXFP4NAT] = pool_data[F_MXFP4]; /* the same MXFP4 bytes */
+    for (int i = 0; i < 4096; i++)
+        w8a8_scales[i] = 0.05f / 127.0f;
     pool_scales[F_W4A8] = pool_scales[F_MXFP4NAT] = pool_scales[F_MXFP4];
     const size_t rows8 = POOL / 4096; /* E4M3 rows of 4096 bytes; BF16: 2048 values per row slot */
 #pragma omp parallel
@@ -188,6 +192,9 @@ static void make_pools(void)
                     for (int k = 0; k < 4096; k++)
                         row[k] = rnd_tri(&st);
                 hy_mx_quantize_row(row, 4096, HY_MX_E2M1, pool_data[F_MXFP4] + r * 4096 + (size_t)h * 2048, sc);
+                if (!h) /* W8A8: RNE(w / s) within [-127, 127] */
+                    for (int k = 0; k < 4096; k++)
+                        pool_data[F_W8A8][r * 4096 + (size_t)k] = (uint8_t)(int8_t)rintf(row[k] / 0.05f * 127.0f);
                 if (r < rows8 / 2)
                     memcpy(pool_scales[F_MXFP4] + (2 * r + (size_t)h) * 128, sc, 128);
             }
@@ -213,6 +220,11 @@ static struct hy_tensor next_tensor(int f, int64_t N, int64_t K)
     case F_MXFP8RB:
         W.dtype = HY_DTYPE_F8_E4M3;
         W.qscheme = HY_QS_MX32;
+        break;
+    case F_W8A8:
+        W.dtype = HY_DTYPE_I8;
+        W.qscheme = HY_QS_W8A8_DYN;
+        W.row_scale = w8a8_scales;
         break;
     default:
         W.dtype = HY_DTYPE_F4_E2M1;

@@ -8,9 +8,13 @@ Written from the spec, not from hyinfer's C code:
 - y = (int sum q_x * q_w) * s_w * s_x (dynamic), (int sum + quant_bias) * deq_scale (static).
 
 Command line:
-  w8a8_ref.py check-quantize IN OUT   OUT (hyinfer quantize --quant-dtype w8a8-dynamic of IN) holds exactly the
-                                      oracle's int8 weights and scales, zero offsets, a description naming
-                                      every tensor and an index naming the shard; prints a summary.
+  w8a8_ref.py check-quantize IN OUT [--recipe w8a8-dynamic|w8a8|w8a8-mix]
+                                      OUT (hyinfer quantize --quant-dtype RECIPE of IN, round-to-nearest) holds
+                                      exactly the oracle's int8 weights and scales, zero offsets, a description
+                                      naming every tensor with the recipe's type (w8a8: static W8A8 except routed
+                                      experts; w8a8-mix: static attention linears and MTP eh_proj only) and an index naming the shard;
+                                      static linears: an input offset in [-128, 127], deq_scale = fp32(input_scale
+                                      * s_w) and quant_bias = -offset * sum_k q_w exactly; prints a summary.
   w8a8_ref.py to-static DIR MODULE SCALE OFFSET [--deq i64|f32]
                                       rewrites MODULE of an Ascend W8A8_DYNAMIC checkpoint DIR as static W8A8
                                       (input_scale, input_offset, deq_scale = SCALE * s_w, quant_bias =
@@ -74,34 +78,65 @@ def _bf16_source(d):
     return out
 
 
-def check_quantize(src_dir, out_dir):
+def expected_type(mod, recipe):
+    """The type RECIPE gives linear MOD (specs/ascend_w8a8.md §2; vLLM-Ascend's MoE method is dynamic only)."""
+    if recipe == "w8a8" and ".mlp.experts." not in mod:
+        return "W8A8"
+    if recipe == "w8a8-mix" and (".self_attn." in mod or mod.endswith(".eh_proj")):  # the attn-linear target
+        return "W8A8"
+    return "W8A8_DYNAMIC"
+
+
+def _check_static(out, mod, q, s_w):
+    s_x = out[mod + ".input_scale"][1].reshape(-1)
+    o = out[mod + ".input_offset"][1].reshape(-1)
+    assert s_x.size == 1 and o.size == 1 and s_x[0] > 0 and o[0] == np.rint(o[0]) and -128 <= o[0] <= 127, mod
+    assert mod + ".weight_scale" not in out and mod + ".weight_offset" not in out, mod
+    deq = out[mod + ".deq_scale"][1].reshape(-1)
+    want = (s_x[0] * s_w).astype(np.float32)
+    assert deq.dtype == np.float32 and np.array_equal(deq.view(np.uint32), want.view(np.uint32)), mod
+    bias = out[mod + ".quant_bias"][1].reshape(-1)
+    want_b = -np.int64(o[0]) * q.astype(np.int64).sum(axis=1)
+    assert bias.dtype == np.int32 and np.array_equal(bias.astype(np.int64), want_b), mod
+
+
+def check_quantize(src_dir, out_dir, recipe="w8a8-dynamic"):
     src = _bf16_source(src_dir)
     shard, idx = _shard(out_dir)
     out = st.load(shard)
     desc = json.load(open(os.path.join(out_dir, "quant_model_description.json")))
-    assert desc.get("model_quant_type") == "W8A8_DYNAMIC", desc.get("model_quant_type")
+    want_mqt = "W8A8" if recipe == "w8a8" else "W8A8_DYNAMIC"
+    assert desc.get("model_quant_type") == want_mqt, desc.get("model_quant_type")
     assert set(idx["weight_map"]) == set(out), "index and shard disagree"
     named = {k for k, v in desc.items() if isinstance(v, str) and k not in ("model_quant_type", "version")}
     assert named == set(out), "description and shard disagree: %s" % sorted(named ^ set(out))[:5]
-    n_q = n_f = 0
+    n_q = n_s = n_f = 0
     for name, (dt, arr) in out.items():
         typ = desc[name]
         if name.endswith(".weight") and dt == "I8":
-            assert typ == "W8A8_DYNAMIC", (name, typ)
             mod = name[: -len(".weight")]
+            assert typ == expected_type(mod, recipe), (name, typ, recipe)
             w = _source_weight(src, mod)
             q, s = quantize_weight(w)
             assert np.array_equal(q, arr), "int8 weight of %s differs from the oracle" % mod
+            for k in (".input_scale", ".input_offset", ".deq_scale", ".quant_bias", ".weight_scale",
+                      ".weight_offset"):
+                assert mod + k not in out or desc[mod + k] == typ, (mod + k, desc[mod + k], typ)
+            n_q += 1
+            if typ == "W8A8":
+                _check_static(out, mod, q, s)
+                n_s += 1
+                continue
             s_out = out[mod + ".weight_scale"][1].reshape(-1)
             assert s_out.dtype == np.float32 and np.array_equal(s_out.view(np.uint32), s.view(np.uint32)), mod
             assert not np.any(out[mod + ".weight_offset"][1]), mod
-            n_q += 1
         elif typ == "FLOAT":
             assert dt in ("BF16", "F32", "F16"), (name, dt)
             s_dt, s_arr = src[name]
             assert s_dt == dt and np.array_equal(s_arr.view(np.uint8), arr.view(np.uint8)), name
             n_f += 1
-    print("check-quantize: %d int8 matrices equal the oracle's, %d float tensors copied unchanged" % (n_q, n_f))
+    print("check-quantize: %d int8 matrices (%d static) equal the oracle's, %d float tensors copied unchanged"
+          % (n_q, n_s, n_f))
     return 0
 
 
@@ -155,6 +190,7 @@ def main(argv):
     a = sub.add_parser("check-quantize")
     a.add_argument("src")
     a.add_argument("out")
+    a.add_argument("--recipe", choices=["w8a8-dynamic", "w8a8", "w8a8-mix"], default="w8a8-dynamic")
     b = sub.add_parser("to-static")
     b.add_argument("dir")
     b.add_argument("module")
@@ -163,7 +199,7 @@ def main(argv):
     b.add_argument("--deq", choices=["i64", "f32"], default="f32")
     args = ap.parse_args(argv)
     if args.cmd == "check-quantize":
-        return check_quantize(args.src, args.out)
+        return check_quantize(args.src, args.out, args.recipe)
     return to_static(args.dir, args.module, args.scale, args.offset, args.deq)
 
 
