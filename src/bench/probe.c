@@ -53,6 +53,7 @@ void hy_bench_cpu_detect(struct hy_cpu_units *u)
     u->avx2_fma = os_ymm && fma && ((b7 >> 5) & 1);
     u->avx512f = os_zmm && ((b7 >> 16) & 1);
     u->avx512_bf16 = u->avx512f && ((a71 >> 5) & 1);
+    u->avx512_vnni = u->avx512f && ((b7 >> 30) & 1) && ((b7 >> 31) & 1) && ((c7 >> 11) & 1); /* BW, VL, VNNI */
     u->amx_cpuid = ((d7 >> 22) & 1) && ((d7 >> 24) & 1);
     if (u->amx_cpuid && os_tile && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0)
         u->amx_bf16 = 1;
@@ -222,6 +223,42 @@ __attribute__((target("avx512f,avx512bf16"))) static double run_avx512bf16(int64
     return (double)iters * 12.0 * 16.0 * 2.0 * 2.0; /* 16 lanes x 2 bf16 pairs x 2 flops */
 }
 
+/* AVX2 int8: the W8A8 kernel's chain per 32 byte pairs, maddubs (u8 x s8 -> pairs of i16) then madd with
+ * ones (-> i32) and an add; 12 independent accumulators. */
+__attribute__((target("avx2"))) static double run_avx2_i8(int64_t iters, float *sink)
+{
+    const __m256i a = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0,
+            c9 = c0, c10 = c0, c11 = c0;
+/* the accumulator's bytes are the signed operand: nothing is loop-invariant (maddubs saturates, no UB) */
+#define I8STEP(c) _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(a, c), ones))
+    for (int64_t i = 0; i < iters; i++)
+        CHAINS12(I8STEP);
+#undef I8STEP
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
+                                 _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
+    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(c8, c9), _mm256_add_epi32(c10, c11)));
+    *sink += (float)_mm256_extract_epi32(s, 0);
+    return (double)iters * 12.0 * 32.0 * 2.0;
+}
+
+/* AVX512-VNNI: vpdpbusd, 16 lanes x 4 u8 x s8 products each, 12 independent accumulators. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static double run_avx512vnni(int64_t iters, float *sink)
+{
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0,
+            c9 = c0, c10 = c0, c11 = c0;
+#define DPBUSD(c) _mm512_dpbusd_epi32(c, a, b)
+    for (int64_t i = 0; i < iters; i++)
+        CHAINS12(DPBUSD);
+#undef DPBUSD
+    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
+                                 _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
+    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
+    *sink += (float)_mm512_reduce_add_epi32(s);
+    return (double)iters * 12.0 * 16.0 * 4.0 * 2.0;
+}
+
 struct tile_cfg {
     uint8_t palette;
     uint8_t start_row;
@@ -293,6 +330,10 @@ double hy_bench_peak_gflops(const struct hy_cpu_units *u, const char *unit, doub
         fn = run_avx512;
     else if (!strcmp(unit, "avx512bf16") && u->avx512_bf16)
         fn = run_avx512bf16;
+    else if (!strcmp(unit, "avx2_i8") && u->avx2_fma)
+        fn = run_avx2_i8;
+    else if (!strcmp(unit, "avx512vnni") && u->avx512_vnni)
+        fn = run_avx512vnni;
     else if (!strcmp(unit, "amx") && u->amx_bf16) {
         fn = run_amx;
         iters = 1 << 10;

@@ -13,6 +13,7 @@ struct hy_cpu_units {
     int avx2_fma;    /* AVX2 + FMA3, OS saves YMM state */
     int avx512f;     /* AVX-512F, OS saves ZMM/opmask state */
     int avx512_bf16; /* AVX-512-BF16 (vdpbf16ps) */
+    int avx512_vnni; /* AVX512-VNNI (vpdpbusd) with AVX-512BW/VL */
     int amx_bf16;    /* AMX-TILE + AMX-BF16 in CPUID, XCR0 tile state on, and tile permission granted */
     int amx_cpuid;   /* AMX-BF16 in CPUID (even if the OS refused tile permission) */
     char brand[64];  /* CPUID brand string ("" when unavailable) */
@@ -31,7 +32,10 @@ int hy_bench_mem_bw(size_t bytes, int reps, double *gbs, double *best_s);
 /* Peak FLOP/s of one unit on all OpenMP threads (independent accumulators, no memory traffic),
  * best of 3 runs of at least min_s seconds each. unit: "fma" (AVX2 FMA fp32, 16 flop/instr),
  * "avx512" (AVX-512F FMA fp32, 32 flop/instr), "avx512bf16" (vdpbf16ps, 64 flop/instr), "amx"
- * (AMX-BF16 tdpbf16ps 16x16x32, 16384 flop/instr). Returns GFLOP/s, or 0 when the unit is absent
+ * (AMX-BF16 tdpbf16ps 16x16x32, 16384 flop/instr); int8 units (integer multiply-adds counted as 2 ops, as
+ * the W8A8 kernels' GFLOP-equivalents): "avx2_i8" (vpmaddubsw + vpmaddwd + vpaddd, 64 ops per three
+ * instructions, the AVX2 W8A8 kernel's chain), "avx512vnni" (vpdpbusd, 128 ops/instr). Returns GFLOP/s
+ * (GOP/s for the int8 units), or 0 when the unit is absent
  * (see struct hy_cpu_units) or unknown. *flops / *secs receive the best run's raw figures. */
 double hy_bench_peak_gflops(const struct hy_cpu_units *u, const char *unit, double min_s, double *flops, double *secs);
 

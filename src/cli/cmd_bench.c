@@ -573,16 +573,20 @@ int hy_cmd_bench(int argc, char **argv)
         goto fail;
     fprintf(stderr, "bench: read bandwidth %.2f GB/s (%zu bytes, best of %d: %.4f s)\n", bw_gbs, bw_bytes, bw_reps,
             bw_s_best);
-    static const char *const units[] = {"fma", "avx512", "avx512bf16", "amx"};
-    double unit_gf[4], unit_flops[4], unit_secs[4], peak = 0.0;
-    const char *peak_unit = "none";
-    for (int i = 0; i < 4; i++) {
+    /* float units (the peak prefill is compared with), then int8 units (W8A8 models' integer dots) */
+    enum { N_FLOAT_UNITS = 4, N_UNITS = 6 };
+    static const char *const units[N_UNITS] = {"fma", "avx512", "avx512bf16", "amx", "avx2_i8", "avx512vnni"};
+    double unit_gf[N_UNITS], unit_flops[N_UNITS], unit_secs[N_UNITS], peak = 0.0, i8_peak = 0.0;
+    const char *peak_unit = "none", *i8_unit = "none";
+    for (int i = 0; i < N_UNITS; i++) {
         unit_gf[i] = hy_bench_peak_gflops(&cu, units[i], flop_s, &unit_flops[i], &unit_secs[i]);
         if (unit_gf[i] > 0.0)
-            fprintf(stderr, "bench: peak %-10s %.1f GFLOP/s\n", units[i], unit_gf[i]);
-        if (unit_gf[i] > peak) {
-            peak = unit_gf[i];
-            peak_unit = units[i];
+            fprintf(stderr, "bench: peak %-10s %.1f %s\n", units[i], unit_gf[i],
+                    i < N_FLOAT_UNITS ? "GFLOP/s" : "GOP/s (int8)");
+        double *best = i < N_FLOAT_UNITS ? &peak : &i8_peak;
+        if (unit_gf[i] > *best) {
+            *best = unit_gf[i];
+            *(i < N_FLOAT_UNITS ? &peak_unit : &i8_unit) = units[i];
         }
     }
 
@@ -649,6 +653,8 @@ int hy_cmd_bench(int argc, char **argv)
             p512 = &pre[i];
     const double dec_frac = d1 ? ratio(d1->bytes.weights / d1->step_s, d1->bw_gbs * 1e9) : 0.0;
     const double pre_frac = p512 ? ratio(p512->flops.total / p512->secs, peak * 1e9) : 0.0;
+    const int w8a8 = m && m->quant.method == HY_QM_ASCEND; /* its linears' prefill work is int8 */
+    const double pre_i8_frac = p512 ? ratio(p512->flops.total / p512->secs, i8_peak * 1e9) : 0.0;
     double proj_ms = 0.0, moe_layer_s = 0.0, dense_layer_s = 0.0;
     int n_moe = 0, n_dense = 0;
     if (m)
@@ -674,8 +680,8 @@ int hy_cmd_bench(int argc, char **argv)
     {
         json_t *o = json_object(), *cpu = json_object(), *ul = json_array(), *pg = json_object();
         json_object_set_new(cpu, "brand", json_string(cu.brand));
-        const int have[4] = {cu.avx2_fma, cu.avx512f, cu.avx512_bf16, cu.amx_bf16};
-        for (int i = 0; i < 4; i++) {
+        const int have[N_UNITS] = {cu.avx2_fma, cu.avx512f, cu.avx512_bf16, cu.amx_bf16, cu.avx2_fma, cu.avx512_vnni};
+        for (int i = 0; i < N_UNITS; i++) {
             if (have[i])
                 json_array_append_new(ul, json_string(units[i]));
             if (unit_gf[i] > 0.0)
@@ -695,6 +701,8 @@ int hy_cmd_bench(int argc, char **argv)
         json_object_set_new(o, "peak_gflops", json_real(peak));
         json_object_set_new(o, "peak_unit", json_string(peak_unit));
         json_object_set_new(o, "peak_by_unit", pg);
+        json_object_set_new(o, "int8_peak_gops", json_real(i8_peak));
+        json_object_set_new(o, "int8_peak_unit", json_string(i8_unit));
         if (world > 1)
             json_object_set_new(o, "parallel",
                                 json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "world_size", world,
@@ -775,6 +783,8 @@ int hy_cmd_bench(int argc, char **argv)
         json_object_set_new(o, "decode", ddet);
         json_object_set_new(o, "decode_roofline_fraction", json_real(dec_frac));
         json_object_set_new(o, "prefill_peak_fraction", json_real(pre_frac));
+        if (w8a8)
+            json_object_set_new(o, "prefill_int8_peak_fraction", json_real(pre_i8_frac));
         json_object_set_new(o, "prefill_peak_fraction_len", json_integer(p512 ? p512->len : 0));
         if (dmax) {
             json_object_set_new(
@@ -828,10 +838,14 @@ int hy_cmd_bench(int argc, char **argv)
         printf("\nmachine\n");
         printf("  read bandwidth     %8.2f GB/s   (%s buffer, best of %d passes: %.4f s)\n", bw_gbs,
                hy_cli_fmt_bytes((double)bw_bytes, b1, sizeof(b1)), bw_reps, bw_s_best);
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < N_UNITS; i++)
             if (unit_gf[i] > 0.0)
-                printf("  peak %-12s  %8.1f GFLOP/s (%.3g FLOP in %.4f s)%s\n", units[i], unit_gf[i], unit_flops[i],
-                       unit_secs[i], !strcmp(units[i], peak_unit) ? "  <- peak used" : "");
+                printf("  peak %-12s  %8.1f %s (%.3g %s in %.4f s)%s\n", units[i], unit_gf[i],
+                       i < N_FLOAT_UNITS ? "GFLOP/s" : "GOP/s  ", unit_flops[i], i < N_FLOAT_UNITS ? "FLOP" : "int8 op",
+                       unit_secs[i],
+                       !strcmp(units[i], peak_unit) ? "  <- peak used"
+                       : !strcmp(units[i], i8_unit) ? (w8a8 ? "  <- int8 peak (W8A8 model)" : "  <- int8 peak")
+                                                    : "");
         if (m)
             printf("\nmodel %s  (%s, %d layers: %d dense + %d MoE, %d experts top-%d)\n", model_dir,
                    cd == HY_COMPUTE_BF16 ? "bfloat16" : "float32", m->cfg.num_hidden_layers, n_dense, n_moe,
@@ -892,6 +906,10 @@ int hy_cmd_bench(int argc, char **argv)
             if (p512)
                 printf("  prefill_peak_fraction        %.4f  = (%.4g FLOP / %.3f s) / %.4g FLOP/s (%s, %d tokens)\n",
                        pre_frac, p512->flops.total, p512->secs, peak * 1e9, peak_unit, p512->len);
+            if (p512 && w8a8)
+                printf("  prefill_int8_peak_fraction   %.4f  = (%.4g FLOP / %.3f s) / %.4g int8 op/s (%s; the W8A8 "
+                       "linears' multiply-adds run as int8 dots)\n",
+                       pre_i8_frac, p512->flops.total, p512->secs, i8_peak * 1e9, i8_unit);
             if (dmax)
                 printf("  batch %d step / roofline     %.3f  = %.4f s / (%.4g B / %.4g B/s = %.4f s); "
                        "tokens/s vs batch 1: %.2fx; distinct experts/step %.1f\n",

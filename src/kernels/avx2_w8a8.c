@@ -41,7 +41,14 @@ HY_AVX2_INLINE void rows4(int32_t *acc, const int8_t *a, const int8_t *w, int64_
 {
     const int8_t *w1 = w + K, *w2 = w1 + K, *w3 = w2 + K;
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    const int64_t pf = 4 * K; /* the next tile's rows, at the same column: one prefetch per 64-byte line */
     for (int64_t k = 0; k < K32; k += 32) {
+        if (!(k & 63)) {
+            _mm_prefetch((const char *)(w + k + pf), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w1 + k + pf), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w2 + k + pf), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w3 + k + pf), _MM_HINT_T0);
+        }
         const __m256i x = _mm256_loadu_si256((const __m256i *)(a + k)), ax = _mm256_sign_epi8(x, x);
 #define ROW_DOT(S, W)                                                                                                  \
     S = _mm256_add_epi32(                                                                                              \

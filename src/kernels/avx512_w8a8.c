@@ -56,7 +56,12 @@ HY_VNNI_INLINE void dot_rows4(int32_t *out, const int8_t *a, const int8_t *w, in
     const __m512i flip = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi8(1);
     const int8_t *w1 = w + K, *w2 = w1 + K, *w3 = w2 + K;
     __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, c0 = s0, c1 = s0, c2 = s0, c3 = s0;
+    const int64_t pf = 4 * K; /* the next tile's rows, at the same column */
     for (int64_t k = 0; k < K; k += 64) {
+        _mm_prefetch((const char *)(w + k + pf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w1 + k + pf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w2 + k + pf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w3 + k + pf), _MM_HINT_T0);
         const __m512i u = _mm512_xor_si512(load_k(a, k, K), flip);
         const __m512i v0 = load_k(w, k, K), v1 = load_k(w1, k, K), v2 = load_k(w2, k, K), v3 = load_k(w3, k, K);
         s0 = _mm512_dpbusd_epi32(s0, u, v0);

@@ -2,6 +2,8 @@
  * threaded driver (rules in w8a8.h). */
 #include "kernels/w8a8.h"
 
+#include "kernels/task_rows.h"
+
 #include "base/cpu.h"
 #include "kernels/kernel_table.h"
 #include "kernels/scratch.h"
@@ -191,13 +193,18 @@ void hy_w8a8_matmul(float *y, const float *x, int64_t T, const struct hy_tensor 
         return;
     }
     const hy_w8a8_dots_fn dots = hy_w8a8_dots_active();
-    const int64_t groups = (N + W8A8_NB - 1) / W8A8_NB;
+    /* decode: tasks of about HY_TASK_BYTES of weights (each task's first rows start cold, task_rows.h);
+     * prefill: W8A8_NB rows per task, which the tokens reuse from L2 */
+    const int64_t rows =
+        T <= 4 ? (hy_task_rows(hy_task_row_bytes(W), hy_tensor_bytes(W), W8A8_NB) + W8A8_NB - 1) / W8A8_NB * W8A8_NB
+               : W8A8_NB;
+    const int64_t tasks = (N + rows - 1) / rows;
     const int par = (double)N * (double)W->cols * (double)T > 65536.0;
     (void)par;
 #pragma omp parallel for schedule(dynamic, 1) if (par)
-    for (int64_t g = 0; g < groups; g++) {
+    for (int64_t g = 0; g < tasks; g++) {
         int32_t *acc = hy_scratch_get(&acc_scratch, (size_t)(T * W8A8_NB) * sizeof(int32_t));
-        const int64_t n0 = g * W8A8_NB, n1 = n0 + W8A8_NB < N ? n0 + W8A8_NB : N;
+        const int64_t n0 = g * rows, n1 = n0 + rows < N ? n0 + rows : N;
         if (!acc) {
             nan_out(y + n0, N, T, n0, n1);
             continue;

@@ -152,6 +152,16 @@ def main():
 
         static_and_gptq(tmp, {"hy3-tiny": q3, "hy4-tiny": q4})
 
+        # bench latency on a W8A8 model: the int8 peak probe and prefill's fraction of it
+        j = json.loads(run([HY, "bench", "latency", "-m", q3, "--prompt-lens", "32", "--batch-sizes", "1",
+                            "--decode-steps", "2", "--bw-bytes", "64M", "--bw-reps", "1", "--flop-seconds", "0.02",
+                            "--json"]).stdout)
+        i8 = j.get("int8_peak_gops", 0.0)
+        frac = j.get("prefill_int8_peak_fraction", -1.0)
+        check(i8 > 0 and j.get("int8_peak_unit") in j.get("peak_by_unit", {}) and 0 < frac < 1,
+              "bench latency: int8 peak %.0f GOP/s (%s), prefill_int8_peak_fraction %.4f"
+              % (i8, j.get("int8_peak_unit"), frac))
+
         # vLLM's --quantization ascend: accepted on an Ascend checkpoint, refused (naming why) elsewhere
         p = run([HY, "logits", "-m", q3, "--prompt-ids", "1,2", "--quantization", "ascend"], ok=False)
         check(p.returncode == 0, "--quantization ascend accepted on the Ascend checkpoint")

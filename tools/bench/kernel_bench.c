@@ -23,6 +23,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/task_rows.h"
 #include "kernels/w4a8.h"
+#include "kernels/w8a8.h"
 
 #include <math.h>
 #include <omp.h>
@@ -111,7 +112,9 @@ static void run_mm(const struct hy_kernel_table *k, int f, float *y, const float
         return;
     }
 #endif
-    if (f != F_W4A8)
+    if (f == F_W8A8) /* the int8 kernels of w8a8.h (hy_matmul routes them, dispatch.c) */
+        hy_w8a8_matmul(y, x, T, W);
+    else if (f != F_W4A8)
         (bf16x_mode ? k->matmul_bf16x : k->matmul)(y, x, T, W);
 #if defined(__x86_64__)
     else if (k->isa != HY_ISA_REF)
