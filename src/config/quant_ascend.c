@@ -23,12 +23,17 @@ static int global_string(const char *key, const char *val, struct hy_quant_confi
     }
     if (strcmp(key, "version") == 0)
         return 1;
+    if ((!strcmp(key, "kv_cache_type") || !strcmp(key, "kv_quant_type")) && !strcmp(val, "C8")) {
+        qc->kv_c8 = 1; /* the per-layer k/v_proj.kv_cache_scale / offset (kv_scales.c) */
+        return 1;
+    }
     static const char *const refused[] = {"kv_cache_type", "kv_quant_type", "fa_quant_type", "reduce_quant_type",
                                           "indexer_quant_type"};
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
         if (strcmp(key, refused[i]) == 0)
-            return hy_err_set("\"%s\": \"%s\" is not supported yet (KV-cache / attention / indexer activation "
-                              "quantization; supported: FLOAT, W8A8 and W8A8_DYNAMIC linears)",
+            return hy_err_set("\"%s\": \"%s\" is not supported yet (attention / indexer activation quantization, "
+                              "KV caches other than C8; supported: FLOAT, W8A8 and W8A8_DYNAMIC linears, C8 KV "
+                              "scales)",
                               key, val);
     if (ends_with(key, ".quant_type"))
         return hy_err_set("\"%s\": \"%s\" (per-attention activation quantization) is not supported yet", key, val);
@@ -39,6 +44,13 @@ static int check_type(const char *name, const char *type)
 {
     if (!strcmp(type, "FLOAT") || !strcmp(type, "W8A8") || !strcmp(type, "W8A8_DYNAMIC"))
         return 0;
+    if (!strcmp(type, "C8")) {
+        if (ends_with(name, "_proj.kv_cache_scale") || ends_with(name, "_proj.kv_cache_offset"))
+            return 0;
+        return hy_err_set("tensor \"%s\": type C8 marks KV cache scales (<layer>.self_attn.k_proj / v_proj "
+                          ".kv_cache_scale / .kv_cache_offset), not this tensor",
+                          name);
+    }
     if (!strcmp(type, "W4A8_DYNAMIC"))
         return hy_err_set("tensor \"%s\": type W4A8_DYNAMIC (int4 weights) is not supported yet (supported: FLOAT, "
                           "W8A8, W8A8_DYNAMIC)",
@@ -144,6 +156,15 @@ static int parse(json_t *root, struct hy_quant_config *qc)
         }
     }
     json_decref(fused);
+    if (!rc && !qc->kv_c8) { /* C8 tensors without the global that turns them on: vLLM-Ascend would ignore them */
+        const char *k;
+        json_t *t;
+        json_object_foreach(desc, k, t)
+        {
+            if (!strcmp(json_string_value(t), "C8"))
+                return hy_err_set("tensor \"%s\" is typed C8 but the description has no \"kv_cache_type\": \"C8\"", k);
+        }
+    }
     return rc;
 }
 

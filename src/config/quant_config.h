@@ -67,6 +67,8 @@ struct hy_quant_config {
     /* Ascend only */
     void *desc;                /* json_t object: stored tensor name -> type string (the description's entries) */
     char model_quant_type[32]; /* the description's model_quant_type ("" when absent) */
+    int kv_c8;                 /* kv_cache_type / kv_quant_type "C8": int8 KV scales ship per layer
+                                  (model/kv_scales.c maps them onto the FP8 KV cache) */
     void **owned;              /* buffers the loader made for this config (converted scales); freed with it */
     int n_owned, cap_owned;
 };

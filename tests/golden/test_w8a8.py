@@ -17,9 +17,14 @@
    round-to-nearest 0.957 / 0.0087 (must be lower); hy4 0.976 / 0.00276 vs 0.982 / 0.00276 (no gain on this
    small model: must stay within 15%); on hy4-tiny its calibration in 5 memory-bounded passes writes the same
    bytes as in one (hy_v4's shared-indexer layers are not resume points).
-5. Broken descriptions / tensors are refused naming the tensor (or module) and the reason: an int8 tensor
+5. C8 KV scales (`kv_cache_type: C8`, per-channel k/v_proj.kv_cache_scale / offset): the KV cache defaults to FP8,
+   V with the static per-head scales they imply (bitwise the logits of the same model with those scales as
+   v_cache.scale and --kv-cache-dtype fp8), K dynamic; an explicit bf16 KV cache still runs; C8 tensors without
+   the global, a C8 layer missing a tensor, and C8 on hy_v4 are refused.
+6. Broken descriptions / tensors are refused naming the tensor (or module) and the reason: an int8 tensor
    without an entry, an entry whose tensor is missing, a type mismatch inside a fused q/k/v group, an
-   unsupported type, a C8 KV global, QuaRot, a -128 weight, a non-zero weight_offset, two shard indexes. A float
+   unsupported type, a KV cache type other than C8, a C8 type on a weight, QuaRot, a -128 weight, a non-zero
+   weight_offset, two shard indexes. A float
    (MTP) tensor without an entry loads as FLOAT; a module typed FLOAT and stored as BF16 inside an int8 model
    loads and runs.
 """
@@ -93,6 +98,82 @@ def refused(base, tmp, name, edit, *needles):
     p = run([HY, "logits", "-m", d, "--prompt-ids", "1,2,3", "--dtype", "float32"], ok=False)
     msg = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
     check(p.returncode != 0 and all(n in p.stderr for n in needles), "%-22s refused: %s" % (name, msg[-200:]))
+
+
+def add_c8(d, layers, nkv, hd, seed, with_global=True):
+    """Adds C8 KV scales (per channel, asymmetric) for layers to Ascend checkpoint d; returns the FP8 V scales
+    per layer they imply: max over a head's channels of |(q - offset) * scale| for q in {-128, 127}, / 448."""
+    rng = np.random.default_rng(seed)
+    shard = shard_of(d)
+    t = st.load(shard, widen_bf16=False)
+    desc = json.load(open(os.path.join(d, "quant_model_description.json")))
+    idx = json.load(open(os.path.join(d, "quant_model_weights.safetensors.index.json")))
+    if with_global:
+        desc["kv_cache_type"] = "C8"
+    v_scales = []
+    for layer in layers:
+        for proj in ("k_proj", "v_proj"):
+            sc = rng.uniform(0.03, 0.06, nkv * hd).astype(np.float32)
+            off = np.rint(rng.uniform(-5, 5, nkv * hd)).astype(np.float32)
+            for leaf, a in (("kv_cache_scale", sc), ("kv_cache_offset", off)):
+                n = "model.layers.%d.self_attn.%s.%s" % (layer, proj, leaf)
+                t[n] = ("F32", a)
+                desc[n] = "C8"
+                idx["weight_map"][n] = os.path.basename(shard)
+        amax = np.maximum(np.abs((-128 - off) * sc), np.abs((127 - off) * sc)).reshape(nkv, hd).max(axis=1)
+        v_scales.append(("model.layers.%d.self_attn.v_cache.scale" % layer, "F32",
+                         (amax / np.float32(448)).astype(np.float32)))
+    st.save(shard, [(k, dt, a) for k, (dt, a) in t.items()])
+    json.dump(desc, open(os.path.join(d, "quant_model_description.json"), "w"), indent=1)
+    json.dump(idx, open(os.path.join(d, "quant_model_weights.safetensors.index.json"), "w"), indent=1)
+    return v_scales
+
+
+def c8_kv(tmp, q3, q4):
+    """C8 KV scales map onto the FP8 KV cache: V's static per-head scales, K dynamic; auto picks fp8."""
+    cfg = json.load(open(os.path.join(q3, "config.json")))
+    nkv, hd, n_layers = cfg["num_key_value_heads"], cfg["head_dim"], cfg["num_hidden_layers"]
+    c8, side = os.path.join(tmp, "c8"), os.path.join(tmp, "c8-as-v-cache-scales")
+    shutil.copytree(q3, c8)
+    shutil.copytree(q3, side)
+    v_scales = add_c8(c8, range(n_layers), nkv, hd, 7)  # the MTP layer keeps dynamic V scales
+    st.save(os.path.join(side, "kv_cache_scales.safetensors"), v_scales)
+    ids = ["--prompt-ids", "1,2,3,4,5,6,7,8,9", "--all-positions", "--dtype", "float32", "--json"]
+    la = run([HY, "logits", "-m", c8] + ids).stdout
+    lb = run([HY, "logits", "-m", side, "--kv-cache-dtype", "fp8"] + ids).stdout
+    lc = run([HY, "logits", "-m", q3, "--kv-cache-dtype", "fp8"] + ids).stdout
+    check(la == lb and la != lc and len(la) > 100,
+          "C8 checkpoint (auto KV dtype) = fp8 KV with the implied static V scales, bitwise (not dynamic V)")
+    p = run([HY, "logits", "-m", c8, "--kv-cache-dtype", "bf16"] + ids, ok=False)
+    check(p.returncode == 0, "C8 checkpoint with an explicit --kv-cache-dtype bf16 runs")
+    top1, kl = quality(c8, "models/hy3-tiny")
+    check(top1 >= 0.9 and kl <= 0.03, "C8 (fp8 KV) + w8a8-dynamic vs bf16: top-1 %.3f, mean KL %.5f" % (top1, kl))
+    d = os.path.join(tmp, "c8-no-global")
+    shutil.copytree(q3, d)
+    add_c8(d, [0], nkv, hd, 8, with_global=False)
+    p = run([HY, "logits", "-m", d, "--prompt-ids", "1,2,3"], ok=False)
+    check(p.returncode != 0 and "no \"kv_cache_type\": \"C8\"" in p.stderr,
+          "C8 tensors without kv_cache_type refused: " + p.stderr.strip()[-90:])
+    d = os.path.join(tmp, "c8-half")
+    shutil.copytree(q3, d)
+    add_c8(d, [0], nkv, hd, 9)
+
+    def drop_v_offset(t):
+        t.pop("model.layers.0.self_attn.v_proj.kv_cache_offset")
+    edit_tensors(d, drop_v_offset)
+    edit_desc(d, lambda j: j.pop("model.layers.0.self_attn.v_proj.kv_cache_offset"))
+    idx = os.path.join(d, "quant_model_weights.safetensors.index.json")
+    ij = json.load(open(idx))
+    ij["weight_map"].pop("model.layers.0.self_attn.v_proj.kv_cache_offset")
+    json.dump(ij, open(idx, "w"))
+    p = run([HY, "logits", "-m", d, "--prompt-ids", "1,2,3"], ok=False)
+    check(p.returncode != 0 and "v_proj.kv_cache_offset" in p.stderr,
+          "C8 layer missing a tensor refused: " + p.stderr.strip()[-90:])
+    d = os.path.join(tmp, "c8-hy4")
+    shutil.copytree(q4, d)
+    edit_desc(d, lambda j: j.update({"kv_cache_type": "C8"}))
+    p = run([HY, "logits", "-m", d, "--prompt-ids", "1,2,3"], ok=False)
+    check(p.returncode != 0 and "hy_v4" in p.stderr, "C8 on hy_v4 refused: " + p.stderr.strip()[-90:])
 
 
 def static_and_gptq(tmp, rtn_dyn):
@@ -195,8 +276,12 @@ def main():
                 lambda d: edit_desc(d, lambda j: j.update({"model.layers.1.mlp.experts.0.up_proj.weight": "W4A4_MXFP4",
                                                            "model.layers.1.mlp.experts.0.gate_proj.weight": "W4A4_MXFP4"})),
                 "W4A4_MXFP4", "not supported")
-        refused(q3, tmp, "c8-kv", lambda d: edit_desc(d, lambda j: j.update({"kv_cache_type": "C8"})),
-                "kv_cache_type", "C8")
+        refused(q3, tmp, "kv-cache-type-c4", lambda d: edit_desc(d, lambda j: j.update({"kv_cache_type": "C4"})),
+                "kv_cache_type", "C4")
+        refused(q3, tmp, "c8-type-on-weight", lambda d: edit_desc(d, lambda j: j.update({"kv_cache_type": "C8",
+                                                                                        qk + ".weight": "C8"})),
+                qk + ".weight", "type C8 marks KV cache scales")
+        c8_kv(tmp, q3, q4)
         refused(q3, tmp, "quarot", lambda d: edit_desc(d, lambda j: j.update({"optional": {"quarot": {}}})),
                 "QuaRot")
 
