@@ -6,7 +6,8 @@
  *   (s = 1, q = 0), a row with NaN / inf (s NaN, q = 0), static values that saturate at -128 / 127.
  * - Integer dots: avx2, AVX512-VNNI (real where the CPU has it, SIMDe-emulated where not) against the scalar
  *   reference, bitwise, on
- *   K = 1, 31, 32, 33, 100, 4096 + 7, T = 1..9 (the 4-token groups and the remainder), activations
+ *   K = 1, 31, 32, 33, 100, 4096 + 7, T = 1..9 (the 4-token groups and the remainder) and 130, 261 (across
+ *   the VNNI prefill's 128-token blocks), N = 7 (a 4-row tile and a remainder), activations
  *   at -128 / 127 and weights at -127 / 127 (the sign trick's extremes), against an int64 sum too.
  * - Matmul epilogues: dynamic y = (acc * s_w) * s_x and static y = (acc + quant_bias) * deq_scale, each
  *   output equal to the formula computed here from the int64 sum; the public hy_matmul / hy_matmul_rows
@@ -180,7 +181,10 @@ static void test_dots(void **state)
     const int64_t Ks[] = {1, 31, 32, 33, 63, 64, 65, 100, 4103};
     for (size_t a = 0; a < sizeof(Ks) / sizeof(Ks[0]); a++) {
         const int64_t K = Ks[a], N = 7;
-        for (int64_t T = 1; T <= 9; T++) {
+        /* 1..9: the 4-token groups and the remainders; 130, 261: across the prefill's 128-token blocks */
+        static const int64_t Ts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 130, 261};
+        for (size_t ti = 0; ti < sizeof(Ts) / sizeof(Ts[0]); ti++) {
+            const int64_t T = Ts[ti];
             struct hy_tensor W = make_i8(N, K, (int)(T % 2));
             int8_t *q = malloc((size_t)(T * K));
             for (int64_t i = 0; i < T * K; i++)
