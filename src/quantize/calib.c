@@ -739,7 +739,7 @@ int hy_calib_ranges(struct hy_calib *c)
 int hy_calib_get_range(const struct hy_calib *c, const char *module, float *lo, float *hi)
 {
     const struct hy_calib_acc *a = find_acc(c, module);
-    if (!a || a->range_rows == 0)
+    if (!a || a->range_rows == 0 || !isfinite(a->x_min) || !isfinite(a->x_max)) /* a NaN first element stays */
         return 0;
     *lo = a->x_min;
     *hi = a->x_max;

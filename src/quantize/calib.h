@@ -1,6 +1,7 @@
 /* calib.h - calibration statistics for GPTQ (quantize/gptq.h): H = mean of x x^T of the inputs x of
  * every quantizable linear layer, collected by running the model's forward pass over calibration
- * text (the model's observer hook, model.h).
+ * text (the model's observer hook, model.h); and the inputs' ranges for static W8A8 (hy_calib_ranges).
+ * hy_v3 and hy_v4 (its MLA linears: q_a / kv_a / linear_gate share one input; MTP model.mtp_layers.0).
  *
  * Linears that read the same input share one accumulator: q/k/v_proj (the normed attention input),
  * gate/up_proj of the dense MLP, of each routed expert and of the shared expert. o_proj, each
@@ -176,7 +177,8 @@ void hy_calib_get_attn(const struct hy_calib *c, const char *module, const doubl
 int hy_calib_ranges(struct hy_calib *c);
 
 /* The input range of module after hy_calib_ranges: 1 with *lo / *hi set, 0 when the module has none
- * (not a quantizable linear, ranges not run, or an expert no calibration token was routed to). */
+ * (not a quantizable linear, ranges not run, an expert no calibration token was routed to, or a
+ * non-finite range). */
 int hy_calib_get_range(const struct hy_calib *c, const char *module, float *lo, float *hi);
 
 void hy_calib_free(struct hy_calib *c);
