@@ -195,10 +195,10 @@ void HY_VNNI hy_avx512_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int
     }
     /* prefill: 4 rows at a time (in L1) against every group of 4 tokens of a block of TOKEN_BLOCK (the
      * block's activations stay in L2; the range's rows are re-read from L2 once per block) */
-    int64_t n = n0;
+    const int64_t n4 = n0 + (n1 - n0) / 4 * 4; /* rows [n0, n4) in groups of 4, [n4, n1) one by one */
     for (int64_t tb = 0; tb < T; tb += TOKEN_BLOCK) {
         const int64_t te = T - tb < TOKEN_BLOCK ? T : tb + TOKEN_BLOCK;
-        for (n = n0; n + 4 <= n1; n += 4) {
+        for (int64_t n = n0; n < n4; n += 4) {
             int32_t corr[4];
             row_corr4(corr, w0 + n * K, K);
             int64_t t = tb;
@@ -208,7 +208,7 @@ void HY_VNNI hy_avx512_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int
                 dot_rows4(acc + t * lda + (n - n0), q + t * K, w0 + n * K, K);
         }
     }
-    for (; n < n1; n++) { /* the range's last rows */
+    for (int64_t n = n4; n < n1; n++) { /* the range's last rows */
         int64_t t = 0;
         for (; t + 4 <= T; t += 4)
             dot_tokens4(acc + t * lda + (n - n0), lda, q + t * K, w0 + n * K, K);
