@@ -21,6 +21,9 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 pass=0; fail=0; skip=0; failed=()
+# free MiB on the repository's file system: printed at the start and with every failure, since a
+# full disk (CI machines share theirs) makes unrelated tests fail in confusing ways
+disk_free_mib() { df -Pm . 2>/dev/null | awk 'NR == 2 { print $4 }'; }
 run_one() {  # name, command...
   local name="$1"; shift
   local log; log="build/test-logs/$(echo "$name" | tr '/ ' '__').log"
@@ -33,7 +36,8 @@ run_one() {  # name, command...
   if [ $rc -eq 0 ] && [ -n "$skipped" ]; then skip=$((skip+1)); echo "SKIP $name ($((SECONDS-t0))s): cmocka skipped $skipped";
   elif [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS $name ($((SECONDS-t0))s)";
   elif [ $rc -eq 77 ]; then skip=$((skip+1)); echo "SKIP $name: $(tail -1 "$log")";
-  else fail=$((fail+1)); failed+=("$name"); echo "FAIL $name (rc=$rc), last lines of $log:"; tail -25 "$log" | sed 's/^/    /'; fi
+  else fail=$((fail+1)); failed+=("$name"); echo "FAIL $name (rc=$rc; disk: $(disk_free_mib) MiB free), last lines of $log:"
+    tail -25 "$log" | sed 's/^/    /'; fi
 }
 
 finish() {
@@ -44,6 +48,7 @@ finish() {
 }
 
 mkdir -p build/test-logs
+echo "disk: $(disk_free_mib) MiB free in $PWD (a full run needs about 6 GiB)"
 if [ "$TIER" = emu ]; then
   run_one "emu/avx512_in_bochs" bash tests/emu/run_avx512_tests.sh
   finish

@@ -326,4 +326,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    if rc == 0:  # kept after a failure, for a look; removed after a pass (CI disks are small)
+        shutil.rmtree(WORK, ignore_errors=True)
+    sys.exit(rc)
