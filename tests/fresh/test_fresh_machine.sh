@@ -160,13 +160,23 @@ mkdir -p "$(dirname "$ROOT")"
 # must come from the Makefile's own install step.
 # Its /proc and /sys mounts in the target stay inside a private mount namespace; --pdeathsig: it
 # stops if this script dies without its trap (SIGKILL).
-setpriv --pdeathsig TERM unshare --mount --propagation private -- \
-  debootstrap --variant=minbase --include=make "$SUITE" "$ROOT" "$MIRROR" >"$DBS_LOG" 2>&1 9>&- &
-BG_PID=$!; wait $BG_PID; dbs_rc=$?; BG_PID=
-if [ $dbs_rc -ne 0 ]; then
-  echo "last lines of $DBS_LOG:"; tail -30 "$DBS_LOG" | sed 's/^/    /'
+# A failed download (a mirror's hiccup) gets one more try on a wiped root after 30 s; the free
+# disk is printed with a failure, since a full disk fails the downloads the same way.
+for attempt in 1 2; do
+  setpriv --pdeathsig TERM unshare --mount --propagation private -- \
+    debootstrap --variant=minbase --include=make "$SUITE" "$ROOT" "$MIRROR" >"$DBS_LOG" 2>&1 9>&- &
+  BG_PID=$!; wait $BG_PID; dbs_rc=$?; BG_PID=
+  [ $dbs_rc -eq 0 ] && break
+  echo "debootstrap (try $attempt) exited $dbs_rc; $(df -Pm "$(dirname "$ROOT")" | awk 'NR == 2 { print $4 }') MiB free;" \
+    "last lines of $DBS_LOG:"
+  tail -30 "$DBS_LOG" | sed 's/^/    /'
+  if [ $attempt -eq 1 ] && grep -q "Couldn't download" "$DBS_LOG"; then
+    wipe_root || fail "could not wipe the root after a failed debootstrap"
+    sleep 30
+    continue
+  fi
   fail "debootstrap exited $dbs_rc"
-fi
+done
 phase_end "debootstrap minbase"
 
 # What a fresh bookworm install's apt sources look like (the main archive, updates, security), on
