@@ -139,37 +139,6 @@ int hy_bench_mem_bw(size_t bytes, int reps, double *gbs, double *best_s)
 
 /* ---- peak FLOP probes: each returns the flops one thread did in `iters` iterations ---- */
 
-__attribute__((target("avx2,fma"))) static double run_fma(int64_t iters, float *sink)
-{
-    __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-    /* distinct start values: identical chains would be merged into one by the compiler */
-    __m256 c0 = _mm256_set1_ps(1.00f), c1 = _mm256_set1_ps(1.01f), c2 = _mm256_set1_ps(1.02f),
-           c3 = _mm256_set1_ps(1.03f), c4 = _mm256_set1_ps(1.04f), c5 = _mm256_set1_ps(1.05f),
-           c6 = _mm256_set1_ps(1.06f), c7 = _mm256_set1_ps(1.07f), c8 = _mm256_set1_ps(1.08f),
-           c9 = _mm256_set1_ps(1.09f), c10 = _mm256_set1_ps(1.10f), c11 = _mm256_set1_ps(1.11f);
-    for (int64_t i = 0; i < iters; i++) {
-        c0 = _mm256_fmadd_ps(c0, a, b);
-        c1 = _mm256_fmadd_ps(c1, a, b);
-        c2 = _mm256_fmadd_ps(c2, a, b);
-        c3 = _mm256_fmadd_ps(c3, a, b);
-        c4 = _mm256_fmadd_ps(c4, a, b);
-        c5 = _mm256_fmadd_ps(c5, a, b);
-        c6 = _mm256_fmadd_ps(c6, a, b);
-        c7 = _mm256_fmadd_ps(c7, a, b);
-        c8 = _mm256_fmadd_ps(c8, a, b);
-        c9 = _mm256_fmadd_ps(c9, a, b);
-        c10 = _mm256_fmadd_ps(c10, a, b);
-        c11 = _mm256_fmadd_ps(c11, a, b);
-    }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
-                             _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
-    float r[8];
-    _mm256_storeu_ps(r, s);
-    *sink += r[0];
-    return (double)iters * 12.0 * 8.0 * 2.0;
-}
-
 /* 12 independent accumulator chains, written out so they stay in registers. */
 #define CHAINS12(OP)                                                                                                   \
     do {                                                                                                               \
@@ -187,6 +156,29 @@ __attribute__((target("avx2,fma"))) static double run_fma(int64_t iters, float *
         c11 = OP(c11);                                                                                                 \
     } while (0)
 
+/* The 12 accumulators summed with ADD in a fixed tree (the probes' results only feed a sink). */
+#define SUM12(ADD)                                                                                                     \
+    ADD(ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7))), ADD(ADD(c8, c9), ADD(c10, c11)))
+
+__attribute__((target("avx2,fma"))) static double run_fma(int64_t iters, float *sink)
+{
+    __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    /* distinct start values: identical chains would be merged into one by the compiler */
+    __m256 c0 = _mm256_set1_ps(1.00f), c1 = _mm256_set1_ps(1.01f), c2 = _mm256_set1_ps(1.02f),
+           c3 = _mm256_set1_ps(1.03f), c4 = _mm256_set1_ps(1.04f), c5 = _mm256_set1_ps(1.05f),
+           c6 = _mm256_set1_ps(1.06f), c7 = _mm256_set1_ps(1.07f), c8 = _mm256_set1_ps(1.08f),
+           c9 = _mm256_set1_ps(1.09f), c10 = _mm256_set1_ps(1.10f), c11 = _mm256_set1_ps(1.11f);
+#define FMA256(c) _mm256_fmadd_ps(c, a, b)
+    for (int64_t i = 0; i < iters; i++)
+        CHAINS12(FMA256);
+#undef FMA256
+    __m256 s = SUM12(_mm256_add_ps);
+    float r[8];
+    _mm256_storeu_ps(r, s);
+    *sink += r[0];
+    return (double)iters * 12.0 * 8.0 * 2.0;
+}
+
 __attribute__((target("avx512f"))) static double run_avx512(int64_t iters, float *sink)
 {
     const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
@@ -198,9 +190,7 @@ __attribute__((target("avx512f"))) static double run_avx512(int64_t iters, float
     for (int64_t i = 0; i < iters; i++)
         CHAINS12(FMA512);
 #undef FMA512
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                             _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+    __m512 s = SUM12(_mm512_add_ps);
     *sink += _mm512_reduce_add_ps(s);
     return (double)iters * 12.0 * 16.0 * 2.0;
 }
@@ -216,9 +206,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double run_avx512bf16(int64
     for (int64_t i = 0; i < iters; i++)
         CHAINS12(DPBF16);
 #undef DPBF16
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                             _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
+    __m512 s = SUM12(_mm512_add_ps);
     *sink += _mm512_reduce_add_ps(s);
     return (double)iters * 12.0 * 16.0 * 2.0 * 2.0; /* 16 lanes x 2 bf16 pairs x 2 flops */
 }
@@ -235,9 +223,7 @@ __attribute__((target("avx2"))) static double run_avx2_i8(int64_t iters, float *
     for (int64_t i = 0; i < iters; i++)
         CHAINS12(I8STEP);
 #undef I8STEP
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
-                                 _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
-    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(c8, c9), _mm256_add_epi32(c10, c11)));
+    __m256i s = SUM12(_mm256_add_epi32);
     *sink += (float)_mm256_extract_epi32(s, 0);
     return (double)iters * 12.0 * 32.0 * 2.0;
 }
@@ -252,9 +238,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static double ru
     for (int64_t i = 0; i < iters; i++)
         CHAINS12(DPBUSD);
 #undef DPBUSD
-    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
-                                 _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
-    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
+    __m512i s = SUM12(_mm512_add_epi32);
     *sink += (float)_mm512_reduce_add_epi32(s);
     return (double)iters * 12.0 * 16.0 * 4.0 * 2.0;
 }

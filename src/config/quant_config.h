@@ -37,6 +37,12 @@ enum hy_qformat {
     HY_QF_W8A8_STATIC /* Ascend W8A8: I8 [N, K] + input_scale / input_offset [1] + deq_scale / quant_bias [N] */
 };
 
+/* 1 for the int8 per-row weight formats (Ascend W8A8, dynamic or static: the weight side is the same). */
+static inline int hy_qformat_is_int8(enum hy_qformat f)
+{
+    return f == HY_QF_W8A8_DYN || f == HY_QF_W8A8_STATIC;
+}
+
 enum hy_quant_method { HY_QM_NONE = 0, HY_QM_FP8, HY_QM_COMPRESSED_TENSORS, HY_QM_ASCEND };
 
 struct hy_quant_pattern {

@@ -273,7 +273,7 @@ static int bind(struct hy_quant_config *qc, const struct hy_checkpoint *ck, cons
         f = HY_QF_NONE;
         g = -1;
     }
-    if (f == HY_QF_W8A8_DYN || f == HY_QF_W8A8_STATIC) {
+    if (hy_qformat_is_int8(f)) {
         if (stack)
             return hy_err_set("tensor \"%s\": stacked experts in an Ascend W8A8 checkpoint (msModelSlim writes "
                               "mlp.experts.<e>.<proj> per expert)",

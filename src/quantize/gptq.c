@@ -10,15 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 1 for the int8 per-row formats (Ascend W8A8, dynamic or static: the weight side is the same). */
-static int is_int8(enum hy_qformat fmt)
-{
-    return fmt == HY_QF_W8A8_DYN || fmt == HY_QF_W8A8_STATIC;
-}
-
 double hy_gptq_dequant(enum hy_qformat fmt, uint8_t code, float fp8_scale, uint8_t scale_byte)
 {
-    if (is_int8(fmt))
+    if (hy_qformat_is_int8(fmt))
         return (double)(int8_t)code * (double)fp8_scale;
     if (fmt == HY_QF_FP8_TENSOR)
         return (double)hy_e4m3_to_f32(code) * (double)fp8_scale;
@@ -194,7 +188,7 @@ float hy_quant_i8_row_scale(const float *w, int64_t K)
 /* The row's own scale: int8 reads it from the row's 4 scale bytes, fp8 has the tensor's. */
 static float row_scale_of(enum hy_qformat fmt, const uint8_t *sr, float fp8_scale)
 {
-    if (!is_int8(fmt))
+    if (!hy_qformat_is_int8(fmt))
         return fp8_scale;
     float s;
     memcpy(&s, sr, sizeof(s));
@@ -204,7 +198,7 @@ static float row_scale_of(enum hy_qformat fmt, const uint8_t *sr, float fp8_scal
 void hy_quant_row_rtn(const float *w, int64_t K, enum hy_qformat fmt, float fp8_scale, enum hy_mx_scale_rule rule,
                       uint8_t *wq, uint8_t *sq)
 {
-    if (is_int8(fmt)) {
+    if (hy_qformat_is_int8(fmt)) {
         const float s = hy_quant_i8_row_scale(w, K);
         memcpy(sq, &s, sizeof(s));
         for (int64_t k = 0; k < K; k++)
@@ -224,18 +218,19 @@ static uint8_t code_at(const uint8_t *wq, enum hy_qformat fmt, int64_t k)
     return fmt == HY_QF_MXFP4 ? (uint8_t)((wq[k / 2] >> ((k & 1) * 4)) & 0xf) : wq[k];
 }
 
+/* Value of column c's code in a row whose scale is rs (row_scale_of) and scale bytes sr (MX: one per block). */
+static double dequant_at(enum hy_qformat fmt, uint8_t code, float rs, const uint8_t *sr, int64_t c)
+{
+    return hy_gptq_dequant(fmt, code, rs, sr && !hy_qformat_is_int8(fmt) ? sr[c / HY_MX_BLOCK] : 0);
+}
+
 /* d = dequant(codes) - w of one row [K]. */
 static void row_error(const float *w, const uint8_t *wq, const uint8_t *sq, int64_t K, enum hy_qformat fmt,
                       float fp8_scale, double *d)
 {
-    if (is_int8(fmt)) {
-        const float s = row_scale_of(fmt, sq, fp8_scale);
-        for (int64_t k = 0; k < K; k++)
-            d[k] = (double)(int8_t)wq[k] * (double)s - (double)w[k];
-        return;
-    }
+    const float rs = row_scale_of(fmt, sq, fp8_scale);
     for (int64_t k = 0; k < K; k++)
-        d[k] = hy_gptq_dequant(fmt, code_at(wq, fmt, k), fp8_scale, sq ? sq[k / HY_MX_BLOCK] : 0) - (double)w[k];
+        d[k] = dequant_at(fmt, code_at(wq, fmt, k), rs, sq, k) - (double)w[k];
 }
 
 #define OBJ_ROWS 32    /* rows the objectives are measured on: all when N <= 32, else rows 0, N/32, 2N/32, ... */
@@ -307,7 +302,7 @@ static int check_args(const float *w, const double *h, int64_t N, int64_t K, enu
                       const struct hy_gptq_opts *o, const uint8_t *wq, const uint8_t *sq)
 {
     if (N <= 0 || K <= 0 || !w || !h || !o || !wq || (fmt != HY_QF_FP8_TENSOR && !sq) ||
-        (fmt != HY_QF_FP8_TENSOR && fmt != HY_QF_MXFP8 && fmt != HY_QF_MXFP4 && !is_int8(fmt)) ||
+        (fmt != HY_QF_FP8_TENSOR && fmt != HY_QF_MXFP8 && fmt != HY_QF_MXFP4 && !hy_qformat_is_int8(fmt)) ||
         (fmt == HY_QF_MXFP4 && K % 2) || (fmt == HY_QF_FP8_TENSOR && !(fp8_scale > 0.0f)))
         return hy_err_set("gptq: bad arguments (N %lld, K %lld, format %d)", (long long)N, (long long)K, (int)fmt);
     return 0;
@@ -393,7 +388,7 @@ static int round_rows(const struct job *j, const int64_t *rows, int64_t n)
                         uint8_t *qr = j->wq + r * rb, *sr = fmt == HY_QF_FP8_TENSOR ? NULL : j->sq + r * nb;
                         const float v = (float)x[t * K + i], rs = row_scale_of(fmt, sr, fp8_scale);
                         uint8_t code;
-                        if (is_int8(fmt))
+                        if (hy_qformat_is_int8(fmt))
                             code = encode_i8(v / rs);
                         else if (fmt == HY_QF_FP8_TENSOR)
                             code = encode(fmt, v / fp8_scale);
@@ -403,7 +398,7 @@ static int round_rows(const struct job *j, const int64_t *rows, int64_t n)
                             qr[c / 2] |= (uint8_t)(code << ((c & 1) * 4));
                         else
                             qr[c] = code;
-                        const double q = hy_gptq_dequant(fmt, code, rs, sr && !is_int8(fmt) ? sr[c / HY_MX_BLOCK] : 0);
+                        const double q = dequant_at(fmt, code, rs, sr, c);
                         const double e = (x[t * K + i] - q) / ti[0];
                         eb[t * GPTQ_BLOCK + (i - b0)] = e;
                         spread_error(x + t * K + i + 1, ti + 1, e, b1 - i - 1); /* the block's own columns */
@@ -439,7 +434,7 @@ static int job_init(struct job *j, const float *w, const double *h, const struct
                       .N = N,
                       .K = K,
                       .rb = fmt == HY_QF_MXFP4 ? K / 2 : K,
-                      .nb = is_int8(fmt) ? (int64_t)sizeof(float) : (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK,
+                      .nb = hy_qformat_is_int8(fmt) ? (int64_t)sizeof(float) : (K + HY_MX_BLOCK - 1) / HY_MX_BLOCK,
                       .fmt = fmt,
                       .fp8_scale = fp8_scale,
                       .o = o,
@@ -534,8 +529,7 @@ int hy_gptq_quantize_coupled(const float *w, const double *h, const struct hy_gp
                 double *sr_row = src + r * K; /* becomes the change w_r - q_r */
                 const float rs = row_scale_of(fmt, sr, fp8_scale);
                 for (int64_t c = 0; c < K; c++)
-                    sr_row[c] -=
-                        hy_gptq_dequant(fmt, code_at(qr, fmt, c), rs, sr && !is_int8(fmt) ? sr[c / HY_MX_BLOCK] : 0);
+                    sr_row[c] -= dequant_at(fmt, code_at(qr, fmt, c), rs, sr, c);
                 for (int64_t b = a + 1; b < R; b++) {
                     const double coef = u[b * R + a] / u[a * R + a];
                     spread_error(src + (gi * R + order[gi * R + b]) * K, sr_row, coef, K);

@@ -358,7 +358,7 @@ static int plan_quant(struct plan *p, const struct hy_st_tensor *src, const char
     w->ndim = 2;
     w->shape[0] = rows;
     w->shape[1] = f == HY_QF_MXFP4 ? cols / 2 : cols;
-    const int int8 = f == HY_QF_W8A8_DYN || f == HY_QF_W8A8_STATIC;
+    const int int8 = hy_qformat_is_int8(f);
     w->dtype = f == HY_QF_MXFP4 ? "U8" : int8 ? "I8" : "F8_E4M3";
     w->nbytes = (uint64_t)(rows * w->shape[1]);
     w->esize = 1;
@@ -653,7 +653,7 @@ static int64_t scale_bytes(const struct qmat *q)
 {
     if (q->f == HY_QF_FP8_TENSOR)
         return 0;
-    if (q->f == HY_QF_W8A8_DYN || q->f == HY_QF_W8A8_STATIC)
+    if (hy_qformat_is_int8(q->f))
         return (int64_t)sizeof(float);
     return (q->cols + HY_MX_BLOCK - 1) / HY_MX_BLOCK;
 }
