@@ -3,7 +3,7 @@
 
 #include "base/cpu.h"
 #include "base/err.h"
-#include "base/log.h"
+#include "base/log_level.h"
 
 #include <errno.h>
 #include <math.h>

@@ -3,8 +3,7 @@
 #define HY_BASE_LOG_H
 
 #include "base/err.h"
-
-enum hy_log_level { HY_LOG_ERROR = 0, HY_LOG_WARN, HY_LOG_INFO, HY_LOG_DEBUG };
+#include "base/log_level.h"
 
 void hy_log_set_level(enum hy_log_level lvl);
 enum hy_log_level hy_log_get_level(void);
