@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model/place.h"
 #include "quantize/calib.h"
+#include "quantize/outdir.h"
 #include "quantize/quantize.h"
 #include "text/tokenizer.h"
 

@@ -5,7 +5,6 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
-#include "quantize/quantize.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* outdir.h - the output directory of hyinfer quantize (internal to src/quantize; the public check is
- * hy_quantize_check_out in quantize.h). Every function returns 0, or -1 with hy_err_msg() naming the
+ * hy_quantize_check_out). Every function returns 0, or -1 with hy_err_msg() naming the
  * path and the problem. */
 #ifndef HY_QUANTIZE_OUTDIR_H
 #define HY_QUANTIZE_OUTDIR_H
@@ -19,5 +19,9 @@ int hy_quantize_copy_other_files(const char *in, const char *tmp, int64_t *n);
 
 /* Removes the regular files of dir and dir itself (only what quantize wrote there). */
 void hy_quantize_remove_tmp(const char *dir);
+
+/* The checks hy_quantize_model makes of out_dir first (not a non-empty directory or a file, not inside
+ * in_dir), for callers with slow work to do before it (calibration). 0, or -1 with hy_err_msg(). */
+int hy_quantize_check_out(const char *in_dir, const char *out_dir);
 
 #endif

@@ -93,10 +93,6 @@ int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out);
 /* "moe" | "attn-linear" | "mlp" -> HY_QT_* bit; -1 with hy_err_msg() otherwise. */
 int hy_quant_target_parse(const char *s, unsigned *bit);
 
-/* The checks hy_quantize_model makes of out_dir first (not a non-empty directory or a file, not inside
- * in_dir), for callers with slow work to do before it (calibration). 0, or -1 with hy_err_msg(). */
-int hy_quantize_check_out(const char *in_dir, const char *out_dir);
-
 /* Quantizes in_dir into out_dir (which must not exist, or be an empty directory). Everything is written
  * to a temporary sibling directory and renamed into place at the end; on error nothing is left behind.
  * Returns 0 and *st, or -1 with hy_err_msg() (IN not a checkpoint, IN already quantized, a targeted
