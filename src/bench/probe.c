@@ -98,7 +98,7 @@ int hy_bench_mem_bw(size_t bytes, int reps, double *gbs, double *best_s)
         reps = 1;
     /* 2 MiB-aligned and advised MADV_HUGEPAGE, like the weight arena of --load-format copy: the
      * probe then measures the memory the weights are read from, TLB behaviour included (a 4 KiB-paged
-     * buffer read ~5-15% slower here, which let copied weights show fractions above 1) */
+     * buffer reads slower and let copied weights show fractions above 1: docs/tuning.md) */
     const size_t huge = (size_t)2 << 20;
     uint8_t *buf = aligned_alloc(huge, (bytes + huge - 1) & ~(huge - 1));
 #ifdef MADV_HUGEPAGE

@@ -28,8 +28,8 @@ static _Thread_local struct hy_scratch xp_buf, ok_buf, wbuf_buf, acc_buf;
 
 #ifndef HY_PF_DIST
 #define HY_PF_DIST                                                                                                     \
-    0 /* bytes ahead to prefetch streamed 16-bit weight rows; 0 = off (no measurable gain
-                      * over the hardware prefetcher on the EPYC this was tuned on) */
+    0 /* bytes ahead to prefetch streamed 16-bit weight rows; 0 = off (the hardware prefetcher does as
+                      * well: docs/tuning.md) */
 #endif
 
 /* y[i*ldy + j] = dot(x row i, w row j) for i < MR tokens, j < NR weight rows (MR <= 3, NR <= 4).
@@ -221,16 +221,14 @@ static HY_AVX2 void widen_rows(const struct hy_tensor *W, int64_t n0, int64_t nb
 }
 
 /* Up to this many tokens the streaming path (weights widened in registers, per 4-row group) beats
- * widening blocks to f32 panels on the 2-core EPYC this was measured on (interleaved A/B, T = 4..64:
- * streaming 0.5x-0.8x the time); kept at 32 so long prefills still take the blocked GEMM. */
+ * widening blocks to f32 panels (docs/tuning.md); kept at 32 so long prefills still take the blocked
+ * GEMM. */
 #define HY_STREAM_MAX_T 32
-/* Blocking of the prefill path (overridable with -D for experiments). GEMM_KC: 1024 measured
- * 0.70-0.75 of the 1-thread FMA peak vs 0.59-0.64 at 256 and 0.66-0.72 at 512 (T = 512, 1024 x 4096
- * BF16, interleaved A/B on the 2-core EPYC; 2048 / 4096 no better): fewer parkings of the 12 chains
- * per tile outweigh the w slice (16 x 1024 f32 = 64 KiB) no longer fitting L1. */
+/* Blocking of the prefill path (overridable with -D for experiments; the figures: docs/tuning.md).
+ * GEMM_KC 1024: fewer parkings of the 12 chains per tile outweigh the w slice (16 x 1024 f32 = 64 KiB)
+ * no longer fitting L1. */
 #ifndef GEMM_NB
-#define GEMM_NB                                                                                                        \
-    32 /* weight rows widened per block (32 x K f32: 512 KiB at K = 4096; 16 measured ~3% slower at 2 threads) */
+#define GEMM_NB 32 /* weight rows widened per block (32 x K f32: 512 KiB at K = 4096) */
 #endif
 #ifndef GEMM_TB
 #define GEMM_TB 48 /* tokens per block (parked chains: 48 x 16 x 32 B = 24 KiB) */
@@ -350,8 +348,8 @@ void HY_AVX2 hy_avx2_matmul(float *y, const float *x, int64_t T, const struct hy
 /* Outputs [n0, n1) on the calling thread: the decode path's register tiles (4 weight rows streamed
  * once, up to 3 tokens per pass; same chains as hy_avx2_matmul). Quantized weights at T <= 2 (the
  * MoE bands of a decode step) go straight to hy_avx2q_rows, the tiles of hy_avx2_matmul's decode
- * branch (measured: the row view's dispatch, OpenMP region and output copy cost 1-4 us per 64-row
- * band; tools/bench/kernel_bench.c bands), opt-in W4A8 to its rows entry point (any T); every other
+ * branch (the row view's dispatch, OpenMP region and output copy cost microseconds per band:
+ * docs/tuning.md), opt-in W4A8 to its rows entry point (any T); every other
  * quantized case goes through hy_avx2_matmul on the row view. */
 void HY_AVX2 hy_avx2_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W,
                                  int64_t n0, int64_t n1)

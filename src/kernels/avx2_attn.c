@@ -9,7 +9,7 @@
  * hy_avx2_attend_multi (prefill) walks the tiles once for up to ATT_MQ query tokens of one sequence
  * at consecutive positions, each token running exactly its lone-call operations on the tile while
  * the tile's K/V rows are still in L1 (the per-token walk re-reads every row from L2/L3 for each
- * token; measured ~1.1-1.3x faster core attention at 512-2048 tokens, one thread).
+ * token; docs/tuning.md).
  *
  * FP8 E4M3 views (kv_view.h) are dequantized in registers: 8 bytes become 8 halves whose bit
  * pattern is sign | byte << 7 (an exact f16 of value e4m3 / 256, subnormals included), widened by

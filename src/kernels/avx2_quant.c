@@ -1,7 +1,7 @@
 /* avx2_quant.c - AVX2 + FMA + F16C matmul kernels for FP8 / MXFP8 / MXFP4 weights (avx2_quant.h).
  *
  * Element decoding (exact, checked against hy_tensor_get in tests/unit/test_kernels_quant.c). Both
- * routes avoid vcvtph2ps (1/cycle on Zen 3, it made the kernels decode-bound) and produce the 8 f32
+ * routes avoid vcvtph2ps (its throughput made the kernels decode-bound: docs/tuning.md) and produce the 8 f32
  * of a chunk in natural k order, so the chain is the one of kernel_table.h:
  * - E4M3 byte b -> f32 bits (b & 0x80) << 24 | (b & 0x7f) << 20, which is exactly v * 2^-120 for
  *   every code (e = 0 lands on f32 subnormals m * 2^-129; no DAZ/FTZ here). One pshufb puts the
@@ -75,9 +75,8 @@ struct qw {
 
 #ifndef HYQ_PF_ROWS
 /* The decode tiles prefetch each row's bytes this many rows ahead (the same spot of the next 4-row
- * tile), one prefetch per 64 bytes. Measured on the 2-core EPYC (1 thread, DRAM-resident MXFP8 /
- * MXFP4 at K = 1536 and 4096, interleaved A/B): +15..60% over the hardware prefetcher alone, which
- * does not run far enough ahead of these decode-heavy loops; 4, 6, 8, 12 rows measured the same. */
+ * tile), one prefetch per 64 bytes: the hardware prefetcher alone does not run far enough ahead of
+ * these decode-heavy loops (docs/tuning.md). */
 #define HYQ_PF_ROWS 4
 #endif
 

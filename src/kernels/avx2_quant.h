@@ -8,7 +8,7 @@
  * Per-tensor (and unscaled) FP8 E4M3 takes the raw scheme (hy_avx2q_fold_scale): the weights enter
  * the chain as raw = e4m3 * 2^-120 exactly, and each activation row is multiplied once per call by
  * c = scale * 2^120, so y[t,n] = sum_k raw * (x * c): one multiply per activation instead of one per
- * weight (measured +20-35% FP8 GEMV bandwidth, 1 thread). A token whose scaled row is not finite
+ * weight (docs/tuning.md). A token whose scaled row is not finite
  * (huge activations) takes the exact values below; the choice depends on that row only.
  * Otherwise every element is widened to its exact f32 value hy_tensor_get(W, n, k) = round_f32(elem * scale)
  * (E4M3 -> f32 bits v * 2^-120 by shifts and a mask, times scale * 2^120; E2M1 -> bf16 bytes by two

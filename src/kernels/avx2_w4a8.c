@@ -261,8 +261,8 @@ static HY_AVX2 void tile_fn(int fix, int mr, int nr, const struct hy_tensor *W, 
 /* The calling thread's quantized activations of x[T, K] in its scratch, laid out as
  * [x copy | qn | qp | X | fx | q12]. A call with the same T, K and bitwise the same x as the
  * thread's previous one reuses them: the MoE pass calls the kernel once per row band of every
- * expert matrix with the same token rows (measured: re-quantizing per band cost ~60% of an expert's
- * gate/up time at batch 1). Returns 0, or -1 when out of memory (A untouched). */
+ * expert matrix with the same token rows (re-quantizing per band cost much of an expert's gate/up
+ * time: docs/tuning.md). Returns 0, or -1 when out of memory (A untouched). */
 static _Thread_local int64_t memo_T = -1, memo_K = -1;
 
 static HY_AVX2 int act_prepare(const float *x, int64_t T, int64_t K, struct act *A)

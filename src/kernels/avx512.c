@@ -218,7 +218,7 @@ void HY_AVX512 hy_avx512_widen_rows(const struct hy_tensor *W, int64_t n0, int64
 #define HY512_STREAM_MAX_T 32
 #define GEMM_NB 16   /* weight rows widened per block (16 x K f32: 256 KiB at K = 4096) */
 #define GEMM_TB 48   /* tokens per block (parked chains: 48 x 16 x 64 B = 48 KiB) */
-#define GEMM_KC 1024 /* k slice (multiple of 16; 1024 as avx2.c, where it measured best) */
+#define GEMM_KC 1024 /* k slice (multiple of 16; as avx2.c: docs/tuning.md) */
 
 /* 1 if W is not a plain F32/F16/BF16 tensor. */
 static int is_quant(const struct hy_tensor *W)

@@ -25,7 +25,7 @@
  *   take byte tables instead, 64 codes per step: vpermi2b looks up the low and the high bytes of the
  *   bf16 values of the codes' 7 magnitude bits in two 128-entry tables, the sign is or-ed into the
  *   high bytes, and two vpermt2b interleave the bytes into the same 32-word vectors (5 vector
- *   instructions per 64 codes instead of 7 per 32; one core, L2-resident rows: 60 vs 37 GB/s); MXFP8
+ *   instructions per 64 codes instead of 7 per 32: docs/tuning.md); MXFP8
  *   then adds (s - 127) << 7 to the nonzero words, exact for 10 <= s <= 246 (a 4-row group with a
  *   scale byte in 7..9 takes the rebase above, whole);
  *   E2M1: byte j to dword j (vpmovzxbd), its low nibble to word 2j and high nibble to word 2j+1, looked
@@ -365,7 +365,7 @@ static void dq_init(struct dq *q, const struct hy_tensor *W)
 }
 
 /* 32 E4M3 codes at p -> their bf16 values times 2^(s-127): off = dq_tab_off[s], sub = dq_tab_sub[s]
- * (branch-free: this measured faster than testing chunks for the rare subnormal codes first). */
+ * (branch-free, docs/tuning.md). */
 BF16_INLINE __m512i dec_e4m3(const uint8_t *p, __m512i off, __m512i sub)
 {
     const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
@@ -803,10 +803,9 @@ static void rows_group(const struct hy_tensor *W, const struct dq *q, dtile_fn f
 /* y[n - n0] = row n of BF16 W times one token's xb (T = 1), rows n0 <= n < n1 one after another, each
  * row's two chains (split_of: chunks [0, h) and [h, kf)) at once: two read streams and two dependency
  * chains per row, where the 4-row tiles read 4 rows' streams at once and pay a call per tile (README
- * "Decode speed"). The first chunk of both chains comes before the loop: with the loop starting at
- * chunk 0, gcc 12's code read a 120832 x 4096 matrix ~30% slower on one core of the Zen 4-class test
- * machine (same instructions and load order inside the loop; measured, not understood). The quantized
- * decode tiles peel their first step the same way (MXFP4 GEMV 28-35 -> 37-47 GB/s on 2 threads). Per output the
+ * "Decode speed"). The first chunk of both chains comes before the loop: gcc 12's code for the loop
+ * starting at chunk 0 reads markedly slower (docs/tuning.md). The quantized decode tiles peel their
+ * first step the same way. Per output the
  * chain of dtile(F_BF16, 0, 1, 1, ...): each chain's vdpbf16ps in order from zero, tile_end's K % 32
  * tail on the second, the join, hsum times the output scale, so the values are bitwise the tiles'. */
 static BF16_TARGET void rows_bf16_t1(const struct dq *q, const uint16_t *xb, int64_t n0, int64_t n1, float *y)

@@ -3,9 +3,8 @@
  * Decode matmuls (a few tokens) stream each weight row once; the threads take tasks of consecutive
  * rows from an OpenMP dynamic schedule, so a thread that loses its core on a shared machine does not
  * hold up the step. Each task starts its row streams cold (the first 4-row tile has nothing
- * prefetched), which costs about a DRAM round trip or two per task: with 2 threads on a 120832 x 4096
- * BF16 lm_head, tasks of 64 rows (512 KiB) read 47 GB/s where tasks of 256 / 1024 rows read 52 / 54
- * (one process, alternating; 8192 x 4096: 47 against 54). So a task streams about HY_TASK_BYTES,
+ * prefetched), which costs about a DRAM round trip or two per task, so small tasks read measurably
+ * slower (docs/tuning.md, decode task size). So a task streams about HY_TASK_BYTES,
  * fewer when that would leave a thread under HY_TASKS_PER_THREAD tasks of the pass (balance on busy
  * or many-core machines), and never fewer rows than the caller's floor. Which rows a task computes
  * never changes their values: every kernel keeps one fixed summation order per output whatever the split.

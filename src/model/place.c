@@ -18,14 +18,10 @@
 #define HUGE_SZ ((size_t)2 << 20)
 #define COPY_CHUNK ((size_t)16 << 20) /* bytes per copy task (threads take chunks dynamically) */
 
-/* Built-in default, chosen by measurement on the 2-core EPYC (Linux 6.18, ext4, THP madvise). With
- * mmap the kernel maps the part of the checkpoint that sits in 2 MiB page-cache folios with 2 MiB
- * pages (FilePmdMapped: 4.1 GB of 6.65 at first, 1.56 GB later in the same session, as memory
- * pressure split folios) and the rest with 4 KiB pages; the copy gets all of it in huge pages
- * (AnonHugePages 6.65 GB). `bench latency` pairs, copy vs mmap, batch-1 decode step time: 8 of 8
- * rounds faster, ratios 0.56-0.93 (median about 0.8); batch 16: 4 of 5. Cost: 6.6-7.7 s to copy 6.65
- * GB on a quiet machine (15-26 s under load). Decode speed wins: copy is the default; mmap stays
- * one flag away, and copy falls back to mmap when MemAvailable cannot hold the weights. */
+/* Built-in default: copy, which puts every weight in huge pages where mmap gets them only for the
+ * page-cache folios that happen to be 2 MiB; decode is faster for it and the copy costs seconds at
+ * load (docs/tuning.md, weight placement). mmap stays one flag away, and copy falls back to mmap when
+ * MemAvailable cannot hold the weights. */
 #define DEFAULT_FORMAT HY_LOAD_COPY
 
 int hy_load_format_parse(const char *s, enum hy_load_format *out)

@@ -7,8 +7,8 @@
  *   anonymous arena advised MADV_HUGEPAGE, the tensors are repointed, and the checkpoint files are
  *   unmapped, so resident memory stays about the file size and all weights sit in huge pages when
  *   the kernel has them.
- * The math is identical either way (same bytes, same kernels). Copy is the default (faster decode
- * measured, see place.c); it falls back to mmap, with a warning, when the checkpoint is larger than
+ * The math is identical either way (same bytes, same kernels). Copy is the default (faster decode:
+ * docs/tuning.md); it falls back to mmap, with a warning, when the checkpoint is larger than
  * 90% of MemAvailable.
  */
 #ifndef HY_MODEL_PLACE_H

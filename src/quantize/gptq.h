@@ -55,10 +55,7 @@ struct hy_gptq_opts {
  * gptq.c), N K^2 / 2 for the rounding, done with GPTQ's lazy batch updates: within a block of 128
  * columns the error goes to the block's columns at once, to the later columns once per block as
  * x -= E U[block, later] (gemm_sub_f64 on U^T's rows, which are U's columns, read once per 8 rows).
- * Measured (tools/bench/gptq_bench.c, N 1536, K 4096, 2 threads): factor 1.9 s, rounding 1.1 s on a 2-core AMD
- * EPYC with AVX-512 (the factor 2.1-2.4 s there before its 4-row Cholesky steps and 64-column inverse
- * tasks); 3.2 s and 1.9 s on a 2-core Zen 3; 60 s and 12.5 s there with the earlier explicit inverse,
- * second Cholesky and row-at-a-time updates; the same codes throughout. */
+ * Timings: docs/tuning.md. */
 int hy_gptq_quantize(const float *w, const double *h, int64_t N, int64_t K, enum hy_qformat fmt, float fp8_scale,
                      const struct hy_gptq_opts *o, uint8_t *wq, uint8_t *sq, double obj[2]);
 
