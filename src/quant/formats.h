@@ -19,6 +19,9 @@
 #include <string.h>
 
 #define HY_MX_BLOCK 32
+_Static_assert(HY_MX_BLOCK == 32, "OCP MX: 32 elements share one E8M0 scale byte (checkpoints store it so)");
+_Static_assert(HY_MX_BLOCK % 2 == 0, "MXFP4: two E2M1 codes per byte, so a block fills whole bytes");
+_Static_assert(sizeof(float) == 4 && sizeof(uint16_t) == 2, "f32 / bf16 / f16 bit layouts of the checkpoint formats");
 
 /* Exact value of an E4M3FN byte (NaN for 0x7f / 0xff). */
 static inline float hy_e4m3_to_f32(uint8_t b)
