@@ -24,6 +24,7 @@
 #include "kernels/kernel_table.h"
 #include "unit/kv_test_util.h"
 #include "unit/avx512_emu.h"
+#include "kernel_test_util.h"
 
 #include <math.h>
 #include <omp.h>
@@ -37,38 +38,9 @@ static struct hy_kernel_table ref;
 static struct hy_kernel_table levels[HY_ISA_COUNT]; /* the supported non-ref levels */
 static int n_levels;
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rnd_f(void)
-{
-    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
-}
-static void fill(float *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = rnd_f();
-}
-
-static double nmse(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 #define ASSERT_NMSE(a, b, n, what, lvl)                                                                                \
     do {                                                                                                               \
-        double e_ = nmse(a, b, n);                                                                                     \
+        double e_ = kt_nmse(a, b, n);                                                                                  \
         if (!(e_ <= NMSE_MAX)) {                                                                                       \
             print_error("%s [%s]: nmse %.3g > %.3g\n", what, (lvl)->name, e_, NMSE_MAX);                               \
             fail();                                                                                                    \
@@ -82,11 +54,11 @@ static struct hy_tensor make_weight(enum hy_dtype dt, int64_t N, int64_t K)
     void *d = malloc((size_t)(N * K) * (dt == HY_DTYPE_F32 ? 4 : 2) + 1);
     for (int64_t i = 0; i < N * K; i++) {
         if (dt == HY_DTYPE_F32)
-            ((float *)d)[i] = rnd_f();
+            ((float *)d)[i] = kt_rnd_f();
         else if (dt == HY_DTYPE_BF16)
-            ((uint16_t *)d)[i] = hy_f32_to_bf16(rnd_f());
+            ((uint16_t *)d)[i] = hy_f32_to_bf16(kt_rnd_f());
         else {
-            uint32_t r = rnd_u32();
+            uint32_t r = kt_rnd_u32();
             uint16_t e = (r % 17 == 0) ? 0 : (uint16_t)(9 + r % 7); /* exponent 0: subnormal */
             ((uint16_t *)d)[i] = (uint16_t)(((r >> 8) & 1) << 15 | e << 10 | ((r >> 12) & 0x3ff));
         }
@@ -146,7 +118,7 @@ static void test_matmul_vs_ref(void **state)
             struct hy_tensor W = make_weight(dtypes[d], N, K);
             float *x = malloc((size_t)(T * K) * 4), *y0 = malloc((size_t)(T * N) * 4),
                   *y1 = malloc((size_t)(T * N) * 4);
-            fill(x, T * K);
+            kt_fill(x, T * K);
             ref.matmul(y0, x, T, &W);
             for (int l = 0; l < n_levels; l++) {
                 memset(y1, 0xff, (size_t)(T * N) * 4);
@@ -186,7 +158,7 @@ static void check_t_invariance(const struct hy_kernel_table *k)
             const int64_t K = kk ? 600 : 77;
             struct hy_tensor W = make_weight(dtypes[d], N, K);
             float *x = malloc((size_t)(T * K) * 4), *y = malloc((size_t)(T * N) * 4), *ys = malloc((size_t)(T * N) * 4);
-            fill(x, T * K);
+            kt_fill(x, T * K);
             k->matmul(y, x, T, &W);
             static const int64_t sub[] = {1, 2, 3, 4, 5, 7, 49};
             for (size_t si = 0; si < sizeof(sub) / sizeof(sub[0]); si++)
@@ -229,7 +201,7 @@ static void check_threads(const struct hy_kernel_table *k)
             struct hy_tensor W = make_weight(dtypes[d], N, K);
             float *x = malloc((size_t)(T * K) * 4), *y1 = malloc((size_t)(T * N) * 4),
                   *y2 = malloc((size_t)(T * N) * 4);
-            fill(x, T * K);
+            kt_fill(x, T * K);
             omp_set_num_threads(1);
             k->matmul(y1, x, T, &W);
             omp_set_num_threads(2);
@@ -262,9 +234,9 @@ static void test_dot_rmsnorm(void **state)
         const int64_t n = ns[i], T = 3;
         float *a = malloc((size_t)(T * n) * 4), *b = malloc((size_t)n * 4), *w = malloc((size_t)n * 4),
               *y0 = malloc((size_t)(T * n) * 4), *y1 = malloc((size_t)(T * n) * 4);
-        fill(a, T * n);
-        fill(b, n);
-        fill(w, n);
+        kt_fill(a, T * n);
+        kt_fill(b, n);
+        kt_fill(w, n);
         const float d0 = ref.dot_f32(a, b, n);
         ref.rmsnorm(y0, a, w, T, n, 1e-6f);
         for (int l = 0; l < n_levels; l++) {
@@ -297,7 +269,7 @@ static void test_rope(void **state)
                                *xr = malloc((size_t)(H * D) * 4);
                 for (int64_t i = 0; i < D / 2; i++)
                     inv[i] = powf(11158840.0f, -2.0f * (float)i / (float)D);
-                fill(x0, H * D);
+                kt_fill(x0, H * D);
                 memcpy(xr, x0, (size_t)(H * D) * 4);
                 ref.rope(xr, H, D, poss[pi], inv, il);
                 for (int l = 0; l < n_levels; l++) { /* every level starts from the same input x0 */
@@ -324,8 +296,8 @@ static void test_silu_round(void **state)
         float *g = malloc((size_t)n * 4), *u = malloc((size_t)n * 4), *o0 = malloc((size_t)n * 4),
               *o1 = malloc((size_t)n * 4);
         for (int64_t j = 0; j < n; j++)
-            g[j] = rnd_f() * (j % 5 == 0 ? 30.0f : 4.0f);
-        fill(u, n);
+            g[j] = kt_rnd_f() * (j % 5 == 0 ? 30.0f : 4.0f);
+        kt_fill(u, n);
         ref.silu_mul(o0, g, u, n);
         for (int l = 0; l < n_levels; l++) {
             levels[l].silu_mul(o1, g, u, n);
@@ -336,7 +308,7 @@ static void test_silu_round(void **state)
         }
         /* bf16 rounding: bitwise, incl. ties, NaN, inf, subnormals */
         for (int64_t j = 0; j < n; j++) {
-            uint32_t b = rnd_u32() << 8 | (rnd_u32() & 0xff);
+            uint32_t b = kt_rnd_u32() << 8 | (kt_rnd_u32() & 0xff);
             if (j % 7 == 1)
                 b = (b & 0xffff0000u) | 0x8000u; /* exact tie */
             if (j % 11 == 2)
@@ -369,8 +341,8 @@ static void make_cache(struct hy_kv_cache *kv, enum hy_dtype dt, int32_t nkv, in
     float *k = malloc((size_t)nkv * D * 4), *v = malloc((size_t)nkv * D * 4);
     for (int32_t j = 0; j < n_ctx; j++) {
         for (int32_t i = 0; i < nkv * D; i++) {
-            k[i] = rnd_f() * 2.0f;
-            v[i] = rnd_f();
+            k[i] = kt_rnd_f() * 2.0f;
+            v[i] = kt_rnd_f();
         }
         kv_write(kv, 1, (int64_t)table[j / bs] * bs + j % bs, k, v);
     }
@@ -395,7 +367,7 @@ static void test_attention(void **state)
                 float *q = malloc((size_t)nh * D * 4), *o0 = malloc((size_t)nh * D * 4),
                       *o1 = malloc((size_t)nh * D * 4), *sc = malloc((size_t)n_ctx * 4);
                 for (int32_t i = 0; i < nh * D; i++)
-                    q[i] = rnd_f() * 3.0f;
+                    q[i] = kt_rnd_f() * 3.0f;
                 ref.attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o0);
                 for (int l = 0; l < n_levels; l++) {
                     levels[l].attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o1);
@@ -421,7 +393,7 @@ static void test_attention_threads(void **state)
     make_cache(&kv, HY_DTYPE_BF16, nkv, D, n_ctx, table);
     float *q = malloc((size_t)nh * D * 4), *o1 = malloc((size_t)nh * D * 4), *o2 = malloc((size_t)nh * D * 4),
           *sc = malloc((size_t)n_ctx * 4);
-    fill(q, nh * D);
+    kt_fill(q, nh * D);
     for (int l = -1; l < n_levels; l++) {
         const struct hy_kernel_table *k = l < 0 ? &ref : &levels[l];
         omp_set_num_threads(1);
@@ -451,8 +423,8 @@ static void test_attn_pv(void **state)
                 float *P = malloc((size_t)(m * ldp + 1) * 4), *C = malloc((size_t)(n * ldc + 1) * 4);
                 float *o0 = malloc((size_t)(m * ldo) * 4), *o1 = malloc((size_t)(m * ldo) * 4);
                 float *one = malloc((size_t)w * 4);
-                fill(P, m * ldp);
-                fill(C, n * ldc);
+                kt_fill(P, m * ldp);
+                kt_fill(C, n * ldc);
                 for (int64_t i = 0; i < m * ldp; i++)
                     P[i] = fabsf(P[i]); /* softmax weights: non-negative, no cancellation */
                 memset(o0, 0, (size_t)(m * ldo) * 4);

@@ -26,6 +26,7 @@
 #include "base/cpu.h"
 #include "kernels/kernel_table.h"
 #include "kernels/w4a8.h"
+#include "kernel_test_util.h"
 
 #include <float.h>
 #include <math.h>
@@ -33,19 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rnd_f(void)
-{
-    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
-}
 
 static int have_avx2;
 
@@ -125,9 +113,9 @@ static void test_quantizer(void **state)
     (void)state;
     float x[256];
     for (int it = 0; it < 2000; it++) { /* random magnitudes, partial blocks */
-        const int64_t K = 1 + rnd_u32() % 256;
+        const int64_t K = 1 + kt_rnd_u32() % 256;
         for (int64_t k = 0; k < K; k++)
-            x[k] = rnd_f() * ldexpf(1.0f, (int)(rnd_u32() % 261) - 140);
+            x[k] = kt_rnd_f() * ldexpf(1.0f, (int)(kt_rnd_u32() % 261) - 140);
         check_quant(x, K);
     }
     for (int xe = -150; xe <= 120; xe += 7) { /* ties, amax == 127 * 2^X, just above */
@@ -184,10 +172,10 @@ static struct hy_tensor make_w(int64_t N, int64_t K, int extreme)
     const int64_t nb = (K + 31) / 32, rb = K / 2;
     uint8_t *d = malloc((size_t)(N * rb) + 1), *s = malloc((size_t)(N * nb) + 1);
     for (int64_t i = 0; i < N * rb; i++)
-        d[i] = (uint8_t)rnd_u32();
+        d[i] = (uint8_t)kt_rnd_u32();
     static const uint8_t ex[] = {0, 1, 2, 60, 200, 254, 255};
     for (int64_t i = 0; i < N * nb; i++)
-        s[i] = extreme && rnd_u32() % 5 == 0 ? ex[rnd_u32() % 7] : (uint8_t)(118 + rnd_u32() % 14);
+        s[i] = extreme && kt_rnd_u32() % 5 == 0 ? ex[kt_rnd_u32() % 7] : (uint8_t)(118 + kt_rnd_u32() % 14);
     return (struct hy_tensor){
         .dtype = HY_DTYPE_F4_E2M1, .rows = N, .cols = K, .data = d, .qscheme = HY_QS_MX32, .mx_scales = s};
 }
@@ -201,7 +189,7 @@ static void free_w(struct hy_tensor *W)
 static void make_x(float *x, int64_t T, int64_t K, int extreme)
 {
     for (int64_t i = 0; i < T * K; i++)
-        x[i] = rnd_f() * (extreme ? ldexpf(1.0f, (int)((i / 32) % 9) * 4 - 16) : 1.0f);
+        x[i] = kt_rnd_f() * (extreme ? ldexpf(1.0f, (int)((i / 32) % 9) * 4 - 16) : 1.0f);
     if (extreme)
         for (int64_t t = 0; t < T; t++) {
             float *r = x + t * K;
@@ -413,7 +401,7 @@ static void test_dispatch(void **state)
     /* MXFP8 weights: still the exact path (y = dot of dequantized values) */
     uint8_t d[4 * 64], s[4 * 2];
     for (int i = 0; i < 4 * 64; i++)
-        d[i] = (uint8_t)(rnd_u32() % 0x7e);
+        d[i] = (uint8_t)(kt_rnd_u32() % 0x7e);
     memset(s, 127, sizeof(s));
     struct hy_tensor W8 = {
         .dtype = HY_DTYPE_F8_E4M3, .rows = 4, .cols = 64, .data = d, .qscheme = HY_QS_MX32, .mx_scales = s};

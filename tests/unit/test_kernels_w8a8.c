@@ -23,24 +23,12 @@
 #include "kernels/kernels.h"
 #include "kernels/w8a8.h"
 #include "unit/avx512_emu.h"
+#include "kernel_test_util.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rnd_f(void)
-{
-    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
-}
 
 /* round half to even of a double, independently of the C library's rint */
 static double rne(double v)
@@ -83,9 +71,9 @@ static void test_quantizers(void **state)
     float x[300], s0, s1;
     int8_t q0[300], q1[300];
     for (int rep = 0; rep < 200; rep++) {
-        const float mag = ldexpf(1.0f, (int)(rnd_u32() % 40) - 20);
+        const float mag = ldexpf(1.0f, (int)(kt_rnd_u32() % 40) - 20);
         for (int64_t k = 0; k < K; k++)
-            x[k] = rnd_f() * mag;
+            x[k] = kt_rnd_f() * mag;
         if (rep % 3 == 0)
             x[rep % K] = (rep % 2 ? -1.0f : 1.0f) * mag * 1.5f; /* a clear amax element */
         spec_dynamic(x, K, q0, &s0);
@@ -115,7 +103,7 @@ static void test_quantizers(void **state)
     /* static: scale 0.05, offset -3; saturation both ways, ties (x / s + o = .5) to even */
     const float s_in = 0.05f, o = -3.0f;
     for (int64_t k = 0; k < K; k++)
-        x[k] = rnd_f() * 10.0f;
+        x[k] = kt_rnd_f() * 10.0f;
     x[0] = 100.0f;
     x[1] = -100.0f;
     x[2] = (0.5f + 3.0f) * s_in; /* x * (1/s) + o close to 0.5: compare with the spec's own f32 steps */
@@ -141,7 +129,7 @@ static void test_quantizers_avx2(void **state)
         for (int rep = 0; rep < 60; rep++) {
             const int64_t K = Ks[a];
             for (int64_t k = 0; k < K; k++)
-                x[k] = rnd_f() * ldexpf(1.0f, (int)(rnd_u32() % 20) - 10);
+                x[k] = kt_rnd_f() * ldexpf(1.0f, (int)(kt_rnd_u32() % 20) - 10);
             if (rep == 1)
                 memset(x, 0, sizeof(x));
             if (rep == 2)
@@ -167,7 +155,7 @@ static struct hy_tensor make_i8(int64_t N, int64_t K, int extremes)
 {
     int8_t *w = malloc((size_t)(N * K) + 1);
     for (int64_t i = 0; i < N * K; i++)
-        w[i] = (int8_t)((int)(rnd_u32() % 255) - 127);
+        w[i] = (int8_t)((int)(kt_rnd_u32() % 255) - 127);
     if (extremes)
         for (int64_t i = 0; i < N * K; i += 3)
             w[i] = (i / 3) % 2 ? 127 : -127;
@@ -188,7 +176,7 @@ static void test_dots(void **state)
             struct hy_tensor W = make_i8(N, K, (int)(T % 2));
             int8_t *q = malloc((size_t)(T * K));
             for (int64_t i = 0; i < T * K; i++)
-                q[i] = T % 3 == 0 ? (int8_t)(i % 2 ? 127 : -128) : (int8_t)((int)(rnd_u32() % 256) - 128);
+                q[i] = T % 3 == 0 ? (int8_t)(i % 2 ? 127 : -128) : (int8_t)((int)(kt_rnd_u32() % 256) - 128);
             int32_t *r = malloc((size_t)(T * N) * 4), *v = malloc((size_t)(T * N) * 4);
             hy_ref_w8a8_dots(r, N, q, T, &W, 0, N);
             for (int64_t t = 0; t < T; t++)
@@ -234,11 +222,11 @@ static void test_matmul(void **state)
     float *rs = malloc((size_t)N * 4), *x = malloc((size_t)(T * K) * 4);
     int32_t *qb = malloc((size_t)N * 4);
     for (int64_t n = 0; n < N; n++) {
-        rs[n] = (0.5f + (float)(rnd_u32() % 1000) / 1000.0f) * 1e-3f;
-        qb[n] = (int32_t)(rnd_u32() % 20001) - 10000;
+        rs[n] = (0.5f + (float)(kt_rnd_u32() % 1000) / 1000.0f) * 1e-3f;
+        qb[n] = (int32_t)(kt_rnd_u32() % 20001) - 10000;
     }
     for (int64_t i = 0; i < T * K; i++)
-        x[i] = rnd_f() * (i % 11 == 0 ? 8.0f : 1.0f);
+        x[i] = kt_rnd_f() * (i % 11 == 0 ? 8.0f : 1.0f);
     W.row_scale = rs;
     float *y = malloc((size_t)(T * N) * 4), *y1 = malloc((size_t)(T * N) * 4), *yr = malloc((size_t)(T * N) * 4);
     int8_t *q = malloc((size_t)K);
@@ -299,6 +287,7 @@ static void test_matmul(void **state)
 
 int main(void)
 {
+    kt_rng = 0x2545f4914f6cdd1dull; /* this file's own data */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantizers),
         cmocka_unit_test(test_quantizers_avx2),

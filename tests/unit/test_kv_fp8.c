@@ -26,6 +26,7 @@
 #include "kernels/kernel_table.h"
 #include "unit/kv_test_util.h"
 #include "quant/formats.h"
+#include "kernel_test_util.h"
 
 #include <math.h>
 #include <omp.h>
@@ -38,30 +39,6 @@
 static struct hy_kernel_table ref;
 static struct hy_kernel_table levels[HY_ISA_COUNT];
 static int n_levels;
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rnd_f(void)
-{
-    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
-}
-
-static double nmse(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? num / den : num;
-}
 
 static int all_finite(const float *x, int64_t n)
 {
@@ -93,10 +70,10 @@ static float ref_quant(const float *x, int n, float static_scale, int fit, uint8
  * (E4M3 subnormals after scaling). */
 static void fill_row(float *x, int n)
 {
-    const float mag = ldexpf(1.0f, (int)(rnd_u32() % 25) - 12);
+    const float mag = ldexpf(1.0f, (int)(kt_rnd_u32() % 25) - 12);
     for (int i = 0; i < n; i++) {
-        x[i] = rnd_f() * mag;
-        if (rnd_u32() % 11 == 0)
+        x[i] = kt_rnd_f() * mag;
+        if (kt_rnd_u32() % 11 == 0)
             x[i] *= 1e-4f;
     }
 }
@@ -234,7 +211,7 @@ static void test_zero_rows(void **state)
     const int32_t table[2] = {0, 1};
     float q[NH * D], o[NH * D], sc[8];
     for (int i = 0; i < NH * D; i++)
-        q[i] = rnd_f() * 4.0f;
+        q[i] = kt_rnd_f() * 4.0f;
     for (int l = -1; l < n_levels; l++) {
         const struct hy_kernel_table *t = l < 0 ? &ref : &levels[l];
         memset(o, 0xff, sizeof(o)); /* NaN pattern: every output must be written */
@@ -341,8 +318,8 @@ static void make_cache(struct hy_kv_cache *kv, enum hy_dtype dt, const float *vs
     float *k = malloc((size_t)nkv * D * 4), *v = malloc((size_t)nkv * D * 4);
     for (int32_t j = 0; j < n_ctx; j++) {
         for (int32_t i = 0; i < nkv * D; i++) {
-            k[i] = rnd_f() * 2.0f;
-            v[i] = rnd_f() * (1.0f + (float)(i / D)); /* heads of different V ranges */
+            k[i] = kt_rnd_f() * 2.0f;
+            v[i] = kt_rnd_f() * (1.0f + (float)(i / D)); /* heads of different V ranges */
         }
         if (j % 7 == 3) /* a zero K row and V row now and then */
             for (int32_t i = 0; i < D; i++)
@@ -408,18 +385,18 @@ static void test_attention_levels(void **state)
                 float *q = malloc((size_t)nh * D * 4), *o0 = malloc((size_t)nh * D * 4),
                       *o1 = malloc((size_t)nh * D * 4), *sc = malloc((size_t)n_ctx * 4);
                 for (int32_t i = 0; i < nh * D; i++)
-                    q[i] = rnd_f() * 3.0f;
+                    q[i] = kt_rnd_f() * 3.0f;
                 char what[128];
                 snprintf(what, sizeof(what), "fp8 (%s V) kv=%d heads=%d D=%d n_ctx=%d", st ? "static" : "dynamic", nkv,
                          nh, D, n_ctx);
                 oracle(&kv, q, nh, table, n_ctx, o1);
                 ref.attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o0);
-                double e = nmse(o0, o1, (int64_t)nh * D);
+                double e = kt_nmse(o0, o1, (int64_t)nh * D);
                 if (!(e <= NMSE_MAX))
                     fail_msg("%s: ref vs double oracle nmse %.3g", what, e);
                 for (int l = 0; l < n_levels; l++) {
                     levels[l].attend(KV_VIEW(&kv, 1), q, nh, table, n_ctx, sc, o1);
-                    e = nmse(o1, o0, (int64_t)nh * D);
+                    e = kt_nmse(o1, o0, (int64_t)nh * D);
                     if (!(e <= NMSE_MAX))
                         fail_msg("%s [%s]: nmse vs ref %.3g > %.3g", what, levels[l].name, e, NMSE_MAX);
                 }
@@ -452,12 +429,12 @@ static void test_attention_vs_f32(void **state)
             kv_write(&k32, 1, (int64_t)table[j / 4] * 4 + j % 4, kf + (size_t)j * nkv * D, vf + (size_t)j * nkv * D);
         float q[8 * 128], o8[8 * 128], o32[8 * 128], sc[128];
         for (int32_t i = 0; i < nh * D; i++)
-            q[i] = rnd_f() * 0.5f;
+            q[i] = kt_rnd_f() * 0.5f;
         for (int l = -1; l < n_levels; l++) {
             const struct hy_kernel_table *t = l < 0 ? &ref : &levels[l];
             t->attend(KV_VIEW(&k8, 1), q, nh, table, n_ctx, sc, o8);
             t->attend(KV_VIEW(&k32, 1), q, nh, table, n_ctx, sc, o32);
-            const double e = nmse(o8, o32, nh * D);
+            const double e = kt_nmse(o8, o32, nh * D);
             printf("fp8 (%s V) vs fp32 cache [%s]: nmse %.3g\n", st ? "static" : "dynamic", t->name, e);
             assert_true(all_finite(o8, nh * D));
             assert_true(e <= 2e-3);
@@ -468,7 +445,7 @@ static void test_attention_vs_f32(void **state)
                 k8.v_static[1][g] *= 2.0f;
             ref.attend(KV_VIEW(&k8, 1), q, nh, table, n_ctx, sc, o8);
             ref.attend(KV_VIEW(&k32, 1), q, nh, table, n_ctx, sc, o32);
-            assert_true(nmse(o8, o32, nh * D) > 0.5);
+            assert_true(kt_nmse(o8, o32, nh * D) > 0.5);
         }
         free(kf);
         free(vf);
@@ -487,7 +464,7 @@ static void test_attention_threads(void **state)
     float *q = malloc((size_t)nh * D * 4), *o1 = malloc((size_t)nh * D * 4), *o2 = malloc((size_t)nh * D * 4),
           *sc = malloc((size_t)n_ctx * 4);
     for (int32_t i = 0; i < nh * D; i++)
-        q[i] = rnd_f();
+        q[i] = kt_rnd_f();
     for (int l = -1; l < n_levels; l++) {
         const struct hy_kernel_table *k = l < 0 ? &ref : &levels[l];
         omp_set_num_threads(1);
@@ -658,6 +635,7 @@ static void test_engine_fp8(void **state)
 
 int main(void)
 {
+    kt_rng = 0x2545f4914f6cdd1dull; /* this file's own data */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_matches_reference), cmocka_unit_test(test_zero_rows),
         cmocka_unit_test(test_decode_every_byte),       cmocka_unit_test(test_init_errors_and_names),
