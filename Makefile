@@ -4,8 +4,8 @@ CC       ?= gcc
 PKGS     := libpcre2-8 jansson yaml-0.1 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-# Open MPI (libopenmpi-dev) for multi-rank runs under mpirun (src/dist/comm.c, the only user of <mpi.h>);
-# without it src/dist is a one-rank world. HY_MPI=0 builds without it where it is installed.
+# Open MPI (libopenmpi-dev) for multi-rank runs under mpirun (src/comm/comm.c, the only user of <mpi.h>);
+# without it src/comm is a one-rank world. HY_MPI=0 builds without it where it is installed.
 ifeq ($(origin HY_MPI),undefined)
 HY_MPI := $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1 || echo 0)
 endif
@@ -46,7 +46,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/hy_mpi.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(HY_MPI)' | cmp -s - $@ || echo '$(HY_MPI)' >$@
-$(BUILD)/src/dist/comm.o $(BUILD)/tests/test_comm: $(BUILD)/hy_mpi.stamp
+$(BUILD)/src/comm/comm.o $(BUILD)/tests/test_comm: $(BUILD)/hy_mpi.stamp
 FORCE:
 
 $(BUILD)/libhyinfer.a: $(LIB_OBJ)

@@ -30,7 +30,7 @@ struct hy_env_params {
     int num_threads;          /* HYINFER_NUM_THREADS: 0 = unset (OpenMP's default) */
     const char *root;         /* HYINFER_ROOT: NULL = unset (points into the environment) */
     int log_level;            /* HYINFER_LOG: enum hy_log_level (base/log.h) */
-    int dist_fault_rank;      /* HYINFER_DIST_FAULT=skip:RANK:N: RANK (>= 0), -1 = unset (dist/comm.h) */
+    int dist_fault_rank;      /* HYINFER_DIST_FAULT=skip:RANK:N: RANK (>= 0), -1 = unset (comm/comm.h) */
     long long dist_fault_nth; /* HYINFER_DIST_FAULT: N (>= 1, 1-based), 0 = unset */
     double dist_step_timeout; /* HYINFER_DIST_STEP_TIMEOUT: a step's deadline in seconds (> 0) */
 };

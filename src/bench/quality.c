@@ -2,6 +2,7 @@
 #include "bench/quality.h"
 
 #include "base/err.h"
+#include "engine/executor.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -226,14 +227,15 @@ int64_t hy_quality_tokens_needed(int32_t positions, int32_t bos)
 struct side {
     const struct hy_quality_model *q;
     struct hy_model *m;
+    struct hy_executor ex; /* runs m */
     struct hy_kv_cache kv;
     float *logits;
 };
 
 /* The KV cache of one side: the place where per-side cache options (dtype) apply. */
-static int side_kv_init(const struct side *sd, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks)
+static int side_kv_init(struct side *sd, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks)
 {
-    return hy_model_kv_cache_init_dtype(sd->m, kv, block_size, n_blocks, sd->q->kv_dtype);
+    return hy_executor_kv_cache_init(&sd->ex, kv, block_size, n_blocks, sd->q->kv_dtype);
 }
 
 int hy_quality_run(const struct hy_quality_model *qa, const struct hy_quality_model *qb, const int32_t *text,
@@ -269,6 +271,8 @@ int hy_quality_run(const struct hy_quality_model *qa, const struct hy_quality_mo
 
     const int32_t bs = 16, nb = (context + bs - 1) / bs;
     struct side sd[2] = {{.q = qa, .m = qa->m}, {.q = qb, .m = qb->m}};
+    for (int k = 0; k < 2; k++)
+        hy_executor_init(&sd[k].ex, sd[k].m);
     int32_t *win = malloc((size_t)context * sizeof(int32_t)), *tgt = malloc((size_t)context * sizeof(int32_t));
     int32_t *pos = malloc((size_t)context * sizeof(int32_t)), *seq = calloc((size_t)context, sizeof(int32_t));
     int32_t *rows = malloc((size_t)rows_per_step * sizeof(int32_t)), *table = malloc((size_t)nb * sizeof(int32_t));
@@ -326,7 +330,7 @@ int hy_quality_run(const struct hy_quality_model *qa, const struct hy_quality_mo
             const int32_t n = len - p0 < rows_per_step ? len - p0 : rows_per_step;
             struct hy_batch bt = {n, win + p0, pos + p0, slots + p0, seq, tables, n, rows, 0};
             for (int k = 0; k < 2; k++)
-                if (hy_model_forward(sd[k].m, &sd[k].kv, &bt, sd[k].logits, NULL)) {
+                if (hy_executor_forward(&sd[k].ex, &sd[k].kv, &bt, sd[k].logits, NULL)) {
                     hy_err_prefix("%s forward, window %lld, positions %d..%d", k ? "reference" : "model",
                                   (long long)s->windows - 1, p0, p0 + n - 1);
                     goto out;
@@ -341,7 +345,7 @@ out:
     for (int k = 0; k < 2; k++) {
         free(sd[k].logits);
         if (k < kv_ok)
-            hy_kv_cache_free(&sd[k].kv);
+            hy_executor_kv_cache_free(&sd[k].ex, &sd[k].kv);
     }
     free(win);
     free(tgt);

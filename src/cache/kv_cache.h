@@ -48,7 +48,7 @@ struct hy_kv_cache {
     float **v_static; /* [n_layers] -> NULL or [n_kv_heads] static V multipliers (> 0) */
     int scale_fit;    /* FP8: 1 = dynamic scales by the least-squares fit (kernels/fp8_scale.h,
                                    the default), 0 = amax / 448 (HYINFER_KV_FP8_SCALE=amax) */
-    int32_t dist_id;  /* multi-rank jobs: the id the workers know this cache by (model/lockstep.h) */
+    int32_t dist_id;  /* multi-rank jobs: the id the workers know this cache by (engine/executor.h) */
 };
 
 /* Allocates a zeroed cache of dtype F32, BF16 or F8_E4M3 (FP8 with dynamic V scales in every

@@ -3,9 +3,9 @@
  *
  * Under mpirun (`mpirun -np N hyinfer bench latency -m DIR [-tp ..] [--enable-expert-parallel] ...`, the
  * layout flags of HY_CLI_PAR_ARGS) the model is sharded (hy_cli_load_model): world rank 0 runs the
- * bench and drives every forward step, the other ranks execute them (model/lockstep.h) and never come
+ * bench and drives every forward step, the other ranks execute them (engine/executor.h) and never come
  * back here. The probes run on rank 0 only, and the bytes counted are rank 0's shard. Each prefill and
- * decode phase then also reports rank 0's collectives (dist/comm.h hy_dist_stats, the difference
+ * decode phase then also reports rank 0's collectives (comm/comm.h hy_dist_stats, the difference
  * between snapshots taken around the timed forward calls, so the process's counters and log hash are
  * left alone): calls / bytes / seconds per kind per step and per layer (/ num_hidden_layers), the
  * communication share of the step time and the overlap of the non-blocking exchanges (hidden_sec /
@@ -23,13 +23,13 @@
 #include "cli/common.h"
 
 #include "base/err.h"
-#include "model/lockstep.h"
+#include "engine/executor.h"
 #include "model/shard.h"
 #include "base/timing.h"
 #include "bench/account.h"
-#include "bench/context_fill.h"
+#include "bench/latency.h"
 #include "bench/probe.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "kernels/kernel_table.h"
 
 #include <errno.h>
@@ -43,51 +43,6 @@
 
 static const char *const STAGE_NAMES[HY_STAGE_COUNT] = {"attention", "router",  "routed_experts", "shared_expert",
                                                         "dense_mlp", "lm_head", "other"};
-
-/* Rank 0's collectives during the timed forward calls of one phase (the difference of two
- * hy_dist_stats snapshots). All zero in a one-rank process. */
-struct comm_phase {
-    int64_t calls[HY_COLL_COUNT];
-    int64_t bytes[HY_COLL_COUNT]; /* sent + received by rank 0 */
-    double sec[HY_COLL_COUNT];    /* seconds inside the calls (the blocking part of non-blocking ones) */
-    double posted_sec;            /* non-blocking: post to completion, summed */
-    double hidden_sec;            /* non-blocking: of those, overlapped with compute */
-};
-
-/* out = after - before (the counters of hy_dist_stats only grow between resets). */
-static void comm_delta(const struct hy_dist_stats *before, const struct hy_dist_stats *after, struct comm_phase *out)
-{
-    for (int k = 0; k < HY_COLL_COUNT; k++) {
-        out->calls[k] = after->calls[k] - before->calls[k];
-        out->bytes[k] = after->bytes[k] - before->bytes[k];
-        out->sec[k] = after->sec[k] - before->sec[k];
-    }
-    out->posted_sec = after->posted_sec - before->posted_sec;
-    out->hidden_sec = after->hidden_sec - before->hidden_sec;
-}
-
-struct prefill_result {
-    int32_t len;
-    double secs;
-    double stage[HY_STAGE_COUNT];
-    struct hy_bench_flops flops;
-    int64_t distinct_experts;
-    struct comm_phase comm; /* the one forward call */
-};
-
-struct decode_result {
-    int32_t batch;
-    int32_t steps;
-    double step_s;                /* mean timed step */
-    double stage[HY_STAGE_COUNT]; /* mean seconds per step */
-    struct hy_bench_bytes bytes;  /* mean per step */
-    double tokens_per_s;
-    /* read bandwidth probed just before and just after this run (GB/s), and the one its roofline uses: the
-     * larger (the probe at the start of the bench can be tens of seconds and a load away, and this VM's
-     * bandwidth swings by 2x within minutes: fractions above 1 were seen against it) */
-    double bw_before_gbs, bw_after_gbs, bw_gbs;
-    struct comm_phase comm; /* summed over the timed steps */
-};
 
 static int parse_list(const char *flag, const char *s, int32_t *out, int *n)
 {
@@ -128,219 +83,6 @@ static int parse_bytes(const char *s, size_t *out)
     return 0;
 }
 
-static uint64_t rng_next(uint64_t *st)
-{
-    uint64_t x = *st;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *st = x;
-}
-
-/* Touches one byte per page of every mapped checkpoint file so the timed runs do not pay page faults. */
-static void prefault_weights(const struct hy_model *m)
-{
-    uint64_t sum = 0;
-    for (size_t f = 0; f < m->ck.n_files; f++) {
-        const uint8_t *p = m->ck.files[f].map.data;
-        const size_t n = m->ck.files[f].map.size;
-        if (!p)
-            continue;
-#pragma omp parallel for reduction(+ : sum) schedule(static)
-        for (size_t i = 0; i < n; i += 4096)
-            sum += p[i];
-    }
-    volatile uint64_t keep = sum;
-    (void)keep;
-}
-
-static int kv_elem_bytes(const struct hy_kv_cache *kv)
-{
-    return (int)hy_dtype_size(kv->dtype);
-}
-
-/* One sequence of `len` random tokens through a fresh KV cache, logits of the last row only. */
-static int run_prefill(struct hy_model *m, enum hy_dtype kv_dtype, int32_t len, uint64_t seed, struct prefill_result *r)
-{
-    const int32_t bs = 16, nb = (len + bs - 1) / bs, V = m->cfg.vocab_size;
-    struct hy_kv_cache kv;
-    if (hy_model_kv_cache_init_dtype(m, &kv, bs, nb, kv_dtype))
-        return -1;
-    int rc = -1;
-    int32_t *ids = malloc((size_t)len * sizeof(int32_t)), *pos = malloc((size_t)len * sizeof(int32_t));
-    int32_t *seq = calloc((size_t)len, sizeof(int32_t)), *table = malloc((size_t)nb * sizeof(int32_t));
-    int64_t *slots = malloc((size_t)len * sizeof(int64_t));
-    float *logits = malloc((size_t)V * sizeof(float));
-    if (!ids || !pos || !seq || !table || !slots || !logits) {
-        hy_err_set("bench: out of memory for a %d-token prefill", len);
-        goto out;
-    }
-    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int32_t i = 0; i < len; i++) {
-        ids[i] = (int32_t)(rng_next(&st) % (uint64_t)V);
-        pos[i] = i;
-        slots[i] = i;
-    }
-    for (int32_t i = 0; i < nb; i++)
-        table[i] = i;
-    const int32_t *tables[1] = {table};
-    int32_t last = len - 1;
-    struct hy_batch b = {len, ids, pos, slots, seq, tables, 1, &last, 0};
-    hy_model_prof_reset(m);
-    const struct hy_dist_stats before = *hy_dist_stats();
-    double t0 = hy_time_now();
-    if (hy_model_forward(m, &kv, &b, logits, NULL))
-        goto out;
-    r->secs = hy_time_now() - t0;
-    comm_delta(&before, hy_dist_stats(), &r->comm);
-    r->len = len;
-    memcpy(r->stage, m->prof.sec, sizeof(r->stage));
-    int32_t *ctx = pos; /* context length of token i = i + 1 */
-    for (int32_t i = 0; i < len; i++)
-        ctx[i] = i + 1;
-    struct hy_bench_bytes by;
-    hy_bench_account(m, m->prof.expert_hits, len, ctx, 1, kv_elem_bytes(&kv), &by, &r->flops);
-    r->distinct_experts = by.distinct_experts;
-    rc = 0;
-out:
-    free(ids);
-    free(pos);
-    free(seq);
-    free(table);
-    free(slots);
-    free(logits);
-    hy_model_kv_cache_free(m, &kv);
-    return rc;
-}
-
-static void bytes_add(struct hy_bench_bytes *d, const struct hy_bench_bytes *s)
-{
-    d->embed += s->embed;
-    d->attn += s->attn;
-    d->dense_mlp += s->dense_mlp;
-    d->router += s->router;
-    d->routed += s->routed;
-    d->shared += s->shared;
-    d->norms += s->norms;
-    d->lm_head += s->lm_head;
-    d->weights += s->weights;
-    d->kv_read += s->kv_read;
-    d->distinct_experts += s->distinct_experts;
-    d->expert_selections += s->expert_selections;
-}
-
-/* `batch` sequences: a prefill of `ctx0` random tokens each (one batch, untimed; with `synthetic` the ctx0
- * cache rows are filled with random values instead, bench/context_fill.h), one untimed warm-up decode step,
- * then `steps` timed decode steps of one token per sequence, all sequences together. */
-static int run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batch, int32_t ctx0, int synthetic,
-                      int32_t steps, uint64_t seed, struct decode_result *r)
-{
-    const int32_t bs = 16, V = m->cfg.vocab_size, total = ctx0 + steps + 1, bps = (total + bs - 1) / bs;
-    const int32_t cap = batch * ctx0 > batch ? batch * ctx0 : batch;
-    struct hy_kv_cache kv;
-    if (hy_model_kv_cache_init_dtype(m, &kv, bs, batch * bps, kv_dtype))
-        return -1;
-    int rc = -1;
-    int32_t *ids = malloc((size_t)cap * sizeof(int32_t)), *pos = malloc((size_t)cap * sizeof(int32_t));
-    int32_t *seq = malloc((size_t)cap * sizeof(int32_t)), *rows = malloc((size_t)batch * sizeof(int32_t));
-    int32_t *tab = malloc((size_t)batch * (size_t)bps * sizeof(int32_t)),
-            *ctx = malloc((size_t)batch * sizeof(int32_t));
-    int64_t *slots = malloc((size_t)cap * sizeof(int64_t));
-    const int32_t **tables = malloc((size_t)batch * sizeof(*tables));
-    float *logits = malloc((size_t)batch * (size_t)V * sizeof(float));
-    if (!ids || !pos || !seq || !rows || !tab || !ctx || !slots || !tables || !logits) {
-        hy_err_set("bench: out of memory for a batch-%d decode", batch);
-        goto out;
-    }
-    for (int32_t i = 0; i < batch * bps; i++)
-        tab[i] = i;
-    for (int32_t s = 0; s < batch; s++)
-        tables[s] = tab + (size_t)s * bps;
-    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 7;
-    int32_t n = 0;
-    for (int32_t s = 0; s < batch; s++)
-        for (int32_t p = 0; p < ctx0; p++, n++) {
-            ids[n] = (int32_t)(rng_next(&st) % (uint64_t)V);
-            pos[n] = p;
-            seq[n] = s;
-            slots[n] = (int64_t)tables[s][p / bs] * bs + p % bs;
-            if (p == ctx0 - 1)
-                rows[s] = n;
-        }
-    if (ctx0 > 0 && synthetic) {
-        hy_bench_fill_context(&kv, slots, n, seed);
-    } else if (ctx0 > 0) {
-        struct hy_batch pb = {n, ids, pos, slots, seq, tables, batch, rows, 0};
-        if (hy_model_forward(m, &kv, &pb, logits, NULL))
-            goto out;
-    }
-    memset(r, 0, sizeof(*r));
-    r->batch = batch;
-    r->steps = steps;
-    double timed = 0.0;
-    struct hy_dist_stats before = *hy_dist_stats(); /* taken again before the first timed step */
-    for (int32_t k = 0; k <= steps; k++) {          /* k = 0 is the warm-up step */
-        const int32_t p = ctx0 + k;
-        for (int32_t s = 0; s < batch; s++) {
-            /* greedy next token keeps the inputs realistic; random when there are no logits yet */
-            int32_t best = 0;
-            if (k > 0 || (ctx0 > 0 && !synthetic)) {
-                const float *lr = logits + (size_t)s * V;
-                for (int32_t v = 1; v < V; v++)
-                    if (lr[v] > lr[best])
-                        best = v;
-            } else {
-                best = (int32_t)(rng_next(&st) % (uint64_t)V);
-            }
-            ids[s] = best;
-            pos[s] = p;
-            seq[s] = s;
-            slots[s] = (int64_t)tables[s][p / bs] * bs + p % bs;
-            rows[s] = s;
-            ctx[s] = p + 1;
-        }
-        struct hy_batch db = {batch, ids, pos, slots, seq, tables, batch, rows, 0};
-        hy_model_prof_reset(m);
-        if (k == 1)
-            before = *hy_dist_stats();
-        double t0 = hy_time_now();
-        if (hy_model_forward(m, &kv, &db, logits, NULL))
-            goto out;
-        double dt = hy_time_now() - t0;
-        if (k == 0)
-            continue;
-        timed += dt;
-        for (int i = 0; i < HY_STAGE_COUNT; i++)
-            r->stage[i] += m->prof.sec[i];
-        struct hy_bench_bytes by;
-        hy_bench_account(m, m->prof.expert_hits, batch, ctx, batch, kv_elem_bytes(&kv), &by, NULL);
-        bytes_add(&r->bytes, &by);
-    }
-    comm_delta(&before, hy_dist_stats(), &r->comm);
-    const double inv = steps > 0 ? 1.0 / steps : 0.0;
-    for (int i = 0; i < HY_STAGE_COUNT; i++)
-        r->stage[i] *= inv;
-    double *bf[] = {&r->bytes.embed,  &r->bytes.attn,  &r->bytes.dense_mlp, &r->bytes.router,  &r->bytes.routed,
-                    &r->bytes.shared, &r->bytes.norms, &r->bytes.lm_head,   &r->bytes.weights, &r->bytes.kv_read};
-    for (size_t i = 0; i < sizeof(bf) / sizeof(bf[0]); i++)
-        *bf[i] *= inv;
-    r->step_s = timed * inv;
-    r->tokens_per_s = timed > 0.0 ? (double)batch * steps / timed : 0.0;
-    rc = 0;
-out:
-    free(ids);
-    free(pos);
-    free(seq);
-    free(rows);
-    free(tab);
-    free(ctx);
-    free(slots);
-    free(tables);
-    free(logits);
-    hy_model_kv_cache_free(m, &kv);
-    return rc;
-}
-
 static json_t *stages_json(const double *stage)
 {
     json_t *o = json_object();
@@ -371,7 +113,7 @@ static double ratio(double a, double b)
 }
 
 /* Seconds of c summed over the kinds. */
-static double comm_seconds(const struct comm_phase *c)
+static double comm_seconds(const struct hy_bench_comm_phase *c)
 {
     double t = 0.0;
     for (int k = 0; k < HY_COLL_COUNT; k++)
@@ -381,7 +123,7 @@ static double comm_seconds(const struct comm_phase *c)
 
 /* The "comm" object of one phase: c was accumulated over `steps` forward calls of step_s seconds each
  * (the mean); per_layer divides the per-step figures by `layers`. */
-static json_t *comm_json(const struct comm_phase *c, int steps, double step_s, int layers)
+static json_t *comm_json(const struct hy_bench_comm_phase *c, int steps, double step_s, int layers)
 {
     const double inv = steps > 0 ? 1.0 / steps : 0.0, per_l = layers > 0 ? 1.0 / layers : 0.0;
     json_t *o = json_object(), *ps = json_object(), *pl = json_object();
@@ -415,7 +157,7 @@ static json_t *comm_json(const struct comm_phase *c, int steps, double step_s, i
 
 /* The table rows of one phase's collectives: one per kind used, then the total with the share of the
  * step and the non-blocking overlap. */
-static void print_comm(const char *label, const struct comm_phase *c, int steps, double step_s, int layers)
+static void print_comm(const char *label, const struct hy_bench_comm_phase *c, int steps, double step_s, int layers)
 {
     const double inv = steps > 0 ? 1.0 / steps : 0.0, per_l = layers > 0 ? 1.0 / layers : 0.0;
     char b1[32], b2[32];
@@ -539,8 +281,8 @@ int hy_cmd_bench(int argc, char **argv)
 
     /* ---- the model, loaded first so that a bad directory fails before the probes ---- */
     struct hy_model *m = NULL;
-    struct prefill_result pre[MAX_LIST];
-    struct decode_result dec[MAX_LIST];
+    struct hy_bench_prefill pre[MAX_LIST];
+    struct hy_bench_decode dec[MAX_LIST];
     memset(pre, 0, sizeof(pre));
     memset(dec, 0, sizeof(dec));
     int rc = 1;
@@ -594,7 +336,7 @@ int hy_cmd_bench(int argc, char **argv)
     int64_t rss_loaded = -1;
     if (m) {
         double t0 = hy_time_now();
-        prefault_weights(m);
+        hy_bench_prefault_weights(m);
         fprintf(stderr, "bench: loaded %s (%.2f GB of weights, load %.1f s, prefault %.1f s)\n", model_dir,
                 (double)m->ck.total_bytes / 1e9, m->load_seconds, hy_time_now() - t0);
         rss_loaded = hy_proc_rss_bytes();
@@ -615,11 +357,13 @@ int hy_cmd_bench(int argc, char **argv)
             max_ctx = ctx0 + steps + 1 > max_ctx ? ctx0 + steps + 1 : max_ctx;
         }
         max_ctx = max_t > max_ctx ? max_t : max_ctx;
-        if (hy_model_reserve(m, max_t, max_ctx))
+        struct hy_executor ex;
+        hy_executor_init(&ex, m);
+        if (hy_executor_reserve(&ex, max_t, max_ctx))
             goto fail;
     }
     for (int i = 0; i < n_plens; i++) {
-        if (run_prefill(m, kv_dtype, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
+        if (hy_bench_run_prefill(m, kv_dtype, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
             goto fail;
         fprintf(stderr, "bench: prefill %d tokens: %.3f s, %.2f tokens/s, %.1f GFLOP/s\n", plens[i], pre[i].secs,
                 plens[i] / pre[i].secs, pre[i].flops.total / pre[i].secs / 1e9);
@@ -627,7 +371,8 @@ int hy_cmd_bench(int argc, char **argv)
     for (int i = 0; i < n_batches; i++) {
         double before = 0.0, after = 0.0, unused;
         if (hy_bench_mem_bw(bw_bytes, bw_reps, &before, &unused) ||
-            run_decode(m, kv_dtype, batches[i], ctx0, synthetic, steps, (uint64_t)seed + 100 + (uint64_t)i, &dec[i]) ||
+            hy_bench_run_decode(m, kv_dtype, batches[i], ctx0, synthetic, steps, (uint64_t)seed + 100 + (uint64_t)i,
+                                &dec[i]) ||
             hy_bench_mem_bw(bw_bytes, bw_reps, &after, &unused))
             goto fail;
         dec[i].bw_before_gbs = before;
@@ -640,14 +385,14 @@ int hy_cmd_bench(int argc, char **argv)
     }
 
     /* ---- ratios ---- */
-    const struct decode_result *d1 = NULL, *dmax = NULL;
+    const struct hy_bench_decode *d1 = NULL, *dmax = NULL;
     for (int i = 0; i < n_batches; i++) {
         if (dec[i].batch == 1 && !d1)
             d1 = &dec[i];
         if (!dmax || dec[i].batch > dmax->batch)
             dmax = &dec[i];
     }
-    const struct prefill_result *p512 = NULL;
+    const struct hy_bench_prefill *p512 = NULL;
     for (int i = 0; i < n_plens; i++) /* the 512-token prefill, else the length closest to 512 */
         if (!p512 || abs(pre[i].len - 512) < abs(p512->len - 512))
             p512 = &pre[i];
@@ -939,7 +684,7 @@ out:
         fclose(jf);
     if (m) {
         hy_model_prof_enable(m, 0);
-        hy_model_free(m);
+        hy_cli_free_model(m);
     }
     return rc;
 }

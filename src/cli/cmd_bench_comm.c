@@ -1,5 +1,5 @@
 /* cmd_bench_comm.c - `mpirun -np N hyinfer bench comm`: latency and bandwidth of the job's transport
- * through the engine's own communicator (dist/comm.h), and the α (µs) / β (GB/s) of
+ * through the engine's own communicator (comm/comm.h), and the α (µs) / β (GB/s) of
  * t = α + bytes / β fitted per collective.
  *
  * Four operations, each over the message sizes --min-bytes × 4^k up to --max-bytes (default 8 B ... 16 MiB):
@@ -10,7 +10,7 @@
  *               each rank contributing a near-equal contiguous part.
  *  - alltoall:  hy_comm_alltoallv; `bytes` = what each rank sends in all (a near-equal part to every
  *               rank, itself included), and about as much is received.
- *  - allreduce: the engine's fixed-order float sum (model/forward_dist.c hy_fd_sum_rows, rebuilt here
+ *  - allreduce: the engine's fixed-order float sum (model/exchange.c hy_exchange_sum_rows, rebuilt here
  *               from hy_comm_* calls): an alltoallv hands each rank its slice of every rank's vector,
  *               the slices are added in rank order, an allgatherv puts the sum together; `bytes` = the
  *               vector length (fp32).
@@ -31,7 +31,7 @@
 
 #include "base/err.h"
 #include "base/timing.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -65,7 +65,7 @@ struct bench {
 };
 
 /* [lo, lo + n) of part i of `total` bytes split into `parts` contiguous parts: base + one more for the
- * first (total mod parts) parts (the engine's hy_part splits at floor(total * i / parts) instead). */
+ * first (total mod parts) parts (the engine's hy_shard_part splits at floor(total * i / parts) instead). */
 static void part(size_t total, int parts, int i, size_t *lo, size_t *n)
 {
     const size_t base = total / (size_t)parts, rem = total % (size_t)parts, ii = (size_t)i;

@@ -364,7 +364,7 @@ out:
     for (int k = 0; k < 2; k++) {
         free(ids[k]);
         hy_tokenizer_free(sd[k].tok);
-        hy_model_free(sd[k].m);
+        hy_cli_free_model(sd[k].m);
     }
     free(text);
     free(found);

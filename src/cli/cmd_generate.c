@@ -226,6 +226,6 @@ out:
     free(ids);
     json_decref(tools);
     hy_tokenizer_free(tok);
-    hy_model_free(m);
+    hy_cli_free_model(m);
     return rc;
 }

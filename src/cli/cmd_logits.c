@@ -5,7 +5,7 @@
 #include "cli/common.h"
 
 #include "base/err.h"
-#include "model/lockstep.h"
+#include "engine/executor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +30,10 @@ static int compute(struct hy_model *m, const int32_t *ids, int32_t n, int all, i
 {
     const int32_t V = m->cfg.vocab_size, H = m->cfg.hidden_size, bs = 16;
     int32_t nb = (n + bs - 1) / bs;
+    struct hy_executor ex;
+    hy_executor_init(&ex, m);
     struct hy_kv_cache kv;
-    if (hy_model_kv_cache_init_dtype(m, &kv, bs, nb, kv_dtype))
+    if (hy_executor_kv_cache_init(&ex, &kv, bs, nb, kv_dtype))
         return -1;
     int rc = -1;
     int32_t *pos = malloc((size_t)n * sizeof(int32_t)), *seq = calloc((size_t)n, sizeof(int32_t));
@@ -53,7 +55,7 @@ static int compute(struct hy_model *m, const int32_t *ids, int32_t n, int all, i
     }
     const int32_t *tables[1] = {table};
     struct hy_batch b = {n, ids, pos, slots, seq, tables, all ? n : 1, all ? rows : rows + n - 1, 0};
-    if (hy_model_forward(m, &kv, &b, *logits, hidden))
+    if (hy_executor_forward(&ex, &kv, &b, *logits, hidden))
         goto out;
     if (mtp && n >= 2) {
         *mtp_logits = malloc((size_t)(n - 1) * V * sizeof(float));
@@ -62,7 +64,7 @@ static int compute(struct hy_model *m, const int32_t *ids, int32_t n, int all, i
             goto out;
         }
         struct hy_batch mb = {n - 1, ids + 1, pos, slots, seq, tables, n - 1, rows, 0};
-        if (hy_model_forward_mtp(m, &kv, &mb, hidden, *mtp_logits, NULL))
+        if (hy_executor_forward_mtp(&ex, &kv, &mb, hidden, *mtp_logits, NULL))
             goto out;
     }
     rc = 0;
@@ -73,7 +75,7 @@ out:
     free(rows);
     free(slots);
     free(hidden);
-    hy_model_kv_cache_free(m, &kv);
+    hy_executor_kv_cache_free(&ex, &kv);
     return rc;
 }
 
@@ -170,6 +172,6 @@ out:
     free(logits);
     free(mtp_logits);
     hy_tokenizer_free(tok);
-    hy_model_free(m);
+    hy_cli_free_model(m);
     return rc;
 }

@@ -319,7 +319,7 @@ out:
     free(texts);
     hy_dataset_free(&ds);
     hy_tokenizer_free(tok);
-    hy_model_free(m);
+    hy_cli_free_model(m);
     hy_run_config_free(&cfg);
     return rc;
 }

@@ -4,7 +4,7 @@
 #include "cli/common.h"
 
 #include "base/err.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "server/server.h"
 
 #include <signal.h>

@@ -5,9 +5,9 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "kernels/kernel_table.h"
-#include "model/lockstep.h"
+#include "engine/executor.h"
 #include "model/place.h"
 #include "model/shard.h"
 #include "text/chat_template.h"
@@ -232,10 +232,23 @@ int hy_cli_load_model(const char *model_dir, struct hy_load_params *lp, const st
         return 0;
     signal(SIGINT, SIG_IGN); /* the leader decides when the job ends (mpirun forwards signals to all) */
     signal(SIGTERM, SIG_IGN);
-    hy_model_worker_run(*m);
+    struct hy_executor ex;
+    hy_executor_init(&ex, *m);
+    if (hy_executor_worker_run(&ex))
+        hy_dist_abort(1, "rank %d: %s", r, hy_err_msg());
     hy_model_free(*m);
     hy_dist_finalize();
     exit(0);
+}
+
+void hy_cli_free_model(struct hy_model *m)
+{
+    if (!m)
+        return;
+    struct hy_executor ex;
+    hy_executor_init(&ex, m);
+    hy_executor_exit(&ex);
+    hy_model_free(m);
 }
 
 int hy_cli_load(const char *model_dir, enum hy_compute_dtype cd, const struct hy_cli_par *p, int argc, char **argv,

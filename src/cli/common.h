@@ -79,9 +79,14 @@ int hy_cli_par_resolve(const struct hy_cli_par *p, int from_yaml, struct hy_para
  * rank first agrees on the command line and the model's config.json (hy_dist_agree; a mismatch
  * returns -1 naming the flag on every rank), loads its shard (a rank that fails ends the job with
  * MPI_Abort and its reason) and waits for all; world rank 0 then returns 0 with *m, while the other
- * ranks run the leader's steps (hy_model_worker_run) and exit the process when it is done. */
+ * ranks run the leader's steps (hy_executor_worker_run) and exit the process when it is done.
+ * Release *m with hy_cli_free_model. */
 int hy_cli_load_model(const char *model_dir, struct hy_load_params *lp, const struct hy_parallel_config *par, int argc,
                       char **argv, struct hy_model **m);
+
+/* Ends the job on every rank (under mpirun the workers return from their loop: hy_executor_exit),
+ * then frees m. m may be NULL. */
+void hy_cli_free_model(struct hy_model *m);
 
 /* hy_cli_load_model with the default load parameters for compute dtype cd and the layout of p. */
 int hy_cli_load(const char *model_dir, enum hy_compute_dtype cd, const struct hy_cli_par *p, int argc, char **argv,

@@ -9,7 +9,7 @@
 #include "base/cpu.h"
 #include "base/env.h"
 #include "base/err.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "kernels/kernel_table.h"
 
 #include <omp.h>

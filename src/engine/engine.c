@@ -4,7 +4,6 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/timing.h"
-#include "model/lockstep.h"
 #include "cache/block_pool.h"
 #include "sample/logprobs.h"
 #include "engine/runner.h"
@@ -16,6 +15,7 @@
 
 struct hy_engine {
     struct hy_model *m;          /* not owned */
+    struct hy_executor ex;       /* runs m (on every rank of a multi-rank job) */
     struct hy_engine_config cfg; /* resolved (max_model_len > 0) */
     struct hy_kv_cache kv;
     struct hy_block_pool pool;
@@ -129,6 +129,7 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
         return NULL;
     }
     e->m = m;
+    hy_executor_init(&e->ex, m);
     e->cfg = *cfg;
     if (e->cfg.max_model_len == 0)
         e->cfg.max_model_len = m->cfg.max_position_embeddings;
@@ -151,11 +152,11 @@ struct hy_engine *hy_engine_create(struct hy_model *m, const struct hy_engine_co
                                  k > 0};
     if ((k > 0 && hy_spec_init(&e->spec, &c->spec, m, c->max_num_batched_tokens, c->max_num_seqs, c->block_size)) ||
         hy_block_pool_init(&e->pool, n_blocks, c->block_size) ||
-        hy_model_kv_cache_init_dtype(m, &e->kv, c->block_size, n_blocks, c->kv_cache_dtype) ||
+        hy_executor_kv_cache_init(&e->ex, &e->kv, c->block_size, n_blocks, c->kv_cache_dtype) ||
         hy_scheduler_init(&e->sched, &sc, &e->pool, cdiv((int64_t)c->max_model_len + 1, c->block_size)) ||
         hy_runner_init(&e->runner, c->max_num_batched_tokens, c->max_num_seqs, c->block_size, m->cfg.vocab_size, k,
                        m->cfg.hidden_size) ||
-        hy_model_reserve(m, c->max_num_batched_tokens, c->max_model_len))
+        hy_executor_reserve(&e->ex, c->max_num_batched_tokens, c->max_model_len))
         goto fail;
     e->live_cap = c->max_waiting_requests + c->max_num_seqs;
     e->live = calloc((size_t)e->live_cap, sizeof(*e->live));
@@ -210,7 +211,7 @@ void hy_engine_free(struct hy_engine *e)
         hy_spec_free(&e->spec);
     hy_runner_free(&e->runner);
     hy_scheduler_free(&e->sched);
-    hy_model_kv_cache_free(e->m, &e->kv);
+    hy_executor_kv_cache_free(&e->ex, &e->kv);
     hy_block_pool_free(&e->pool);
     free(e);
 }
@@ -487,7 +488,7 @@ int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, si
         return 0;
     }
     e->runner.want_hidden = e->cfg.spec.num_speculative_tokens > 0 && hy_spec_mtp_active(&e->spec);
-    if (hy_runner_execute(&e->runner, e->m, &e->kv, plan)) {
+    if (hy_runner_execute(&e->runner, &e->ex, &e->kv, plan)) {
         fail_plan(e, plan, &n);
         *n_outs = n;
         return -1;
@@ -518,7 +519,7 @@ int hy_engine_step(struct hy_engine *e, const struct hy_engine_output **outs, si
     } else if (e->cfg.spec.num_speculative_tokens > 0) {
         for (int32_t i = 0; i < plan->n; i++)
             e->allow[i] = draft_allowance(e, &plan->entries[i]);
-        if (hy_spec_propose(&e->spec, e->m, &e->kv, plan, &e->runner, e->allow)) {
+        if (hy_spec_propose(&e->spec, &e->ex, &e->kv, plan, &e->runner, e->allow)) {
             fail_plan(e, plan, &n);
             rc = -1;
         }

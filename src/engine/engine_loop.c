@@ -24,7 +24,7 @@ struct seq {
     int has_out; /* an output was queued (the drain spares it) */
 };
 
-struct hy_srv_job {
+struct hy_engine_loop_job {
     int n;
     struct seq *seqs;
     const struct hy_engine_request *reqs; /* valid while the add is pending (submitter waits) */
@@ -33,34 +33,34 @@ struct hy_srv_job {
     char add_err[512];
     int want_abort; /* some seq has want_abort set */
     int in_cmds;    /* on the command list */
-    struct hy_srv_job *cmd_next;
-    struct hy_srv_job *act_prev, *act_next; /* active list (engine reference) */
+    struct hy_engine_loop_job *cmd_next;
+    struct hy_engine_loop_job *act_prev, *act_next; /* active list (engine reference) */
     int engine_ref;
     int handler_ref;
     int n_done;
-    struct hy_srv_out *q;
+    struct hy_engine_loop_out *q;
     size_t q_len, q_cap, q_head;
     pthread_cond_t cond;
-    void (*notify)(void *); /* hy_srv_submit_async's hook, or NULL */
+    void (*notify)(void *); /* hy_engine_loop_submit_async's hook, or NULL */
     void *notify_arg;
 };
 
-struct hy_srv_engine {
+struct hy_engine_loop {
     struct hy_engine *e;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cond; /* engine thread wakes on commands */
-    struct hy_srv_job *cmds, *cmds_tail;
-    struct hy_srv_job *active;
+    struct hy_engine_loop_job *cmds, *cmds_tail;
+    struct hy_engine_loop_job *active;
     int stop;
-    int drain; /* 1: hy_srv_engine_drain asked, 2: done */
+    int drain; /* 1: hy_engine_loop_drain asked, 2: done */
     int running;
     int joined;
     struct hy_engine_stats stats;
     int threads;
 };
 
-static void job_free(struct hy_srv_job *j)
+static void job_free(struct hy_engine_loop_job *j)
 {
     pthread_cond_destroy(&j->cond);
     free(j->seqs);
@@ -69,20 +69,20 @@ static void job_free(struct hy_srv_job *j)
 }
 
 /* Wakes the job's waiters: the condition variable and the async hook (se->mu held). */
-static void job_signal(struct hy_srv_job *j)
+static void job_signal(struct hy_engine_loop_job *j)
 {
     pthread_cond_broadcast(&j->cond);
     if (j->notify && j->handler_ref)
         j->notify(j->notify_arg);
 }
 
-static void maybe_free(struct hy_srv_job *j)
+static void maybe_free(struct hy_engine_loop_job *j)
 {
     if (!j->engine_ref && !j->handler_ref && !j->in_cmds)
         job_free(j);
 }
 
-static void enqueue_cmd(struct hy_srv_engine *se, struct hy_srv_job *j)
+static void enqueue_cmd(struct hy_engine_loop *se, struct hy_engine_loop_job *j)
 {
     if (j->in_cmds)
         return;
@@ -96,7 +96,7 @@ static void enqueue_cmd(struct hy_srv_engine *se, struct hy_srv_job *j)
     pthread_cond_signal(&se->cond);
 }
 
-static void act_remove(struct hy_srv_engine *se, struct hy_srv_job *j)
+static void act_remove(struct hy_engine_loop *se, struct hy_engine_loop_job *j)
 {
     if (j->act_prev)
         j->act_prev->act_next = j->act_next;
@@ -108,7 +108,7 @@ static void act_remove(struct hy_srv_engine *se, struct hy_srv_job *j)
 }
 
 /* A sequence finished (any way): count it; drop the engine reference when all are done. */
-static void seq_done(struct hy_srv_engine *se, struct hy_srv_job *j, int s)
+static void seq_done(struct hy_engine_loop *se, struct hy_engine_loop_job *j, int s)
 {
     if (j->seqs[s].state == SEQ_DONE)
         return;
@@ -121,14 +121,14 @@ static void seq_done(struct hy_srv_engine *se, struct hy_srv_job *j, int s)
     }
 }
 
-static int q_push(struct hy_srv_job *j, int s, const struct hy_engine_output *o)
+static int q_push(struct hy_engine_loop_job *j, int s, const struct hy_engine_output *o)
 {
     if (j->q_head > 0 && j->q_head == j->q_len) {
         j->q_head = j->q_len = 0;
     }
     if (j->q_len == j->q_cap) {
         size_t cap = j->q_cap ? j->q_cap * 2 : 16;
-        struct hy_srv_out *q = realloc(j->q, cap * sizeof(*q));
+        struct hy_engine_loop_out *q = realloc(j->q, cap * sizeof(*q));
         if (!q)
             return -1;
         j->q = q;
@@ -140,10 +140,10 @@ static int q_push(struct hy_srv_job *j, int s, const struct hy_engine_output *o)
     return 0;
 }
 
-static void process_cmds(struct hy_srv_engine *se)
+static void process_cmds(struct hy_engine_loop *se)
 {
     while (se->cmds) {
-        struct hy_srv_job *j = se->cmds;
+        struct hy_engine_loop_job *j = se->cmds;
         se->cmds = j->cmd_next;
         if (!se->cmds)
             se->cmds_tail = NULL;
@@ -198,9 +198,9 @@ static void process_cmds(struct hy_srv_engine *se)
     hy_engine_get_stats(se->e, &se->stats);
 }
 
-static struct hy_srv_job *find_seq(struct hy_srv_engine *se, uint64_t id, int *s)
+static struct hy_engine_loop_job *find_seq(struct hy_engine_loop *se, uint64_t id, int *s)
 {
-    for (struct hy_srv_job *j = se->active; j; j = j->act_next)
+    for (struct hy_engine_loop_job *j = se->active; j; j = j->act_next)
         for (int i = 0; i < j->n; i++)
             if (j->seqs[i].state == SEQ_ACTIVE && j->seqs[i].id == id) {
                 *s = i;
@@ -209,11 +209,11 @@ static struct hy_srv_job *find_seq(struct hy_srv_engine *se, uint64_t id, int *s
     return NULL;
 }
 
-/* hy_srv_engine_drain, on the engine thread: aborts every sequence without an output yet. */
-static void drain_unstarted(struct hy_srv_engine *se)
+/* hy_engine_loop_drain, on the engine thread: aborts every sequence without an output yet. */
+static void drain_unstarted(struct hy_engine_loop *se)
 {
     int n = 0;
-    for (struct hy_srv_job *j = se->active, *next; j; j = next) {
+    for (struct hy_engine_loop_job *j = se->active, *next; j; j = next) {
         next = j->act_next; /* seq_done may unlink j */
         for (int i = 0; i < j->n && j->engine_ref; i++)
             if (j->seqs[i].state == SEQ_ACTIVE && !j->seqs[i].has_out) {
@@ -236,7 +236,7 @@ static void drain_unstarted(struct hy_srv_engine *se)
 
 static void *engine_main(void *arg)
 {
-    struct hy_srv_engine *se = arg;
+    struct hy_engine_loop *se = arg;
 #ifdef _OPENMP
     if (se->threads > 0)
         omp_set_num_threads(se->threads); /* OpenMP's thread count is per thread: set it here */
@@ -264,7 +264,7 @@ static void *engine_main(void *arg)
         pthread_mutex_lock(&se->mu);
         for (size_t k = 0; k < n_outs; k++) {
             int s;
-            struct hy_srv_job *j = find_seq(se, outs[k].request_id, &s);
+            struct hy_engine_loop_job *j = find_seq(se, outs[k].request_id, &s);
             if (!j)
                 continue; /* aborted by its handler */
             if (q_push(j, s, &outs[k])) {
@@ -286,7 +286,7 @@ static void *engine_main(void *arg)
     }
     /* stopping: abort everything still active */
     while (se->active) {
-        struct hy_srv_job *j = se->active;
+        struct hy_engine_loop_job *j = se->active;
         for (int i = 0; i < j->n && j->engine_ref; i++)
             if (j->seqs[i].state != SEQ_DONE) {
                 if (j->seqs[i].state == SEQ_ACTIVE)
@@ -306,9 +306,9 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
-struct hy_srv_engine *hy_srv_engine_start(struct hy_engine *e, int threads)
+struct hy_engine_loop *hy_engine_loop_start(struct hy_engine *e, int threads)
 {
-    struct hy_srv_engine *se = calloc(1, sizeof(*se));
+    struct hy_engine_loop *se = calloc(1, sizeof(*se));
     if (!se) {
         hy_err_set("engine loop: out of memory");
         return NULL;
@@ -327,7 +327,7 @@ struct hy_srv_engine *hy_srv_engine_start(struct hy_engine *e, int threads)
     return se;
 }
 
-void hy_srv_engine_stop(struct hy_srv_engine *se)
+void hy_engine_loop_stop(struct hy_engine_loop *se)
 {
     if (!se || se->joined)
         return;
@@ -340,7 +340,7 @@ void hy_srv_engine_stop(struct hy_srv_engine *se)
     /* pending adds that never ran: fail them */
     pthread_mutex_lock(&se->mu);
     while (se->cmds) {
-        struct hy_srv_job *j = se->cmds;
+        struct hy_engine_loop_job *j = se->cmds;
         se->cmds = j->cmd_next;
         j->in_cmds = 0;
         if (j->add_pending) {
@@ -355,7 +355,7 @@ void hy_srv_engine_stop(struct hy_srv_engine *se)
     pthread_mutex_unlock(&se->mu);
 }
 
-void hy_srv_engine_drain(struct hy_srv_engine *se)
+void hy_engine_loop_drain(struct hy_engine_loop *se)
 {
     if (!se)
         return;
@@ -367,7 +367,7 @@ void hy_srv_engine_drain(struct hy_srv_engine *se)
     pthread_mutex_unlock(&se->mu);
 }
 
-void hy_srv_engine_free(struct hy_srv_engine *se)
+void hy_engine_loop_free(struct hy_engine_loop *se)
 {
     if (!se)
         return;
@@ -388,11 +388,12 @@ static void abs_deadline(struct timespec *ts, double s)
     }
 }
 
-int hy_srv_submit_async(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
-                        void (*notify)(void *), void *arg, char *err, size_t errlen)
+int hy_engine_loop_submit_async(struct hy_engine_loop *se, const struct hy_engine_request *reqs, int n,
+                                struct hy_engine_loop_job **job, void (*notify)(void *), void *arg, char *err,
+                                size_t errlen)
 {
     *job = NULL;
-    struct hy_srv_job *j = calloc(1, sizeof(*j));
+    struct hy_engine_loop_job *j = calloc(1, sizeof(*j));
     if (j)
         j->seqs = calloc((size_t)n, sizeof(struct seq));
     if (!j || !j->seqs) {
@@ -421,13 +422,13 @@ int hy_srv_submit_async(struct hy_srv_engine *se, const struct hy_engine_request
     return HY_ENGINE_OK;
 }
 
-int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs, int n, struct hy_srv_job **job,
-                  char *err, size_t errlen)
+int hy_engine_loop_submit(struct hy_engine_loop *se, const struct hy_engine_request *reqs, int n,
+                          struct hy_engine_loop_job **job, char *err, size_t errlen)
 {
-    int rc = hy_srv_submit_async(se, reqs, n, job, NULL, NULL, err, errlen);
+    int rc = hy_engine_loop_submit_async(se, reqs, n, job, NULL, NULL, err, errlen);
     if (rc != HY_ENGINE_OK)
         return rc;
-    struct hy_srv_job *j = *job;
+    struct hy_engine_loop_job *j = *job;
     pthread_mutex_lock(&se->mu);
     while (j->add_pending)
         pthread_cond_wait(&j->cond, &se->mu);
@@ -442,7 +443,7 @@ int hy_srv_submit(struct hy_srv_engine *se, const struct hy_engine_request *reqs
     return rc;
 }
 
-int hy_srv_job_status(struct hy_srv_engine *se, struct hy_srv_job *j, char *err, size_t errlen)
+int hy_engine_loop_job_status(struct hy_engine_loop *se, struct hy_engine_loop_job *j, char *err, size_t errlen)
 {
     pthread_mutex_lock(&se->mu);
     int rc = j->add_pending ? HY_SRV_ADD_PENDING : j->add_rc;
@@ -452,8 +453,8 @@ int hy_srv_job_status(struct hy_srv_engine *se, struct hy_srv_job *j, char *err,
     return rc;
 }
 
-size_t hy_srv_job_wait(struct hy_srv_engine *se, struct hy_srv_job *j, double timeout_s, struct hy_srv_out *out,
-                       size_t max, int *all_done)
+size_t hy_engine_loop_job_wait(struct hy_engine_loop *se, struct hy_engine_loop_job *j, double timeout_s,
+                               struct hy_engine_loop_out *out, size_t max, int *all_done)
 {
     pthread_mutex_lock(&se->mu);
     if (j->q_head == j->q_len && j->engine_ref && timeout_s > 0) {
@@ -471,7 +472,7 @@ size_t hy_srv_job_wait(struct hy_srv_engine *se, struct hy_srv_job *j, double ti
     return n;
 }
 
-void hy_srv_job_abort(struct hy_srv_engine *se, struct hy_srv_job *j, int seq)
+void hy_engine_loop_job_abort(struct hy_engine_loop *se, struct hy_engine_loop_job *j, int seq)
 {
     pthread_mutex_lock(&se->mu);
     int any = 0;
@@ -487,11 +488,11 @@ void hy_srv_job_abort(struct hy_srv_engine *se, struct hy_srv_job *j, int seq)
     pthread_mutex_unlock(&se->mu);
 }
 
-void hy_srv_job_release(struct hy_srv_engine *se, struct hy_srv_job *j)
+void hy_engine_loop_job_release(struct hy_engine_loop *se, struct hy_engine_loop_job *j)
 {
     if (!j)
         return;
-    hy_srv_job_abort(se, j, -1);
+    hy_engine_loop_job_abort(se, j, -1);
     pthread_mutex_lock(&se->mu);
     j->handler_ref = 0;
     j->notify = NULL;
@@ -499,7 +500,7 @@ void hy_srv_job_release(struct hy_srv_engine *se, struct hy_srv_job *j)
     pthread_mutex_unlock(&se->mu);
 }
 
-void hy_srv_engine_stats(struct hy_srv_engine *se, struct hy_engine_stats *st)
+void hy_engine_loop_stats(struct hy_engine_loop *se, struct hy_engine_stats *st)
 {
     pthread_mutex_lock(&se->mu);
     *st = se->stats;

@@ -50,7 +50,8 @@ void hy_runner_free(struct hy_runner *r)
     memset(r, 0, sizeof(*r));
 }
 
-int hy_runner_execute(struct hy_runner *r, struct hy_model *m, struct hy_kv_cache *kv, const struct hy_sched_plan *plan)
+int hy_runner_execute(struct hy_runner *r, struct hy_executor *ex, struct hy_kv_cache *kv,
+                      const struct hy_sched_plan *plan)
 {
     const int32_t bs = r->block_size;
     int32_t n = 0, n_logits = 0;
@@ -77,5 +78,5 @@ int hy_runner_execute(struct hy_runner *r, struct hy_model *m, struct hy_kv_cach
                 r->rows[n_logits++] = n - 1 - j;
     }
     struct hy_batch b = {n, r->tok, r->pos, r->slots, r->seq, r->tables, n_logits, r->rows, 0};
-    return hy_model_forward(m, kv, &b, r->logits, r->want_hidden ? r->hidden : NULL);
+    return hy_executor_forward(ex, kv, &b, r->logits, r->want_hidden ? r->hidden : NULL);
 }

@@ -3,6 +3,7 @@
 #ifndef HY_ENGINE_RUNNER_H
 #define HY_ENGINE_RUNNER_H
 
+#include "engine/executor.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
 
@@ -27,11 +28,11 @@ int hy_runner_init(struct hy_runner *r, int32_t max_tokens, int32_t max_seqs, in
                    int32_t max_drafts, int32_t hidden_size);
 void hy_runner_free(struct hy_runner *r);
 
-/* Runs the plan through hy_model_forward. On success r->logits holds, per entry with wants_logits
+/* Runs the plan through the executor's hy_model_forward. On success r->logits holds, per entry with wants_logits
  * in plan order, n_drafts + 1 rows [vocab] (its last known token, then each draft), starting at
  * row logit0[i]; with max_drafts > 0 r->hidden holds every batch row's final-normed state, entry i's
  * rows from row0[i]. Returns 0, or -1 with hy_err_msg(). */
-int hy_runner_execute(struct hy_runner *r, struct hy_model *m, struct hy_kv_cache *kv,
+int hy_runner_execute(struct hy_runner *r, struct hy_executor *ex, struct hy_kv_cache *kv,
                       const struct hy_sched_plan *plan);
 
 #endif

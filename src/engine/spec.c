@@ -109,7 +109,7 @@ static int32_t take_drafts(struct hy_spec *s, const struct hy_sched_plan *plan, 
     return next;
 }
 
-int hy_spec_propose(struct hy_spec *s, struct hy_model *m, struct hy_kv_cache *kv, const struct hy_sched_plan *plan,
+int hy_spec_propose(struct hy_spec *s, struct hy_executor *ex, struct hy_kv_cache *kv, const struct hy_sched_plan *plan,
                     const struct hy_runner *run, const int32_t *allow)
 {
     const int32_t bs = s->block_size;
@@ -145,7 +145,7 @@ int hy_spec_propose(struct hy_spec *s, struct hy_model *m, struct hy_kv_cache *k
     if (n == 0)
         return 0;
     struct hy_batch b = {n, s->tok, s->pos, s->slots, s->seq, s->tables, n_logits, s->rows, s->cfg.mtp_zero_pos0};
-    if (hy_model_forward_mtp(m, kv, &b, s->hidden_in, n_logits ? s->logits : NULL, k_max >= 2 ? s->hidden : NULL))
+    if (hy_executor_forward_mtp(ex, kv, &b, s->hidden_in, n_logits ? s->logits : NULL, k_max >= 2 ? s->hidden : NULL))
         return -1;
     /* draft 1 per allowed request, then the chain */
     int32_t live = take_drafts(s, plan, allow, n_logits, 1);
@@ -161,7 +161,7 @@ int hy_spec_propose(struct hy_spec *s, struct hy_model *m, struct hy_kv_cache *k
             s->rows[r] = r;
         }
         struct hy_batch cb = {live, s->tok, s->pos, s->slots, s->seq, s->tables, live, s->rows, s->cfg.mtp_zero_pos0};
-        if (hy_model_forward_mtp(m, kv, &cb, s->chain_in, s->logits, s->hidden))
+        if (hy_executor_forward_mtp(ex, kv, &cb, s->chain_in, s->logits, s->hidden))
             return -1;
         live = take_drafts(s, plan, allow, live, step);
     }

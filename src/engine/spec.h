@@ -80,7 +80,7 @@ int hy_spec_mtp_active(const struct hy_spec *s);
  * allow[i] (per plan entry): how many drafts entry i's request may get (0: none; its rows still go
  * through the MTP layer). Sets req->drafts / n_drafts. Returns 0, or -1 with hy_err_msg() (forward
  * error). */
-int hy_spec_propose(struct hy_spec *s, struct hy_model *m, struct hy_kv_cache *kv, const struct hy_sched_plan *plan,
+int hy_spec_propose(struct hy_spec *s, struct hy_executor *ex, struct hy_kv_cache *kv, const struct hy_sched_plan *plan,
                     const struct hy_runner *run, const int32_t *allow);
 
 /* Records a verify round of n_drafts drafts of which the first n_accepted were accepted. */

@@ -4,7 +4,6 @@
  * Ascend checkpoint's C8 int8 KV scales mapped onto them (c8_v_scales). */
 #include "model/model.h"
 
-#include "model/lockstep.h"
 #include "model/shard.h"
 
 #include "base/err.h"
@@ -226,8 +225,8 @@ size_t hy_model_kv_token_bytes(const struct hy_model *m, enum hy_dtype kv_dtype)
         return hy_kv_cache_token_bytes_mla(cache_layers(m), v->kv_lora_rank + v->qk_rope_head_dim, v4_indexer_layers(m),
                                            v->index_head_dim, dt);
     }
-    return hy_kv_cache_token_bytes(cache_layers(m), m->dist ? m->dist->nkv : m->cfg.num_key_value_heads,
-                                   m->cfg.head_dim, dt, dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
+    return hy_kv_cache_token_bytes(cache_layers(m), m->attn_kv_heads, m->cfg.head_dim, dt,
+                                   dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
 }
 
 int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks,
@@ -242,13 +241,8 @@ int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *k
         if (hy_kv_cache_init_mla(kv, cache_layers(m), c->v4.kv_lora_rank + c->v4.qk_rope_head_dim, c->v4.index_head_dim,
                                  has_v, block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype)))
             return -1;
-    } else if (hy_kv_cache_init_ex(kv, cache_layers(m), m->dist ? m->dist->nkv : c->num_key_value_heads, c->head_dim,
-                                   block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype),
-                                   (const float *const *)m->v_cache_scale, -1)) {
-        return -1;
-    }
-    if (hy_lockstep_kv_init(m, kv, block_size, n_blocks, kv_dtype)) {
-        hy_kv_cache_free(kv);
+    } else if (hy_kv_cache_init_ex(kv, cache_layers(m), m->attn_kv_heads, c->head_dim, block_size, n_blocks,
+                                   hy_model_kv_dtype(m, kv_dtype), (const float *const *)m->v_cache_scale, -1)) {
         return -1;
     }
     return 0;

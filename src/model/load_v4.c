@@ -1,6 +1,7 @@
 /* load_v4.c - binds a Hy4-preview (`hy_v4`) checkpoint to struct hy_model (spec hy4_architecture.md §13:
  * hub tensor names, BF16 matrices, F32 hc_* / sinks / selection bias; the MTP layer model.mtp_layers.0.*). */
-#include "model/load_internal.h"
+#include "model/arch.h"
+#include "model/bind.h"
 
 #include "base/err.h"
 #include "base/log.h"
@@ -22,7 +23,7 @@ static int bind_f32_named(const struct hy_model *m, const char *name, int64_t ro
     const struct hy_st_tensor *t = hy_checkpoint_find(&m->ck, name);
     if (!t)
         return hy_err_set("tensor \"%s\" is missing from the checkpoint", name);
-    return hy_ld_f32(t, rows, cols, out);
+    return hy_bind_f32(t, rows, cols, out);
 }
 
 /* W_UK^h transposed for every head: w_uk_t[h, c, d] = kv_b[h*(d_n+d_v) + d, c] (spec §6.4). */
@@ -49,18 +50,18 @@ static int bind_attention(struct hy_model *m, int L, const char *lp, int has_ind
     const int64_t H = c->hidden_size, nh = c->num_attention_heads, rq = v->q_lora_rank, rkv = v->kv_lora_rank,
                   dr = v->qk_rope_head_dim;
     char n[NAME_LEN];
-    if (hy_ld_vec(m, nm(n, lp, "input_layernorm.weight"), H, &ly->input_norm) ||
-        hy_ld_vec(m, nm(n, lp, "post_attention_layernorm.weight"), H, &ly->post_norm) ||
-        hy_ld_linear(m, L, nm(n, lp, "self_attn.q_a_proj"), rq, H, &ly->q_a) ||
-        hy_ld_vec(m, nm(n, lp, "self_attn.q_a_layernorm.weight"), rq, &ly->q_a_norm) ||
-        hy_ld_linear(m, L, nm(n, lp, "self_attn.q_b_proj"), nh * (v->qk_nope_head_dim + dr), rq, &ly->q_b) ||
-        hy_ld_linear(m, L, nm(n, lp, "self_attn.kv_a_proj_with_mqa"), rkv + dr, H, &ly->kv_a) ||
-        hy_ld_vec(m, nm(n, lp, "self_attn.kv_a_layernorm.weight"), rkv, &ly->kv_a_norm) ||
-        hy_ld_matrix(m, nm(n, lp, "self_attn.kv_b_proj.weight"), nh * (v->qk_nope_head_dim + v->v_head_dim), rkv,
-                     &ly->kv_b) ||
-        make_w_uk_t(c, ly) || hy_ld_linear(m, L, nm(n, lp, "self_attn.o_proj"), H, nh * v->v_head_dim, &ly->wo))
+    if (hy_bind_vec(m, nm(n, lp, "input_layernorm.weight"), H, &ly->input_norm) ||
+        hy_bind_vec(m, nm(n, lp, "post_attention_layernorm.weight"), H, &ly->post_norm) ||
+        hy_bind_linear(m, L, nm(n, lp, "self_attn.q_a_proj"), rq, H, &ly->q_a) ||
+        hy_bind_vec(m, nm(n, lp, "self_attn.q_a_layernorm.weight"), rq, &ly->q_a_norm) ||
+        hy_bind_linear(m, L, nm(n, lp, "self_attn.q_b_proj"), nh * (v->qk_nope_head_dim + dr), rq, &ly->q_b) ||
+        hy_bind_linear(m, L, nm(n, lp, "self_attn.kv_a_proj_with_mqa"), rkv + dr, H, &ly->kv_a) ||
+        hy_bind_vec(m, nm(n, lp, "self_attn.kv_a_layernorm.weight"), rkv, &ly->kv_a_norm) ||
+        hy_bind_matrix(m, nm(n, lp, "self_attn.kv_b_proj.weight"), nh * (v->qk_nope_head_dim + v->v_head_dim), rkv,
+                       &ly->kv_b) ||
+        make_w_uk_t(c, ly) || hy_bind_linear(m, L, nm(n, lp, "self_attn.o_proj"), H, nh * v->v_head_dim, &ly->wo))
         return -1;
-    if (v->gated && hy_ld_linear(m, L, nm(n, lp, "self_attn.linear_gate"), nh * v->v_head_dim, H, &ly->attn_gate))
+    if (v->gated && hy_bind_linear(m, L, nm(n, lp, "self_attn.linear_gate"), nh * v->v_head_dim, H, &ly->attn_gate))
         return -1;
     if (v->learnable_sink && bind_f32_named(m, nm(n, lp, "self_attn.learnable_sink_param"), nh, 0, &ly->sink))
         return -1;
@@ -68,10 +69,10 @@ static int bind_attention(struct hy_model *m, int L, const char *lp, int has_ind
         return 0;
     const int64_t HI = v->index_n_heads, dI = v->index_head_dim;
     /* the indexer stays unquantized in quantized checkpoints (as the router, hc_* and the sinks) */
-    if (hy_ld_matrix(m, nm(n, lp, "self_attn.indexer.wq_b.weight"), HI * dI, rq, &ly->idx_wq_b) ||
-        hy_ld_matrix(m, nm(n, lp, "self_attn.indexer.wk.weight"), dI, H, &ly->idx_wk) ||
-        hy_ld_vec(m, nm(n, lp, "self_attn.indexer.k_norm.weight"), dI, &ly->idx_k_norm_w) ||
-        hy_ld_vec(m, nm(n, lp, "self_attn.indexer.k_norm.bias"), dI, &ly->idx_k_norm_b) ||
+    if (hy_bind_matrix(m, nm(n, lp, "self_attn.indexer.wq_b.weight"), HI * dI, rq, &ly->idx_wq_b) ||
+        hy_bind_matrix(m, nm(n, lp, "self_attn.indexer.wk.weight"), dI, H, &ly->idx_wk) ||
+        hy_bind_vec(m, nm(n, lp, "self_attn.indexer.k_norm.weight"), dI, &ly->idx_k_norm_w) ||
+        hy_bind_vec(m, nm(n, lp, "self_attn.indexer.k_norm.bias"), dI, &ly->idx_k_norm_b) ||
         bind_f32_named(m, nm(n, lp, "self_attn.indexer.weights_proj.weight"), HI, H, &ly->idx_weights))
         return -1;
     return 0;
@@ -102,14 +103,14 @@ static int bind_mlp_of(struct hy_model *m, int L, const char *lp, int is_moe, st
 {
     ly->is_moe = is_moe;
     if (is_moe) {
-        if (hy_ld_moe(m, L, lp, ly))
+        if (hy_bind_moe(m, L, lp, ly))
             return -1;
         for (int64_t e = 0; e < m->cfg.num_experts; e++) /* routed experts only; the shared one is unclamped */
             ly->experts[e].clamp = m->cfg.v4.swiglu_limit;
         return 0;
     }
     char n[NAME_LEN];
-    return hy_ld_mlp(m, L, nm(n, lp, "mlp"), m->cfg.intermediate_size, &ly->mlp);
+    return hy_bind_mlp(m, L, nm(n, lp, "mlp"), m->cfg.intermediate_size, &ly->mlp);
 }
 
 static int bind_mtp(struct hy_model *m)
@@ -125,10 +126,10 @@ static int bind_mtp(struct hy_model *m)
     }
     struct hy_layer *ly = &m->layers[L];
     if (bind_attention(m, L, lp, c->v4.index_topk > 0, ly) || bind_mlp_of(m, L, lp, 1, ly) ||
-        hy_ld_vec(m, nm(n, lp, "enorm.weight"), H, &ly->enorm) ||
-        hy_ld_vec(m, nm(n, lp, "hnorm.weight"), H, &ly->hnorm) ||
-        hy_ld_linear(m, L, nm(n, lp, "eh_proj"), H, 2 * H, &ly->eh_proj) ||
-        hy_ld_vec(m, nm(n, lp, "final_layernorm.weight"), H, &ly->final_norm))
+        hy_bind_vec(m, nm(n, lp, "enorm.weight"), H, &ly->enorm) ||
+        hy_bind_vec(m, nm(n, lp, "hnorm.weight"), H, &ly->hnorm) ||
+        hy_bind_linear(m, L, nm(n, lp, "eh_proj"), H, 2 * H, &ly->eh_proj) ||
+        hy_bind_vec(m, nm(n, lp, "final_layernorm.weight"), H, &ly->final_norm))
         return -1;
     m->has_mtp = 1;
     return 0;
@@ -246,8 +247,9 @@ int hy_v4_bind_all(struct hy_model *m)
     const int64_t V = c->vocab_size, H = c->hidden_size, C = v->hc_mult;
     if (c->tie_word_embeddings)
         return hy_err_set("hy_v4 with tie_word_embeddings true is not supported (Hy4 has a separate lm_head)");
-    if (check_no_extra(m) || hy_ld_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
-        hy_ld_vec(m, "model.norm.weight", H, &m->final_norm) || hy_ld_matrix(m, "lm_head.weight", V, H, &m->lm_head) ||
+    if (check_no_extra(m) || hy_bind_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
+        hy_bind_vec(m, "model.norm.weight", H, &m->final_norm) ||
+        hy_bind_matrix(m, "lm_head.weight", V, H, &m->lm_head) ||
         bind_f32_named(m, "model.hc_head.hc_head_fn", C, C * H, &m->hc_head_fn) ||
         bind_f32_named(m, "model.hc_head.hc_head_base", C, 0, &m->hc_head_base) ||
         bind_f32_named(m, "model.hc_head.hc_head_scale", 1, 0, &m->hc_head_scale))
@@ -266,5 +268,5 @@ int hy_v4_bind_all(struct hy_model *m)
     }
     if (c->num_nextn_predict_layers > 0 && bind_mtp(m))
         return -1;
-    return hy_ld_inv_freq(m); /* head_dim = qk_rope_head_dim: RoPE on the last qk_rope_head_dim dims (§6.3) */
+    return hy_bind_inv_freq(m); /* head_dim = qk_rope_head_dim: RoPE on the last qk_rope_head_dim dims (§6.3) */
 }

@@ -1,8 +1,12 @@
-/* model.h - a loaded checkpoint (hy_v3 or dense llama) and its batch-first forward pass.
+/* model.h - a loaded checkpoint (Hy3 `hy_v3`, Hy4-preview `hy_v4`, or a dense Llama) and its batch-first
+ * forward pass.
  *
- * Weights point into the mmapped safetensors (zero-copy for F32/F16/BF16 matrices); only norm
- * vectors, the router and expert_bias are widened to f32 copies at load (small). Math: spec
- * hy3_architecture.md §2 (main model) and §4.1 (MTP layer); DESIGN.md §5 for the MTP row rule.
+ * Matrices keep their checkpoint encoding (F32 / F16 / BF16, FP8, MXFP8 / MXFP4, int8 W8A8) and are
+ * placed by model/place.h: copied into a huge-page arena (the default) or left in the mmapped files;
+ * only norm vectors, the router and expert_bias are widened to f32 copies at load (small). The layers
+ * of each architecture are picked through model/arch.h; under mpirun each rank holds its shard
+ * (model/shard.h) and is driven through engine/executor.h. Math: spec hy3_architecture.md §2 (main
+ * model) and §4.1 (MTP layer), hy4_architecture.md; DESIGN.md §5 for the MTP row rule.
  */
 #ifndef HY_MODEL_MODEL_H
 #define HY_MODEL_MODEL_H
@@ -97,6 +101,8 @@ enum hy_compute_dtype {
 };
 
 struct hy_forward_scratch;
+struct hy_arch_ops;
+struct hy_shard_ops;
 struct hy_model_dist;
 struct hy_comm;
 struct hy_parallel_config;
@@ -137,8 +143,11 @@ struct hy_model {
      * router_scaling_factor) of the n tokens a routed expert is about to see, before its linears are
      * observed, and with (NULL, 0) after them; NULL when not needed. */
     void (*observe_route)(void *ctx, const float *w, int64_t n);
-    struct hy_forward_scratch *fwd; /* the forward pass's activations (hy_model_reserve), owned */
-    struct hy_model_dist *dist;     /* this rank's part in an mpirun job (shard.h), owned; NULL in one process */
+    const struct hy_arch_ops *arch;       /* the architecture's layers (model/arch.h), chosen at load */
+    const struct hy_shard_ops *shard_ops; /* how the forward pass is split over ranks (model/shard.h), at load */
+    int32_t attn_heads, attn_kv_heads;    /* query / KV heads this rank computes (all of them in one process) */
+    struct hy_forward_scratch *fwd;       /* the forward pass's activations (hy_model_reserve), owned */
+    struct hy_model_dist *dist;           /* this rank's part in an mpirun job (shard.h), owned; NULL in one process */
 };
 
 /* Loads config.json (+ generation_config.json) and the safetensors of model_dir, binding every
@@ -179,7 +188,9 @@ void hy_model_prof_reset(struct hy_model *m);
  * scheduler places new sequences with it), 1 in one process. */
 int32_t hy_model_dp_groups(const struct hy_model *m);
 
-/* Creates a KV cache for the model: main layers + MTP layer, dtype from the compute mode. */
+/* Creates a KV cache for the model on this rank: main layers + MTP layer, dtype from the compute mode.
+ * Returns 0, or -1 with hy_err_msg(); hy_kv_cache_free releases it. (Under mpirun, every rank makes its
+ * copy through engine/executor.h.) */
 int hy_model_kv_cache_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks);
 
 /* KV cache dtype actually used for a --kv-cache-dtype choice: HY_DTYPE_UNKNOWN (auto) -> F32 in
@@ -230,6 +241,16 @@ int hy_model_reserve(struct hy_model *m, int64_t max_tokens, int32_t max_ctx);
 
 /* Frees the activations of hy_model_reserve (hy_model_free calls it). */
 void hy_model_release_scratch(struct hy_model *m);
+
+/* Whether batch b can run on kv as one step (mtp: through the MTP layer): ids, positions, slots and
+ * logits rows in range, and (sharded) the step fits one exchange (hy_model_check_tokens). The forward
+ * calls check the same first; a multi-rank executor checks before it sends the step. Returns 0, or
+ * -1 with hy_err_msg(). */
+int hy_model_check_step(const struct hy_model *m, const struct hy_kv_cache *kv, const struct hy_batch *b, int mtp);
+
+/* Whether steps of n_tokens tokens fit what one exchange of a sharded model carries (always in one
+ * process). Returns 0, or -1 with hy_err_msg() naming the limit and what to lower. */
+int hy_model_check_tokens(const struct hy_model *m, int64_t n_tokens);
 
 /* Main model. logits[n_logits, vocab] (fp32) when non-NULL; hidden_out[n_tokens, H] receives the
  * final-normed hidden states (the MTP input) when non-NULL. Returns 0, or -1 (bad ids/positions,

@@ -2,9 +2,9 @@
  * on their owner ranks, the shared expert overlapped with the exchange, and the combines (exact: every
  * (token, expert) output summed per token in ascending expert id, as one process does; sum: per-rank
  * partials added in rank order). */
-#include "model/forward_internal.h"
+#include "model/moe_dist.h"
 
-#include "model/forward_dist.h"
+#include "model/exchange.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,7 @@
  * rows in the exact combine, by input columns in the sum combine), y[T, H] = the whole MLP. I is the
  * full intermediate width. Exact: the hidden columns are gathered, each rank computes its output rows
  * of down_proj and those are gathered (every value is the one-rank value). */
-void hy_fwd_mlp_dist(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, int64_t I,
+void hy_moe_dist_ffn(const struct hy_model *m, const struct hy_expert *e, const float *x, int64_t T, int64_t I,
                      struct hy_comm *c, float *ga, float *gb, float *y)
 {
     struct hy_model_dist *d = m->dist;
@@ -27,14 +27,15 @@ void hy_fwd_mlp_dist(const struct hy_model *m, const struct hy_expert *e, const 
     maybe_round(m, ga, T * Il);
     if (d->sum) {
         linear(m, y, ga, T, &e->down);
-        dist_ok(hy_fd_sum_rows(d, c, y, T, H, y));
+        dist_ok(hy_exchange_sum_rows(d, c, y, T, H, y));
     } else {
-        float *full = hy_dist_buf(d, 8, (size_t)(T * I)), *part = hy_dist_buf(d, 9, (size_t)(T * H));
+        float *full = hy_shard_buf(d, HY_SLOT_FULL, (size_t)(T * I)),
+              *part = hy_shard_buf(d, HY_SLOT_PART, (size_t)(T * H));
         if (!full || !part)
             dist_ok(-1);
-        dist_ok(hy_fd_gather_cols(d, c, ga, T, I, full));
+        dist_ok(hy_exchange_gather_cols(d, c, ga, T, I, full));
         linear(m, part, full, T, &e->down);
-        dist_ok(hy_fd_gather_cols(d, c, part, T, H, y));
+        dist_ok(hy_exchange_gather_cols(d, c, part, T, H, y));
     }
     maybe_round(m, y, T * H);
 }
@@ -57,7 +58,7 @@ static int64_t routed_local(const struct hy_model *m, const struct hy_layer *ly,
     int64_t n = 0;
     for (int64_t i = 0; i < T * K; i++)
         n += s->sel[i] >= d->e0 && s->sel[i] < d->e0 + d->ne;
-    float *X = hy_dist_buf(d, 3, (size_t)(n * H)), *OUT = hy_dist_buf(d, 4, (size_t)(n * H));
+    float *X = hy_shard_buf(d, HY_SLOT_ROWS, (size_t)(n * H)), *OUT = hy_shard_buf(d, HY_SLOT_OUT, (size_t)(n * H));
     if (!X || !OUT)
         dist_ok(-1);
     int64_t r = 0;
@@ -68,10 +69,10 @@ static int64_t routed_local(const struct hy_model *m, const struct hy_layer *ly,
                 if (s->sel[t * K + j] == e)
                     memcpy(X + (r++) * H, x + t * H, (size_t)H * sizeof(float));
         if (r > r0 && d->moe_tp > 1 && !d->sum) /* the expert split over its moe_tp ranks, outputs gathered */
-            hy_fwd_mlp_dist(m, &ly->experts[e], X + r0 * H, r - r0, m->cfg.moe_intermediate_size, d->moe, s->ff_a,
+            hy_moe_dist_ffn(m, &ly->experts[e], X + r0 * H, r - r0, m->cfg.moe_intermediate_size, d->moe, s->ff_a,
                             s->ff_b, OUT + r0 * H);
         else if (r > r0)
-            hy_fwd_mlp(m, &ly->experts[e], X + r0 * H, r - r0, s->ff_a, s->ff_b, OUT + r0 * H);
+            hy_layers_mlp(m, &ly->experts[e], X + r0 * H, r - r0, s->ff_a, s->ff_b, OUT + r0 * H);
     }
     *out_rows = OUT;
     return n;
@@ -99,24 +100,24 @@ static void add_pairs(const struct hy_model *m, const struct hy_forward_scratch 
 /* The MoE block over the ranks (shard.h): routed experts on their owners, the shared expert computed
  * while the first exchange is in flight, then combined into s->y (rounded as moe_forward does).
  * Exact + all-gather: every rank receives every pair's output and sums per token in expert order.
- * Exact + all-to-all: pairs go to their token's home rank (hy_part of T), summed there, then the
+ * Exact + all-to-all: pairs go to their token's home rank (hy_shard_part of T), summed there, then the
  * token rows are gathered. Sum + all-gather: per-rank partials reduced in rank order
- * (hy_fd_sum_rows). Sum + all-to-all: partials only for the tokens a rank touched, to the home rank,
+ * (hy_exchange_sum_rows). Sum + all-to-all: partials only for the tokens a rank touched, to the home rank,
  * added in rank order, then gathered. */
-void hy_fwd_moe_dist(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
+void hy_moe_dist_moe(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
                      struct hy_forward_scratch *s)
 {
     struct hy_model_dist *d = m->dist;
     const struct hy_model_config *c = &m->cfg;
     const int64_t H = c->hidden_size, K = c->num_experts_per_tok;
     const int n = d->size, me = d->rank;
-    size_t sc[HY_DIST_MAX_RANKS], rc[HY_DIST_MAX_RANKS];
+    size_t sc[HY_SHARD_MAX_RANKS], rc[HY_SHARD_MAX_RANKS];
     float *OUT;
     const int64_t n_loc = routed_local(m, ly, x, T, s, &OUT);
     struct hy_comm_req req = {0};
     float *RECV = NULL, *SEND = NULL;
     int64_t h0, hn; /* this rank's home tokens */
-    hy_part(T, n, me, &h0, &hn);
+    hy_shard_part(T, n, me, &h0, &hn);
     memset(s->y, 0, (size_t)(T * H) * sizeof(float));
     if (!d->sum) {
         for (int r = 0; r < n; r++)
@@ -139,19 +140,19 @@ void hy_fwd_moe_dist(const struct hy_model *m, const struct hy_layer *ly, const 
         int64_t tot = 0;
         for (int r = 0; r < n; r++)
             tot += (int64_t)(rc[r] / sizeof(float));
-        RECV = hy_dist_buf(d, 6, (size_t)tot);
+        RECV = hy_shard_buf(d, HY_SLOT_XCHG, (size_t)tot);
         if (!RECV)
             dist_ok(-1);
         if (d->dispatch == HY_MOE_DISPATCH_AG) {
             dist_ok(hy_comm_iallgatherv(d->world, OUT, RECV, rc, &req));
         } else { /* regroup the local pairs by destination: home-slice by home-slice, each in (e, t) order */
-            SEND = hy_dist_buf(d, 5, (size_t)(n_loc * H));
+            SEND = hy_shard_buf(d, HY_SLOT_SEND, (size_t)(n_loc * H));
             if (!SEND)
                 dist_ok(-1);
             int64_t w = 0;
             for (int hr = 0; hr < n; hr++) {
                 int64_t a0, an, r = 0;
-                hy_part(T, n, hr, &a0, &an);
+                hy_shard_part(T, n, hr, &a0, &an);
                 for (int32_t e = d->e0; e < d->e0 + d->ne; e++)
                     for (int64_t t = 0; t < T; t++)
                         for (int64_t j = 0; j < K; j++)
@@ -168,8 +169,8 @@ void hy_fwd_moe_dist(const struct hy_model *m, const struct hy_layer *ly, const 
     double t0 = prof_start(prof);
     if (ly->shared.gate.data) { /* overlapped with the exchange above */
         hy_comm_test(&req);
-        hy_fwd_ffn(m, &ly->shared, x, T, (int64_t)c->moe_intermediate_size * c->num_shared_experts, s->ff_a, s->ff_b,
-                   s->tmp);
+        hy_layers_ffn(m, &ly->shared, x, T, (int64_t)c->moe_intermediate_size * c->num_shared_experts, s->ff_a, s->ff_b,
+                      s->tmp);
         hy_comm_test(&req);
     }
     prof_stop(prof, HY_STAGE_SHARED, t0);
@@ -178,19 +179,19 @@ void hy_fwd_moe_dist(const struct hy_model *m, const struct hy_layer *ly, const 
         add_pairs(m, s, 0, T, RECV, s->y, 0);
     } else if (!d->sum) {
         dist_ok(hy_comm_wait(&req));
-        float *home = hy_dist_buf(d, 7, (size_t)(hn * H));
+        float *home = hy_shard_buf(d, HY_SLOT_HOME, (size_t)(hn * H));
         if (!home)
             dist_ok(-1);
         memset(home, 0, (size_t)(hn * H) * sizeof(float));
         add_pairs(m, s, h0, h0 + hn, RECV, home, h0);
         for (int r = 0; r < n; r++) {
             int64_t a0, an;
-            hy_part(T, n, r, &a0, &an);
+            hy_shard_part(T, n, r, &a0, &an);
             sc[r] = (size_t)(an * H) * sizeof(float);
         }
         dist_ok(hy_comm_allgatherv(d->world, home, s->y, sc));
     } else { /* partial sums of this rank's pairs, per token in expert order */
-        float *P = hy_dist_buf(d, 5, (size_t)(T * H));
+        float *P = hy_shard_buf(d, HY_SLOT_SEND, (size_t)(T * H));
         if (!P)
             dist_ok(-1);
         memset(P, 0, (size_t)(T * H) * sizeof(float));
@@ -206,9 +207,9 @@ void hy_fwd_moe_dist(const struct hy_model *m, const struct hy_layer *ly, const 
                         }
         }
         if (d->dispatch == HY_MOE_DISPATCH_AG) {
-            dist_ok(hy_fd_sum_rows(d, d->world, P, T, H, s->y));
+            dist_ok(hy_exchange_sum_rows(d, d->world, P, T, H, s->y));
         } else { /* only the tokens each rank touched travel */
-            uint8_t *touch = (uint8_t *)hy_dist_buf(d, 7, (size_t)(T * n + 3) / 4); /* [n][T] */
+            uint8_t *touch = (uint8_t *)hy_shard_buf(d, HY_SLOT_HOME, (size_t)(T * n + 3) / 4); /* [n][T] */
             if (!touch)
                 dist_ok(-1);
             memset(touch, 0, (size_t)(T * n));
@@ -218,14 +219,15 @@ void hy_fwd_moe_dist(const struct hy_model *m, const struct hy_layer *ly, const 
                     for (int q = 0; q < d->moe_tp; q++)
                         touch[(int64_t)(o + q) * T + t] = 1;
                 }
-            float *S2 = hy_dist_buf(d, 3, (size_t)(T * H)), *R2 = hy_dist_buf(d, 6, (size_t)(n * hn * H)),
-                  *home = hy_dist_buf(d, 4, (size_t)(hn * H));
+            float *S2 = hy_shard_buf(d, HY_SLOT_ROWS, (size_t)(T * H)),
+                  *R2 = hy_shard_buf(d, HY_SLOT_XCHG, (size_t)(n * hn * H)),
+                  *home = hy_shard_buf(d, HY_SLOT_OUT, (size_t)(hn * H));
             if (!S2 || !R2 || !home)
                 dist_ok(-1);
             int64_t w = 0;
             for (int hr = 0; hr < n; hr++) {
                 int64_t a0, an, cnt = 0, cr = 0;
-                hy_part(T, n, hr, &a0, &an);
+                hy_shard_part(T, n, hr, &a0, &an);
                 for (int64_t t = a0; t < a0 + an; t++)
                     if (touch[(int64_t)me * T + t]) {
                         memcpy(S2 + (w++) * H, P + t * H, (size_t)H * sizeof(float));
@@ -248,7 +250,7 @@ void hy_fwd_moe_dist(const struct hy_model *m, const struct hy_layer *ly, const 
                     }
             for (int r = 0; r < n; r++) {
                 int64_t a0, an;
-                hy_part(T, n, r, &a0, &an);
+                hy_shard_part(T, n, r, &a0, &an);
                 sc[r] = (size_t)(an * H) * sizeof(float);
             }
             dist_ok(hy_comm_allgatherv(d->world, home, s->y, sc));

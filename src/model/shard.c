@@ -3,6 +3,7 @@
 
 #include "model/model.h"
 
+#include "base/assert.h"
 #include "base/err.h"
 #include "base/log.h"
 
@@ -10,15 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-void hy_part(int64_t total, int parts, int i, int64_t *lo, int64_t *n)
+void hy_shard_part(int64_t total, int parts, int i, int64_t *lo, int64_t *n)
 {
     const int64_t a = total * i / parts, b = total * (i + 1) / parts;
     *lo = a;
     *n = b - a;
 }
 
-float *hy_dist_buf(struct hy_model_dist *d, int slot, size_t floats)
+float *hy_shard_buf(struct hy_model_dist *d, enum hy_shard_slot slot, size_t floats)
 {
+    HY_ASSERT(slot >= 0 && slot < HY_SLOT_COUNT);
     if (floats == 0)
         floats = 1;
     if (d->cap[slot] < floats) {
@@ -117,12 +119,12 @@ static int shard_mlp(struct hy_model_dist *d, struct hy_expert *e, int parts, in
     if (!e->gate.data || parts == 1)
         return 0;
     int64_t c0, nc, r0, nr;
-    hy_part(e->gate.rows, parts, i, &c0, &nc);
+    hy_shard_part(e->gate.rows, parts, i, &c0, &nc);
     slice_rows(&e->gate, c0, nc);
     slice_rows(&e->up, c0, nc);
     if (sum)
         return slice_cols(d, &e->down, c0, nc, what);
-    hy_part(e->down.rows, parts, i, &r0, &nr);
+    hy_shard_part(e->down.rows, parts, i, &r0, &nr);
     slice_rows(&e->down, r0, nr);
     return 0;
 }
@@ -153,7 +155,7 @@ static int plan_heads(struct hy_model_dist *d, const struct hy_model_config *c)
     d->q_head0 = i * d->nh;
     d->nkv = n <= nkv ? nkv / n : 1;
     d->kv_head0 = n <= nkv ? i * d->nkv : i / (n / nkv);
-    hy_part(c->hidden_size, n, i, &d->o_row0, &d->o_rows);
+    hy_shard_part(c->hidden_size, n, i, &d->o_row0, &d->o_rows);
     return 0;
 }
 
@@ -279,8 +281,8 @@ int hy_model_shard(struct hy_model *m, struct hy_comm *world, const struct hy_pa
     d->world = world;
     d->rank = hy_comm_rank(world);
     d->size = hy_comm_size(world);
-    if (d->size > HY_DIST_MAX_RANKS)
-        return hy_err_set("dist: %d ranks; at most %d are supported", d->size, HY_DIST_MAX_RANKS);
+    if (d->size > HY_SHARD_MAX_RANKS)
+        return hy_err_set("dist: %d ranks; at most %d are supported", d->size, HY_SHARD_MAX_RANKS);
     if (hy_parallel_check(&d->par, d->size) || (c->arch == HY_ARCH_HY_V4 && check_v4_layout(d)))
         return -1;
     d->sum = d->par.combine_sum;
@@ -301,8 +303,8 @@ int hy_model_shard(struct hy_model *m, struct hy_comm *world, const struct hy_pa
         d->ne = c->num_experts / d->moe_ep;
         d->e0 = d->ep_rank * d->ne;
     }
-    hy_part(c->vocab_size, d->par.embed_tp_size, d->rank % d->par.embed_tp_size, &d->v0, &d->nv);
-    hy_part(c->vocab_size, d->par.lmhead_tp_size, d->rank % d->par.lmhead_tp_size, &d->lv0, &d->lnv);
+    hy_shard_part(c->vocab_size, d->par.embed_tp_size, d->rank % d->par.embed_tp_size, &d->v0, &d->nv);
+    hy_shard_part(c->vocab_size, d->par.lmhead_tp_size, d->rank % d->par.lmhead_tp_size, &d->lv0, &d->lnv);
     d->lm_compute = d->rank / d->par.lmhead_tp_size == 0;
     if (make_groups(d))
         return -1;
@@ -333,7 +335,7 @@ void hy_model_shard_free(struct hy_model *m)
     for (int i = 0; i < d->n_owned; i++)
         free(d->owned[i]);
     free(d->owned);
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < HY_SLOT_COUNT; i++)
         free(d->buf[i]);
     free(d->grp);
     free(d->loc_row);
@@ -356,7 +358,7 @@ int32_t hy_model_dp_groups(const struct hy_model *m)
     return m->dist ? m->dist->dp_size : 1;
 }
 
-int hy_dist_reserve(struct hy_model *m, int64_t T)
+int hy_shard_reserve(struct hy_model *m, int64_t T)
 {
     struct hy_model_dist *d = m->dist;
     const struct hy_model_config *c = &m->cfg;
@@ -367,11 +369,12 @@ int hy_dist_reserve(struct hy_model *m, int64_t T)
     wide = wide > c->intermediate_size ? wide : c->intermediate_size;
     wide = wide > shared ? wide : shared;
     const int64_t pairs = c->num_experts > 0 ? T * K * H : T * H;
-    const size_t want[10] = {(size_t)(T * wide), (size_t)(T * H), (size_t)(T * H), (size_t)pairs,      (size_t)pairs,
-                             (size_t)pairs,      (size_t)pairs,   (size_t)(T * H), (size_t)(T * wide), (size_t)(T * H)};
-    for (int i = 0; i < 10; i++) {
+    const size_t want[HY_SLOT_COUNT] = {(size_t)(T * wide), (size_t)(T * H), (size_t)(T * H), (size_t)pairs,
+                                        (size_t)pairs,      (size_t)pairs,   (size_t)pairs,   (size_t)(T * H),
+                                        (size_t)(T * wide), (size_t)(T * H)};
+    for (int i = 0; i < HY_SLOT_COUNT; i++) {
         const size_t had = d->cap[i];
-        float *b = hy_dist_buf(d, i, want[i]);
+        float *b = hy_shard_buf(d, (enum hy_shard_slot)i, want[i]);
         if (!b)
             return -1;
         if (d->cap[i] > had)
@@ -380,7 +383,7 @@ int hy_dist_reserve(struct hy_model *m, int64_t T)
     return 0;
 }
 
-int hy_dist_check_tokens(const struct hy_model *m, int64_t T)
+int hy_shard_check_tokens(const struct hy_model *m, int64_t T)
 {
     const struct hy_model_dist *d = m->dist;
     const struct hy_model_config *c = &m->cfg;

@@ -52,7 +52,7 @@ struct gen {
     int start_in_reasoning;
     struct hy_token_rules rules; /* tool_choice / parallel_tool_calls enforcement */
     struct hy_engine_request *ereqs;
-    struct hy_srv_job *job;
+    struct hy_engine_loop_job *job;
     int n;
     struct choice *ch;
     int n_finished;
@@ -69,7 +69,7 @@ struct gen {
     size_t out_off;
     int sent_done;
     int metrics_done;
-    struct hy_srv_out outs[OUT_BATCH];
+    struct hy_engine_loop_out outs[OUT_BATCH];
 };
 
 /* ---------------- helpers ---------------- */
@@ -192,7 +192,7 @@ static void feed(struct gen *g, struct choice *c, const char *t, size_t len)
             c->stop_reason = json_string(c->stop.which);
         finish_choice(g, c, "stop");
         if (g->job)
-            hy_srv_job_abort(g->s->se, g->job, c->index);
+            hy_engine_loop_job_abort(g->s->se, g->job, c->index);
     }
 }
 
@@ -208,7 +208,7 @@ static int is_markup(const struct hy_server *s, int32_t id)
     return 0;
 }
 
-static void process_output(struct gen *g, const struct hy_srv_out *so)
+static void process_output(struct gen *g, const struct hy_engine_loop_out *so)
 {
     struct choice *c = &g->ch[so->seq];
     const struct hy_engine_output *o = &so->o;
@@ -257,7 +257,7 @@ static void process_output(struct gen *g, const struct hy_srv_out *so)
 static size_t pump(struct gen *g, double timeout_s)
 {
     int all_done = 0;
-    size_t n = hy_srv_job_wait(g->s->se, g->job, timeout_s, g->outs, OUT_BATCH, &all_done);
+    size_t n = hy_engine_loop_job_wait(g->s->se, g->job, timeout_s, g->outs, OUT_BATCH, &all_done);
     for (size_t i = 0; i < n; i++)
         process_output(g, &g->outs[i]);
     if (all_done) {
@@ -295,7 +295,7 @@ static void gen_free(struct gen *g)
     if (!g)
         return;
     if (g->job)
-        hy_srv_job_release(g->s->se, g->job); /* no engine wake after this */
+        hy_engine_loop_job_release(g->s->se, g->job); /* no engine wake after this */
     if (g->wait_on)
         hy_conn_wait_fini(&g->wait);
     if (g->ch)
@@ -602,7 +602,7 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         if (gen_gone(g)) {
             hy_log_info("client disconnected; aborting %s", g->id);
-            hy_srv_job_abort(g->s->se, g->job, -1);
+            hy_engine_loop_job_abort(g->s->se, g->job, -1);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (hy_conn_wait_suspend(&g->wait))
@@ -827,7 +827,7 @@ static enum MHD_Result gen_step(struct gen *g, void **state)
     for (;;) {
         if (!g->added) {
             char err[512];
-            int rc = hy_srv_job_status(s->se, g->job, err, sizeof(err));
+            int rc = hy_engine_loop_job_status(s->se, g->job, err, sizeof(err));
             if (rc == HY_ENGINE_QUEUE_FULL) {
                 hy_oai_error_set(&e, 503, NULL,
                                  "The server is overloaded: too many requests are waiting (%d). "
@@ -937,7 +937,7 @@ enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connec
     g->wait_on = 1;
     g->fd = g->wait.fd;
     char err[512];
-    int rc = hy_srv_submit_async(s->se, g->ereqs, g->n, &g->job, hy_conn_wait_wake, &g->wait, err, sizeof(err));
+    int rc = hy_engine_loop_submit_async(s->se, g->ereqs, g->n, &g->job, hy_conn_wait_wake, &g->wait, err, sizeof(err));
     if (rc != HY_ENGINE_OK) {
         hy_oai_error_set(&e, rc == HY_ENGINE_SHUTTING_DOWN ? 503 : 400, NULL, "%s", err);
         goto fail;

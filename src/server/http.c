@@ -7,6 +7,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/timing.h"
+#include "engine/executor.h"
 #include "text/chat_template.h"
 #include "text/prompt.h"
 
@@ -125,7 +126,7 @@ static enum MHD_Result handle_metrics(struct hy_server *s, struct MHD_Connection
     struct hy_engine_stats st;
     memset(&st, 0, sizeof(st));
     if (s->se)
-        hy_srv_engine_stats(s->se, &st);
+        hy_engine_loop_stats(s->se, &st);
     struct hy_server_metrics m;
     pthread_mutex_lock(&s->mu);
     m = s->metrics;
@@ -402,7 +403,7 @@ static int load(struct hy_server *s)
     s->engine = hy_engine_create(s->model, &c->engine);
     if (!s->engine)
         return -1;
-    s->se = hy_srv_engine_start(s->engine, c->threads);
+    s->se = hy_engine_loop_start(s->engine, c->threads);
     if (!s->se)
         return -1;
     s->limits.max_model_len =
@@ -503,7 +504,7 @@ int hy_server_run(const struct hy_server_config *cfg)
     MHD_socket lfd = MHD_quiesce_daemon(d);
     if (lfd != MHD_INVALID_SOCKET)
         shutdown(lfd, SHUT_RDWR);
-    hy_srv_engine_drain(s.se);
+    hy_engine_loop_drain(s.se);
     hy_log_info("serve: shutting down: no new connections or requests; running requests get up to %.1f s",
                 cfg->shutdown_timeout_s);
     for (;;) {
@@ -519,7 +520,7 @@ int hy_server_run(const struct hy_server_config *cfg)
         usleep(10 * 1000);
     }
     /* abort leftovers: their connections resume and get an error response */
-    hy_srv_engine_stop(s.se);
+    hy_engine_loop_stop(s.se);
     double t1 = hy_time_now();
     for (;;) {
         pthread_mutex_lock(&s.mu);
@@ -535,9 +536,12 @@ int hy_server_run(const struct hy_server_config *cfg)
         close(lfd);
     hy_log_info("serve: drained in %.2f s", hy_time_now() - t0);
 out:
-    hy_srv_engine_stop(s.se);
-    hy_srv_engine_free(s.se);
+    hy_engine_loop_stop(s.se);
+    hy_engine_loop_free(s.se);
     hy_engine_free(s.engine);
+    struct hy_executor ex; /* the end of the job on every rank */
+    hy_executor_init(&ex, s.model);
+    hy_executor_exit(&ex);
     hy_model_free(s.model);
     hy_tokenizer_free(s.tok);
     free(s.waits);

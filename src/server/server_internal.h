@@ -18,7 +18,7 @@ struct hy_server {
     struct hy_tokenizer *tok;
     struct hy_model *model;
     struct hy_engine *engine;
-    struct hy_srv_engine *se;
+    struct hy_engine_loop *se;
     struct hy_oai_limits limits;
     struct hy_tool_markers markers; /* tool-call / think spellings from the vocabulary */
     int have_tool_markers;          /* 0: the vocabulary has no <tool_calls> token */

@@ -1,4 +1,4 @@
-/* comm_mpi_test.c - dist/comm.h across ranks; run by tests/dist/test_comm_mpi.sh under mpirun.
+/* comm_mpi_test.c - comm/comm.h across ranks; run by tests/dist/test_comm_mpi.sh under mpirun.
  *
  *   comm_mpi_test          every collective with rank-dependent (uneven) sizes and contents, split,
  *                          dup, non-blocking allgatherv/alltoallv, bcast_idle, the stats' log hash equal
@@ -16,7 +16,7 @@
 
 #include "base/env.h"
 #include "base/err.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 static int me, np;
 

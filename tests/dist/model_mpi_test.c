@@ -17,8 +17,8 @@
  */
 #include "base/err.h"
 #include "config/parallel.h"
-#include "dist/comm.h"
-#include "model/lockstep.h"
+#include "comm/comm.h"
+#include "engine/executor.h"
 #include "model/model.h"
 
 #include <math.h>
@@ -68,8 +68,10 @@ static int scenario(struct hy_model *m, int sc, int32_t *const *tokens, const in
                     struct run *r)
 {
     const int32_t V = m->cfg.vocab_size, H = m->cfg.hidden_size;
+    struct hy_executor ex;
+    hy_executor_init(&ex, m);
     struct hy_kv_cache kv;
-    if (hy_model_kv_cache_init(m, &kv, BS, N_SEQ * (MAX_BLOCKS + 1)))
+    if (hy_executor_kv_cache_init(&ex, &kv, BS, N_SEQ * (MAX_BLOCKS + 1), HY_DTYPE_UNKNOWN))
         return -1;
     int32_t tables[N_SEQ][MAX_BLOCKS];
     const int32_t *tp[N_SEQ];
@@ -98,7 +100,7 @@ static int scenario(struct hy_model *m, int sc, int32_t *const *tokens, const in
             }
         }
         struct hy_batch b = {n, tok, pos, slot, seq, tp, n, rows, 0};
-        rc = hy_model_forward(m, &kv, &b, lg, hid);
+        rc = hy_executor_forward(&ex, &kv, &b, lg, hid);
         const int32_t a_n = (c0 + chunk < LEN_A ? c0 + chunk : LEN_A) - c0;
         if (!rc)
             memcpy(r->logits + (int64_t)c0 * V, lg, (size_t)a_n * V * sizeof(float));
@@ -108,7 +110,7 @@ static int scenario(struct hy_model *m, int sc, int32_t *const *tokens, const in
         }
         if (!rc && mtp && c0 == 0 && sc == 0) { /* the MTP rows p = 0..LEN_A-2 of A */
             struct hy_batch mb = {LEN_A - 1, tok + 1, pos, slot, seq, tp, LEN_A - 1, rows, 0};
-            rc = hy_model_forward_mtp(m, &kv, &mb, hid, r->mtp, NULL);
+            rc = hy_executor_forward_mtp(&ex, &kv, &mb, hid, r->mtp, NULL);
         }
     }
     /* decode: A (and in the batch scenario every sequence) one token per step */
@@ -123,13 +125,13 @@ static int scenario(struct hy_model *m, int sc, int32_t *const *tokens, const in
             rows[n] = n;
         }
         struct hy_batch b = {n, tok, pos, slot, seq, tp, n, rows, 0};
-        rc = hy_model_forward(m, &kv, &b, lg, NULL);
+        rc = hy_executor_forward(&ex, &kv, &b, lg, NULL);
         if (!rc)
             memcpy(r->logits + (int64_t)(LEN_A + d) * V, lg, (size_t)V * sizeof(float));
     }
     free(lg);
     free(hid);
-    hy_model_kv_cache_free(m, &kv);
+    hy_executor_kv_cache_free(&ex, &kv);
     return rc;
 }
 
@@ -216,7 +218,10 @@ int main(int argc, char **argv)
     if (hy_model_load_ex(argv[1], &lp, &m))
         hy_dist_abort(1, "rank %d: %s", rank, hy_err_msg());
     if (rank > 0) {
-        hy_model_worker_run(m);
+        struct hy_executor ex;
+        hy_executor_init(&ex, m);
+        if (hy_executor_worker_run(&ex))
+            hy_dist_abort(1, "rank %d: %s", rank, hy_err_msg());
         hy_model_free(m);
         hy_dist_finalize();
         return 0;
@@ -290,7 +295,10 @@ int main(int argc, char **argv)
     }
     const struct hy_dist_stats *st = hy_dist_stats();
     printf("     collectives %lld, log hash %016llx\n", (long long)st->n, (unsigned long long)st->log_hash);
-    hy_model_free(m); /* releases the workers */
+    struct hy_executor ex;
+    hy_executor_init(&ex, m);
+    hy_executor_exit(&ex); /* releases the workers */
+    hy_model_free(m);
     hy_model_free(ref);
     for (int s = 0; s < N_SEQ; s++)
         free(tokens[s]);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# src/dist/comm.c across ranks under Open MPI's mpirun (tests/dist/comm_mpi_test.c):
+# src/comm/comm.c across ranks under Open MPI's mpirun (tests/dist/comm_mpi_test.c):
 #   - every collective, split, dup, the non-blocking ones, bcast_idle, equal log hashes and
 #     hy_dist_agree catching a rank-dependent value, at -np 2 and -np 4;
 #   - the hang path: HYINFER_DIST_FAULT=skip:1:3 makes rank 1 skip a collective and the watchdog

@@ -16,7 +16,7 @@
 
 #include "base/err.h"
 #include "kernels/kernel_table.h"
-#include "model/forward_internal.h"
+#include "model/hy_v4.h"
 #include "model/model.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* test_comm.c - dist/comm.h in a one-rank world (no mpirun): rank 0 of 1, the collectives as copies,
+/* test_comm.c - comm/comm.h in a one-rank world (no mpirun): rank 0 of 1, the collectives as copies,
  * split/dup, agreement, non-blocking requests, the stats (calls, bytes, the log hash), fault
  * injection, HYINFER_DIST_* parsing (base/env.h), and the watchdog left idle. The multi-rank
  * behaviour is tests/dist/test_comm_mpi.sh. */
@@ -14,7 +14,7 @@
 
 #include "base/env.h"
 #include "base/err.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 static int setup(void **state)
 {

@@ -108,13 +108,13 @@ static int teardown(void **state)
 }
 
 /* Collects a job's tokens per choice until all are done. */
-static void collect(struct hy_srv_engine *se, struct hy_srv_job *j, int n, int32_t tok[][MAXTOK], int *cnt,
+static void collect(struct hy_engine_loop *se, struct hy_engine_loop_job *j, int n, int32_t tok[][MAXTOK], int *cnt,
                     enum hy_engine_finish *fin)
 {
-    struct hy_srv_out outs[64];
+    struct hy_engine_loop_out outs[64];
     int all = 0;
     while (!all) {
-        size_t k = hy_srv_job_wait(se, j, 5.0, outs, 64, &all);
+        size_t k = hy_engine_loop_job_wait(se, j, 5.0, outs, 64, &all);
         for (size_t q = 0; q < k; q++) {
             int s = outs[q].seq;
             assert_true(s >= 0 && s < n);
@@ -129,7 +129,7 @@ static void collect(struct hy_srv_engine *se, struct hy_srv_job *j, int n, int32
 }
 
 struct thr {
-    struct hy_srv_engine *se;
+    struct hy_engine_loop *se;
     int i;
     int32_t tok[1][MAXTOK];
     int cnt[1];
@@ -140,12 +140,12 @@ static void *client(void *arg)
 {
     struct thr *t = arg;
     struct hy_engine_request r = make_req(t->i);
-    struct hy_srv_job *j;
+    struct hy_engine_loop_job *j;
     char err[256];
-    if (hy_srv_submit(t->se, &r, 1, &j, err, sizeof(err)) != HY_ENGINE_OK)
+    if (hy_engine_loop_submit(t->se, &r, 1, &j, err, sizeof(err)) != HY_ENGINE_OK)
         return NULL;
     collect(t->se, j, 1, t->tok, t->cnt, t->fin);
-    hy_srv_job_release(t->se, j);
+    hy_engine_loop_job_release(t->se, j);
     return NULL;
 }
 
@@ -153,7 +153,7 @@ static void test_concurrent_jobs(void **state)
 {
     (void)state;
     struct hy_engine *e = new_engine(64);
-    struct hy_srv_engine *se = hy_srv_engine_start(e, 0);
+    struct hy_engine_loop *se = hy_engine_loop_start(e, 0);
     assert_non_null(se);
     for (int round = 0; round < 3; round++) {
         struct thr t[NREQ];
@@ -172,12 +172,12 @@ static void test_concurrent_jobs(void **state)
         }
     }
     struct hy_engine_stats st;
-    hy_srv_engine_stats(se, &st);
+    hy_engine_loop_stats(se, &st);
     assert_int_equal(st.num_running, 0);
     assert_int_equal(st.num_blocks_used, 0);
     assert_true(st.max_batch_seqs >= 2);
-    hy_srv_engine_stop(se);
-    hy_srv_engine_free(se);
+    hy_engine_loop_stop(se);
+    hy_engine_loop_free(se);
     hy_engine_free(e);
 }
 
@@ -185,13 +185,13 @@ static void test_n_choices_and_abort(void **state)
 {
     (void)state;
     struct hy_engine *e = new_engine(64);
-    struct hy_srv_engine *se = hy_srv_engine_start(e, 0);
+    struct hy_engine_loop *se = hy_engine_loop_start(e, 0);
     struct hy_engine_request r[3] = {make_req(0), make_req(3), make_req(5)};
-    struct hy_srv_job *j;
+    struct hy_engine_loop_job *j;
     char err[256];
-    assert_int_equal(hy_srv_submit(se, r, 3, &j, err, sizeof(err)), HY_ENGINE_OK);
+    assert_int_equal(hy_engine_loop_submit(se, r, 3, &j, err, sizeof(err)), HY_ENGINE_OK);
     /* abort choice 1 right away; 0 and 2 run to the end with their own tokens */
-    hy_srv_job_abort(se, j, 1);
+    hy_engine_loop_job_abort(se, j, 1);
     int32_t tok[3][MAXTOK];
     int cnt[3] = {0};
     enum hy_engine_finish fin[3] = {0};
@@ -201,20 +201,20 @@ static void test_n_choices_and_abort(void **state)
     assert_memory_equal(tok[0], ref[0], sizeof(ref[0]));
     assert_memory_equal(tok[2], ref[5], sizeof(ref[5]));
     assert_true(cnt[1] < MAXTOK);
-    hy_srv_job_release(se, j);
+    hy_engine_loop_job_release(se, j);
 
     /* release early: blocks come back */
     struct hy_engine_request big = make_req(3);
     big.params.max_new_tokens = 90;
-    assert_int_equal(hy_srv_submit(se, &big, 1, &j, err, sizeof(err)), HY_ENGINE_OK);
-    struct hy_srv_out outs[8];
+    assert_int_equal(hy_engine_loop_submit(se, &big, 1, &j, err, sizeof(err)), HY_ENGINE_OK);
+    struct hy_engine_loop_out outs[8];
     int all = 0;
-    while (hy_srv_job_wait(se, j, 5.0, outs, 8, &all) == 0 && !all)
+    while (hy_engine_loop_job_wait(se, j, 5.0, outs, 8, &all) == 0 && !all)
         ;
-    hy_srv_job_release(se, j);
+    hy_engine_loop_job_release(se, j);
     struct hy_engine_stats st;
     for (int i = 0; i < 500; i++) {
-        hy_srv_engine_stats(se, &st);
+        hy_engine_loop_stats(se, &st);
         if (st.num_running == 0 && st.num_blocks_used == 0)
             break;
         usleep(10000);
@@ -227,22 +227,22 @@ static void test_n_choices_and_abort(void **state)
     struct hy_engine_request bad = make_req(0);
     bad.prompt_ids = bad_ids;
     bad.n_prompt = 2;
-    assert_int_equal(hy_srv_submit(se, &bad, 1, &j, err, sizeof(err)), HY_ENGINE_ERROR);
+    assert_int_equal(hy_engine_loop_submit(se, &bad, 1, &j, err, sizeof(err)), HY_ENGINE_ERROR);
     assert_null(j);
     assert_true(strlen(err) > 0);
 
     /* stop with a job still running: its wait ends with all choices done */
     big.params.max_new_tokens = 100;
-    assert_int_equal(hy_srv_submit(se, &big, 1, &j, err, sizeof(err)), HY_ENGINE_OK);
-    hy_srv_engine_stop(se);
+    assert_int_equal(hy_engine_loop_submit(se, &big, 1, &j, err, sizeof(err)), HY_ENGINE_OK);
+    hy_engine_loop_stop(se);
     all = 0;
     for (int i = 0; i < 100 && !all; i++)
-        hy_srv_job_wait(se, j, 0.1, outs, 8, &all);
+        hy_engine_loop_job_wait(se, j, 0.1, outs, 8, &all);
     assert_true(all);
-    hy_srv_job_release(se, j);
+    hy_engine_loop_job_release(se, j);
     /* after stop: a code the server maps to 503, not a message to match */
-    assert_int_equal(hy_srv_submit(se, &big, 1, &j, err, sizeof(err)), HY_ENGINE_SHUTTING_DOWN);
-    hy_srv_engine_free(se);
+    assert_int_equal(hy_engine_loop_submit(se, &big, 1, &j, err, sizeof(err)), HY_ENGINE_SHUTTING_DOWN);
+    hy_engine_loop_free(se);
     hy_engine_free(e);
 }
 
@@ -250,33 +250,33 @@ static void test_queue_full(void **state)
 {
     (void)state;
     struct hy_engine *e = new_engine(1);
-    struct hy_srv_engine *se = hy_srv_engine_start(e, 0);
+    struct hy_engine_loop *se = hy_engine_loop_start(e, 0);
     /* max_waiting_requests 1: a job of two choices is added in one go (no step in between), so the
      * second add finds one waiting and is refused; the first is rolled back */
     struct hy_engine_request r[2] = {make_req(1), make_req(2)};
-    struct hy_srv_job *j;
+    struct hy_engine_loop_job *j;
     char err[256];
-    assert_int_equal(hy_srv_submit(se, r, 2, &j, err, sizeof(err)), HY_ENGINE_QUEUE_FULL);
+    assert_int_equal(hy_engine_loop_submit(se, r, 2, &j, err, sizeof(err)), HY_ENGINE_QUEUE_FULL);
     assert_null(j);
     struct hy_engine_stats st;
     for (int i = 0; i < 200; i++) {
-        hy_srv_engine_stats(se, &st);
+        hy_engine_loop_stats(se, &st);
         if (st.num_waiting + st.num_running == 0)
             break;
         usleep(10000);
     }
     assert_int_equal(st.num_waiting + st.num_running, 0);
     /* one choice fits */
-    assert_int_equal(hy_srv_submit(se, r, 1, &j, err, sizeof(err)), HY_ENGINE_OK);
+    assert_int_equal(hy_engine_loop_submit(se, r, 1, &j, err, sizeof(err)), HY_ENGINE_OK);
     int32_t tok[1][MAXTOK];
     int cnt[1] = {0};
     enum hy_engine_finish fin[1] = {0};
     collect(se, j, 1, tok, cnt, fin);
     assert_int_equal(cnt[0], MAXTOK);
     assert_memory_equal(tok[0], ref[1], sizeof(ref[1]));
-    hy_srv_job_release(se, j);
-    hy_srv_engine_stop(se);
-    hy_srv_engine_free(se);
+    hy_engine_loop_job_release(se, j);
+    hy_engine_loop_stop(se);
+    hy_engine_loop_free(se);
     hy_engine_free(e);
 }
 
@@ -287,12 +287,12 @@ static void count_notify(void *arg)
     __atomic_add_fetch((int *)arg, 1, __ATOMIC_RELAXED);
 }
 
-static int wait_status(struct hy_srv_engine *se, struct hy_srv_job *j)
+static int wait_status(struct hy_engine_loop *se, struct hy_engine_loop_job *j)
 {
     char err[256];
     int rc = HY_SRV_ADD_PENDING;
     for (int i = 0; i < 500 && rc == HY_SRV_ADD_PENDING; i++) {
-        rc = hy_srv_job_status(se, j, err, sizeof(err));
+        rc = hy_engine_loop_job_status(se, j, err, sizeof(err));
         if (rc == HY_SRV_ADD_PENDING)
             usleep(2000);
     }
@@ -310,43 +310,48 @@ static void test_async_and_drain(void **state)
     c.max_waiting_requests = 1;
     struct hy_engine *e = hy_engine_create(model, &c);
     assert_non_null(e);
-    struct hy_srv_engine *se = hy_srv_engine_start(e, 0);
+    struct hy_engine_loop *se = hy_engine_loop_start(e, 0);
     char err[256];
     /* queue full comes through the status, later */
     struct hy_engine_request two[2] = {make_req(1), make_req(2)};
-    struct hy_srv_job *jf;
-    assert_int_equal(hy_srv_submit_async(se, two, 2, &jf, count_notify, &notified, err, sizeof(err)), HY_ENGINE_OK);
+    struct hy_engine_loop_job *jf;
+    assert_int_equal(hy_engine_loop_submit_async(se, two, 2, &jf, count_notify, &notified, err, sizeof(err)),
+                     HY_ENGINE_OK);
     assert_int_equal(wait_status(se, jf), HY_ENGINE_QUEUE_FULL);
     assert_true(__atomic_load_n(&notified, __ATOMIC_RELAXED) >= 1);
-    hy_srv_job_release(se, jf);
+    hy_engine_loop_job_release(se, jf);
     /* a released async job is dropped or aborted: no leak, no touch of its requests */
     struct hy_engine_request gone = make_req(4);
-    assert_int_equal(hy_srv_submit_async(se, &gone, 1, &jf, count_notify, &notified, err, sizeof(err)), HY_ENGINE_OK);
-    hy_srv_job_release(se, jf);
+    assert_int_equal(hy_engine_loop_submit_async(se, &gone, 1, &jf, count_notify, &notified, err, sizeof(err)),
+                     HY_ENGINE_OK);
+    hy_engine_loop_job_release(se, jf);
     memset(&gone, 0xff, sizeof(gone));
     /* A runs (long), B waits */
     struct hy_engine_request ra = make_req(0), rb = make_req(3);
     ra.params.max_new_tokens = 100;
-    struct hy_srv_job *ja, *jb;
-    assert_int_equal(hy_srv_submit_async(se, &ra, 1, &ja, count_notify, &notified, err, sizeof(err)), HY_ENGINE_OK);
+    struct hy_engine_loop_job *ja, *jb;
+    assert_int_equal(hy_engine_loop_submit_async(se, &ra, 1, &ja, count_notify, &notified, err, sizeof(err)),
+                     HY_ENGINE_OK);
     assert_int_equal(wait_status(se, ja), HY_ENGINE_OK);
-    struct hy_srv_out outs[128];
+    struct hy_engine_loop_out outs[128];
     int all = 0, na = 0;
     int32_t toka[128];
     enum hy_engine_finish fina = HY_ENGINE_RUNNING;
     while (na == 0) {
-        size_t k = hy_srv_job_wait(se, ja, 5.0, outs, 128, &all);
+        size_t k = hy_engine_loop_job_wait(se, ja, 5.0, outs, 128, &all);
         for (size_t q = 0; q < k; q++)
             if (outs[q].o.token_id >= 0)
                 toka[na++] = outs[q].o.token_id;
         assert_false(all);
     }
-    assert_int_equal(hy_srv_submit_async(se, &rb, 1, &jb, count_notify, &notified, err, sizeof(err)), HY_ENGINE_OK);
+    assert_int_equal(hy_engine_loop_submit_async(se, &rb, 1, &jb, count_notify, &notified, err, sizeof(err)),
+                     HY_ENGINE_OK);
     assert_int_equal(wait_status(se, jb), HY_ENGINE_OK);
-    hy_srv_engine_drain(se);
-    struct hy_srv_job *jc;
-    assert_int_equal(hy_srv_submit_async(se, &rb, 1, &jc, NULL, NULL, err, sizeof(err)), HY_ENGINE_SHUTTING_DOWN);
-    assert_int_equal(hy_srv_submit(se, &rb, 1, &jc, err, sizeof(err)), HY_ENGINE_SHUTTING_DOWN);
+    hy_engine_loop_drain(se);
+    struct hy_engine_loop_job *jc;
+    assert_int_equal(hy_engine_loop_submit_async(se, &rb, 1, &jc, NULL, NULL, err, sizeof(err)),
+                     HY_ENGINE_SHUTTING_DOWN);
+    assert_int_equal(hy_engine_loop_submit(se, &rb, 1, &jc, err, sizeof(err)), HY_ENGINE_SHUTTING_DOWN);
     /* B: aborted without a token */
     int32_t tokb[1][MAXTOK];
     int cntb[1] = {0};
@@ -356,7 +361,7 @@ static void test_async_and_drain(void **state)
     assert_int_equal(finb[0], HY_ENGINE_FINISHED_ABORT);
     /* A runs on to its end */
     while (!all) {
-        size_t k = hy_srv_job_wait(se, ja, 5.0, outs, 128, &all);
+        size_t k = hy_engine_loop_job_wait(se, ja, 5.0, outs, 128, &all);
         for (size_t q = 0; q < k; q++) {
             if (outs[q].o.token_id >= 0 && na < 128)
                 toka[na++] = outs[q].o.token_id;
@@ -367,10 +372,10 @@ static void test_async_and_drain(void **state)
     assert_int_equal(na, 100);
     assert_int_equal(fina, HY_ENGINE_FINISHED_LENGTH);
     assert_memory_equal(toka, ref[0], sizeof(ref[0]));
-    hy_srv_job_release(se, ja);
-    hy_srv_job_release(se, jb);
-    hy_srv_engine_stop(se);
-    hy_srv_engine_free(se);
+    hy_engine_loop_job_release(se, ja);
+    hy_engine_loop_job_release(se, jb);
+    hy_engine_loop_stop(se);
+    hy_engine_loop_free(se);
     hy_engine_free(e);
 }
 

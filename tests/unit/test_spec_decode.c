@@ -19,7 +19,6 @@
 
 #include "base/err.h"
 #include "engine/engine.h"
-#include "model/lockstep.h"
 #include "text/tokenizer.h"
 
 #include <math.h>
@@ -321,7 +320,7 @@ static void replay_k1(struct hy_model *m, const int32_t *seq, int32_t n_prompt, 
     free(hidden);
     free(lg);
     free(arg);
-    hy_model_kv_cache_free(m, &kv);
+    hy_kv_cache_free(&kv);
 }
 
 static void test_live_acceptance_equals_replay(void **state)
@@ -521,7 +520,7 @@ static void test_chi_square_verified_row(void **state)
             for (int32_t v = 0; v < V; v++)
                 p2[v] += p1[x1] * pc[v];
     }
-    hy_model_kv_cache_free(m, &kv);
+    hy_kv_cache_free(&kv);
     struct hy_engine_config c;
     config(&c, 1, 1, 512, 64);
     c.max_waiting_requests = N;

@@ -1,4 +1,4 @@
-/* forward_v4.c - the Hy4-preview (`hy_v4`) layers over the paged MLA cache (spec hy4_architecture.md).
+/* hy_v4.c - the Hy4-preview (`hy_v4`) layers over the paged MLA cache (spec hy4_architecture.md).
  *
  * Batch-first like Hy3: every token writes its cache rows at its slot, then attends to its own sequence
  * through the block table. Per layer (§2): HC-pre over the hc_mult residual streams (kept in fp32, as
@@ -14,8 +14,9 @@
  * indexer scores, top-k and the softmax loop over one token's own keys in position order, so fp32
  * logits are batch- and chunk-invariant. Top-k ties: the earlier position wins.
  */
-#include "model/forward_dist.h"
-#include "model/forward_internal.h"
+#include "model/arch.h"
+#include "model/hy_v4.h"
+#include "model/layers.h"
 #include "model/load_quant.h"
 
 #include "base/err.h"
@@ -65,8 +66,9 @@ struct hy_v4_scratch {
     int32_t max_ctx;
 };
 
-void hy_v4_scratch_free(struct hy_v4_scratch *v)
+static void v4_scratch_free(void *p)
 {
+    struct hy_v4_scratch *v = p;
     if (!v)
         return;
     float *fs[] = {v->mix, v->post, v->hc_y, v->cq, v->qf, v->kva,   v->qa,   v->qn, v->qt,    v->obar, v->oh,
@@ -79,7 +81,7 @@ void hy_v4_scratch_free(struct hy_v4_scratch *v)
     free(v);
 }
 
-struct hy_v4_scratch *hy_v4_scratch_new(const struct hy_model *m, int64_t T, int32_t max_ctx)
+static void *v4_scratch_new(const struct hy_model *m, int64_t T, int32_t max_ctx)
 {
     const struct hy_model_config *c = &m->cfg;
     const struct hy_v4_config *v = &c->v4;
@@ -119,7 +121,7 @@ struct hy_v4_scratch *hy_v4_scratch_new(const struct hy_model *m, int64_t T, int
     if (!s->mix || !s->post || !s->hc_y || !s->cq || !s->qf || !s->kva || !s->qa || !s->qn || !s->qt || !s->obar ||
         !s->oh || !s->att || !s->gate || !s->iq || !s->ik || !s->iw || !s->sel || !s->n_sel || !s->score || !s->heap ||
         !s->keys || !s->lg || !s->ikeys || !s->isc) {
-        hy_v4_scratch_free(s);
+        v4_scratch_free(s);
         return NULL;
     }
     return s;
@@ -195,11 +197,11 @@ static void hc_post(const struct hy_model *m, float *X, int64_t T, const float *
         }
 }
 
-void hy_v4_hc_head(const struct hy_model *m, const float *X, int64_t T, struct hy_forward_scratch *s, float *h)
+static void hc_head(const struct hy_model *m, const float *X, int64_t T, struct hy_forward_scratch *s, float *h)
 {
     const struct hy_v4_config *c4 = &m->cfg.v4;
     const int64_t C = c4->hc_mult, H = m->cfg.hidden_size;
-    struct hy_v4_scratch *v = s->v4;
+    struct hy_v4_scratch *v = s->arch;
     hc_mix(m, X, T, m->hc_head_fn, C, v->mix);
     for (int64_t t = 0; t < T; t++) {
         float g[64];
@@ -385,11 +387,9 @@ static void mla(const struct hy_model *m, struct hy_kv_cache *kv, int L, const s
     const struct hy_model_config *c = &m->cfg;
     const struct hy_v4_config *c4 = &c->v4;
     const struct hy_layer *ly = &m->layers[L];
-    struct hy_v4_scratch *v = s->v4;
-    struct hy_model_dist *d = m->dist;
-    const int64_t T = b->n_tokens, nh = d ? d->nh : c->num_attention_heads, dn = c4->qk_nope_head_dim,
-                  dr = c4->qk_rope_head_dim, dqk = dn + dr, rkv = c4->kv_lora_rank, kw = rkv + dr, dv = c4->v_head_dim,
-                  rq = c4->q_lora_rank;
+    struct hy_v4_scratch *v = s->arch;
+    const int64_t T = b->n_tokens, nh = m->attn_heads, dn = c4->qk_nope_head_dim, dr = c4->qk_rope_head_dim,
+                  dqk = dn + dr, rkv = c4->kv_lora_rank, kw = rkv + dr, dv = c4->v_head_dim, rq = c4->q_lora_rank;
     linear(m, v->cq, u, T, &ly->q_a);
     hy_rmsnorm(v->cq, v->cq, ly->q_a_norm, T, rq, c->rms_norm_eps);
     maybe_round(m, v->cq, T * rq);
@@ -473,23 +473,7 @@ static void mla(const struct hy_model *m, struct hy_kv_cache *kv, int L, const s
             v->att[i] *= sigmoidf(v->gate[i]);
         maybe_round(m, v->att, T * nh * dv);
     }
-    if (d && d->par.attn_tp_size > 1) { /* this rank's heads (shard.c): as Hy3's attention (forward.c) */
-        const int64_t H = c->hidden_size;
-        if (d->sum) { /* o_proj on this rank's head columns, partials added in rank order */
-            linear(m, out, v->att, T, &ly->wo);
-            dist_ok(hy_fd_sum_rows(d, d->attn, out, T, H, out));
-        } else { /* every head's output gathered, this rank's o_proj rows, gathered */
-            float *full = hy_dist_buf(d, 8, (size_t)(T * c->num_attention_heads * dv)),
-                  *part = hy_dist_buf(d, 9, (size_t)(T * H));
-            if (!full || !part)
-                dist_ok(-1);
-            dist_ok(hy_fd_gather_cols(d, d->attn, v->att, T, c->num_attention_heads * dv, full));
-            linear(m, part, full, T, &ly->wo);
-            dist_ok(hy_fd_gather_cols(d, d->attn, part, T, H, out));
-        }
-    } else {
-        linear(m, out, v->att, T, &ly->wo);
-    }
+    m->shard_ops->attn_out(m, &ly->wo, v->att, T, c->num_attention_heads * dv, s, out);
     maybe_round(m, out, T * c->hidden_size);
 }
 
@@ -498,17 +482,17 @@ static void ffn(const struct hy_model *m, const struct hy_layer *ly, const float
                 struct hy_forward_scratch *s)
 {
     if (ly->is_moe)
-        hy_fwd_moe(m, ly, u, T, s);
+        hy_layers_moe(m, ly, u, T, s);
     else
-        hy_fwd_ffn(m, &ly->mlp, u, T, m->cfg.intermediate_size, s->ff_a, s->ff_b, s->y);
+        hy_layers_ffn(m, &ly->mlp, u, T, m->cfg.intermediate_size, s->ff_a, s->ff_b, s->y);
 }
 
-void hy_v4_layer(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b, float *X,
-                 struct hy_forward_scratch *s)
+static void v4_layer(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b, float *X,
+                     struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const struct hy_layer *ly = &m->layers[L];
-    struct hy_v4_scratch *v = s->v4;
+    struct hy_v4_scratch *v = s->arch;
     const int64_t T = b->n_tokens, H = c->hidden_size;
     struct hy_model_prof *prof = prof_of(m);
     double t0 = prof_start(prof);
@@ -528,8 +512,8 @@ void hy_v4_layer(const struct hy_model *m, struct hy_kv_cache *kv, int L, const 
     hc_post(m, X, T, s->y, v->post);
 }
 
-void hy_v4_plain_block(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b, float *x,
-                       struct hy_forward_scratch *s)
+static void plain_block(const struct hy_model *m, struct hy_kv_cache *kv, int L, const struct hy_batch *b, float *x,
+                        struct hy_forward_scratch *s)
 {
     const struct hy_model_config *c = &m->cfg;
     const struct hy_layer *ly = &m->layers[L];
@@ -547,3 +531,35 @@ void hy_v4_plain_block(const struct hy_model *m, struct hy_kv_cache *kv, int L, 
         x[i] += s->y[i];
     maybe_round(m, x, T * H);
 }
+
+static void v4_embed(const struct hy_model *m, const struct hy_batch *b, float *x, struct hy_forward_scratch *s)
+{
+    const int64_t T = b->n_tokens, H = m->cfg.hidden_size, C = m->cfg.v4.hc_mult;
+    hy_layers_embed(m, b->token_ids, T, s->ff_x); /* hc_mult copies of the embedding (spec §2) */
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < C; i++)
+            memcpy(x + (t * C + i) * H, s->ff_x + t * H, (size_t)H * sizeof(float));
+}
+
+static const float *v4_head(const struct hy_model *m, const float *x, int64_t T, struct hy_forward_scratch *s)
+{
+    hc_head(m, x, T, s, s->ff_x);
+    return s->ff_x;
+}
+
+static int64_t v4_streams(const struct hy_model_config *c)
+{
+    return c->v4.hc_mult;
+}
+
+const struct hy_arch_ops hy_v4_arch = {
+    .name = "hy_v4",
+    .bind = hy_v4_bind_all,
+    .streams = v4_streams,
+    .scratch_new = v4_scratch_new,
+    .scratch_free = v4_scratch_free,
+    .embed = v4_embed,
+    .layer = v4_layer,
+    .head = v4_head,
+    .mtp_block = plain_block,
+};

@@ -1,5 +1,5 @@
 /* comm.h - the communicator the engine sees: rank, size, group split and the few collectives the
- * multi-rank forward pass needs, over Open MPI (the only code that includes <mpi.h> is dist/comm.c).
+ * multi-rank forward pass needs, over Open MPI (the only code that includes <mpi.h> is comm/comm.c).
  *
  * Start-up: hy_dist_init() initializes MPI only when the process was started by mpirun (Open MPI's
  * OMPI_COMM_WORLD_SIZE / PMIX_RANK in the environment); otherwise nothing is loaded or started and
@@ -21,8 +21,8 @@
  * displacement above INT_MAX), a bad root or color, out of memory, or unequal counts in a one-rank
  * alltoallv.
  */
-#ifndef HY_DIST_COMM_H
-#define HY_DIST_COMM_H
+#ifndef HY_COMM_COMM_H
+#define HY_COMM_COMM_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,7 +13,7 @@
  * collective, group size) with FNV-1a; the payload is the bytes every rank can compute alike
  * (alltoallv: 0, as the ranks see different counts).
  */
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 #include "base/env.h"
 #include "base/err.h"
