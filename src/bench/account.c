@@ -23,7 +23,7 @@ static double mlp_params(const struct hy_expert *e)
     return tparams(&e->gate) + tparams(&e->up) + tparams(&e->down);
 }
 
-/* hy_v4 attention of layer ly (spec hy4_architecture.md §6-§8, the absorbed form forward_v4.c runs): weight
+/* hy_v4 attention of layer ly (spec hy4_architecture.md §6-§8, the absorbed form hy_v4.c runs): weight
  * bytes and projection parameters (q_a, q_b, kv_a, o_proj, gate, the W_UV rows of kv_b, the f32 W_UK^T
  * copy, the indexer on full layers, the hyper-connection fn matrices); the cache rows read (the selected
  * min(ctx, index_topk) latents + the indexer keys of every causal position on full layers) and the

@@ -40,7 +40,7 @@ void hy_attend_multi(const struct hy_kv_view *kv, const float *q, int32_t n_q, i
  * P[j * ldp + i] * C[i * ldc + d] for rows j < m and columns d < width (all f32; out does not overlap P or
  * C). Each output is one chain over i in increasing order starting from +0 (ref: product rounded then
  * added; avx2 and AVX-512 levels: fused multiply-add), so it never depends on m, on the other outputs or on
- * threads. Runs on the calling thread. Used by hy_v4's MLA (model/forward_v4.c: C = the gathered latent rows). */
+ * threads. Runs on the calling thread. Used by hy_v4's MLA (model/hy_v4.c: C = the gathered latent rows). */
 void hy_attn_pv(float *out, int64_t ldo, const float *P, int64_t ldp, int64_t m, const float *C, int64_t ldc, int64_t n,
                 int64_t width);
 

@@ -94,7 +94,7 @@ static int add_gqa(struct builder *b, const struct hy_layer *ly, int L, int spli
     return 0;
 }
 
-/* hy_v4's attention linears (forward_v4.c): q_a_proj, kv_a_proj_with_mqa and linear_gate read the
+/* hy_v4's attention linears (hy_v4.c): q_a_proj, kv_a_proj_with_mqa and linear_gate read the
  * attention input (one group, observed through q_a), q_b_proj the normed q latent, o_proj the heads'
  * output; the indexer, kv_b_proj and the sinks are never quantized. */
 static int add_mla(struct builder *b, const struct hy_layer *ly, int L)
@@ -521,7 +521,7 @@ static void finish_mean(struct hy_calib_acc *a)
 }
 
 /* 1 when a forward may start at layer L from the stream alone: hy_v4's shared-indexer layers reuse the
- * key selection of the full layer before them (forward_v4.c), which lives in the forward's scratch. */
+ * key selection of the full layer before them (hy_v4.c), which lives in the forward's scratch. */
 static int resumable(const struct hy_model *m, int32_t L)
 {
     const struct hy_model_config *c = &m->cfg;
