@@ -7,7 +7,9 @@
  *  - ids of freed caches are reused; the job's end returns every worker with 0 and calls finish once
  *    per rank;
  *  - malformed plans (unknown op, a cache id out of range or not held, bad counts, a body whose tables
- *    or sequence ids disagree with its header) make the worker return -1 naming the field. */
+ *    or sequence ids disagree with its header) make the worker return -1 naming the field;
+ *  - attention-DP dummy steps: a step in which none of the batch's sequences belongs to this rank's
+ *    group runs with an empty sub-batch and is counted (shard.h's step, as every worker runs it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,8 @@
 #include "engine/executor.h"
 
 #include "base/err.h"
+#include "comm/comm.h"
+#include "model/shard.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -329,11 +333,51 @@ static void test_malformed_plans_refused(void **state)
     expect_refused(tables, 2, body2, sizeof(body2), "token 0 has sequence 1");
 }
 
+/* The multi-rank shard's step on a rank of DP group 1 of 2 (struct hy_model_dist filled by hand: the
+ * step reads only the group fields). A sequence's group is its first block id mod 2. */
+static void test_dp_dummy_steps(void **state)
+{
+    (void)state;
+    static struct hy_model m;
+    struct hy_model_dist d;
+    memset(&d, 0, sizeof(d));
+    d.dp_size = 2;
+    d.dp_rank = 1;
+    m.dist = &d;
+    int32_t t0[1] = {4}, t1[1] = {6};
+    const int32_t *tables[2] = {t0, t1};
+    const int32_t tok[3] = {5, 6, 7}, pos[3] = {0, 1, 0}, seq[3] = {0, 0, 1}, rows[1] = {2};
+    const int64_t slot[3] = {64, 65, 96};
+    const struct hy_batch b = {3, tok, pos, slot, seq, tables, 1, rows, 0};
+    const int64_t stats0 = hy_dist_stats()->dummy_steps;
+    assert_int_equal(hy_shard_mpi_ops.step(&m, &b), 0); /* blocks 4 and 6: both sequences in group 0 */
+    assert_int_equal(d.n_loc, 0);
+    assert_int_equal(d.steps, 1);
+    assert_int_equal(d.dummy_steps, 1);
+    assert_int_equal(hy_dist_stats()->dummy_steps, stats0 + 1);
+    t1[0] = 7; /* sequence 1 now starts in group 1: its one token is this group's sub-batch */
+    assert_int_equal(hy_shard_mpi_ops.step(&m, &b), 0);
+    assert_int_equal(d.n_loc, 1);
+    assert_int_equal(d.loc_row[0], 2);
+    assert_int_equal(d.loc_pos[0], 0);
+    assert_int_equal(d.loc_seq[0], 1);
+    assert_int_equal(d.loc_slot[0], 96);
+    assert_int_equal(d.steps, 2);
+    assert_int_equal(d.dummy_steps, 1);
+    assert_int_equal(hy_dist_stats()->dummy_steps, stats0 + 1);
+    free(d.grp);
+    free(d.loc_row);
+    free(d.loc_pos);
+    free(d.loc_seq);
+    free(d.loc_slot);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plans_reach_every_rank),
         cmocka_unit_test(test_malformed_plans_refused),
+        cmocka_unit_test(test_dp_dummy_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
