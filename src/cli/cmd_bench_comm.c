@@ -31,6 +31,7 @@
 
 #include "base/err.h"
 #include "base/timing.h"
+#include "bench/comm_fit.h"
 #include "comm/comm.h"
 
 #include <errno.h>
@@ -43,38 +44,7 @@
 #include <unistd.h>
 
 #define MAX_SIZES 32
-#define MAX_REPS 1000
-#define MAX_RANKS 4096
-#define INNER_BYTES (1 << 20) /* a repetition runs about this many bytes of back-to-back calls */
 
-enum op { OP_PINGPONG, OP_ALLGATHER, OP_ALLTOALL, OP_ALLREDUCE, OP_COUNT };
-
-static const char *const OP_NAMES[OP_COUNT] = {"pingpong", "allgather", "alltoall", "allreduce"};
-static const char *const OP_BYTES[OP_COUNT] = {
-    "message size, one way (ranks 0 and 1)", "gathered result every rank holds",
-    "bytes each rank sends (a part to every rank)", "fp32 vector length (alltoallv + rank-order sum + allgatherv)"};
-
-/* The buffers and communicators of one run. */
-struct bench {
-    struct hy_comm *world, *pair; /* pair: ranks 0 and 1 (NULL elsewhere), owned */
-    int rank, size;
-    uint8_t *send, *recv; /* [cap] bytes each */
-    float *mine;          /* allreduce: this rank's slice of the sum */
-    size_t cap;
-    size_t *c1, *c2, *c3; /* [size] byte counts */
-};
-
-/* [lo, lo + n) of part i of `total` bytes split into `parts` contiguous parts: base + one more for the
- * first (total mod parts) parts (the engine's hy_shard_part splits at floor(total * i / parts) instead). */
-static void part(size_t total, int parts, int i, size_t *lo, size_t *n)
-{
-    const size_t base = total / (size_t)parts, rem = total % (size_t)parts, ii = (size_t)i;
-    *lo = ii * base + (ii < rem ? ii : rem);
-    *n = base + (ii < rem ? 1 : 0);
-}
-
-/* "8", "64K", "16M", "1G" (binary multiples, at most 1G: MPI counts are ints) into *out bytes; 0 or -1
- * with hy_err_msg(). */
 static int parse_size(const char *flag, const char *s, size_t *out)
 {
     char *end;
@@ -93,160 +63,6 @@ static int parse_size(const char *flag, const char *s, size_t *out)
         return hy_err_set("%s: \"%s\" is not a size from 1 to 1G like 8, 64K or 16M", flag, s);
     *out = (size_t)(v * mul);
     return 0;
-}
-
-/* One call of operation `op` on `bytes`. Returns 0 or -1 with hy_err_msg(). */
-static int run_op(struct bench *b, enum op op, size_t bytes)
-{
-    const int n = b->size, me = b->rank;
-    size_t lo, w, my_lo, my_w;
-    switch (op) {
-    case OP_PINGPONG:
-        if (!b->pair)
-            return 0;
-        return hy_comm_bcast(b->pair, b->send, bytes, 0) || hy_comm_bcast(b->pair, b->send, bytes, 1) ? -1 : 0;
-    case OP_ALLGATHER:
-        for (int r = 0; r < n; r++) {
-            part(bytes, n, r, &lo, &w);
-            b->c1[r] = w;
-        }
-        return hy_comm_allgatherv(b->world, b->send, b->recv, b->c1);
-    case OP_ALLTOALL:
-        part(bytes, n, me, &my_lo, &my_w);
-        for (int r = 0; r < n; r++) {
-            part(bytes, n, r, &lo, &w);
-            b->c1[r] = w;
-            b->c2[r] = my_w;
-        }
-        return hy_comm_alltoallv(b->world, b->send, b->c1, b->recv, b->c2);
-    case OP_ALLREDUCE: {
-        const size_t nf = bytes / sizeof(float) > 0 ? bytes / sizeof(float) : 1;
-        part(nf, n, me, &my_lo, &my_w);
-        for (int r = 0; r < n; r++) {
-            part(nf, n, r, &lo, &w);
-            b->c1[r] = w * sizeof(float);
-            b->c2[r] = my_w * sizeof(float);
-            b->c3[r] = b->c1[r];
-        }
-        if (hy_comm_alltoallv(b->world, b->send, b->c1, b->recv, b->c2))
-            return -1;
-        const float *recv = (const float *)b->recv;
-        memcpy(b->mine, recv, my_w * sizeof(float));
-        for (int r = 1; r < n; r++)
-            for (size_t i = 0; i < my_w; i++)
-                b->mine[i] += recv[(size_t)r * my_w + i];
-        return hy_comm_allgatherv(b->world, b->mine, b->recv, b->c3);
-    }
-    default:
-        return hy_err_set("bench comm: unknown operation %d", (int)op);
-    }
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Seconds per call of `op` on `bytes`: the median over reps of the slowest rank's repetition / inner
- * (pingpong: / 2, one way). Collective over the world. Returns 0 or -1 with hy_err_msg(). */
-static int measure(struct bench *b, enum op op, size_t bytes, int warmup, int reps, int max_inner, double *sec)
-{
-    int64_t ns[MAX_REPS];
-    size_t inner_z = INNER_BYTES / bytes;
-    const int inner = inner_z < 1 ? 1 : inner_z > (size_t)max_inner ? max_inner : (int)inner_z;
-    for (int i = 0; i < warmup; i++)
-        if (run_op(b, op, bytes))
-            return -1;
-    for (int k = 0; k < reps; k++) {
-        if (hy_comm_barrier(b->world))
-            return -1;
-        const double t0 = hy_time_now();
-        for (int i = 0; i < inner; i++)
-            if (run_op(b, op, bytes))
-                return -1;
-        ns[k] = (int64_t)((hy_time_now() - t0) * 1e9);
-    }
-    if (hy_comm_allreduce_max_i64(b->world, ns, reps))
-        return -1;
-    qsort(ns, (size_t)reps, sizeof(ns[0]), cmp_i64);
-    const double med = reps % 2 ? (double)ns[reps / 2] : 0.5 * ((double)ns[reps / 2 - 1] + (double)ns[reps / 2]);
-    *sec = med * 1e-9 / inner / (op == OP_PINGPONG ? 2.0 : 1.0);
-    return 0;
-}
-
-struct fit {
-    double alpha_us, beta_gbs; /* beta_gbs 0: no bandwidth term could be fitted */
-    double rms_rel;            /* root mean square of (model - measured) / measured */
-};
-
-/* Weighted least squares of t[i] = α + x[i] / β with weights 1 / t[i]² over n points; α < 0 is
- * clamped to 0 (then β alone is fitted). t in seconds, x in bytes. */
-static struct fit fit_alpha_beta(const double *x, const double *t, int n)
-{
-    double sw = 0, sx = 0, sxx = 0, st = 0, sxt = 0;
-    for (int i = 0; i < n; i++) {
-        if (!(t[i] > 0.0))
-            continue;
-        const double w = 1.0 / (t[i] * t[i]);
-        sw += w;
-        sx += w * x[i];
-        sxx += w * x[i] * x[i];
-        st += w * t[i];
-        sxt += w * x[i] * t[i];
-    }
-    double a = 0.0, s = 0.0; /* t = a + s * x, s = 1 / β */
-    const double det = sw * sxx - sx * sx;
-    if (det > 0.0) {
-        a = (sxx * st - sx * sxt) / det;
-        s = (sw * sxt - sx * st) / det;
-    }
-    if (a < 0.0 || det <= 0.0) {
-        a = 0.0;
-        s = sxx > 0.0 ? sxt / sxx : 0.0;
-    }
-    if (s < 0.0) { /* time falls with size: latency only */
-        s = 0.0;
-        a = sw > 0.0 ? st / sw : 0.0;
-    }
-    struct fit f = {a * 1e6, s > 0.0 ? 1e-9 / s : 0.0, 0.0};
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (t[i] > 0.0) {
-            const double e = (a + s * x[i] - t[i]) / t[i];
-            f.rms_rel += e * e;
-            m++;
-        }
-    f.rms_rel = m ? sqrt(f.rms_rel / m) : 0.0;
-    return f;
-}
-
-/* Number of distinct host names over the world (one allgather of 64-byte names). -1 on failure. */
-static int count_hosts(struct bench *b)
-{
-    enum { HN = 64 };
-    char name[HN];
-    memset(name, 0, sizeof(name));
-    if (gethostname(name, sizeof(name) - 1))
-        snprintf(name, sizeof(name), "unknown");
-    char *all = calloc((size_t)b->size, HN);
-    if (!all) {
-        hy_err_set("bench comm: out of memory");
-        return -1;
-    }
-    if (hy_comm_allgather(b->world, name, HN, all)) {
-        free(all);
-        return -1;
-    }
-    int hosts = 0;
-    for (int r = 0; r < b->size; r++) {
-        int seen = 0;
-        for (int q = 0; q < r && !seen; q++)
-            seen = !memcmp(all + (size_t)q * HN, all + (size_t)r * HN, HN);
-        hosts += !seen;
-    }
-    free(all);
-    return hosts;
 }
 
 static const char *env_or_null(const char *name)
@@ -299,12 +115,12 @@ int hy_cmd_bench_comm(int argc, char **argv)
             fprintf(stderr, "hyinfer bench comm: %s\n", hy_err_msg());
         return 2;
     }
-    if (reps < 1 || reps > MAX_REPS || warmup < 0 || max_inner < 1 || min_b > max_b) {
+    if (reps < 1 || reps > HY_BENCH_COMM_MAX_REPS || warmup < 0 || max_inner < 1 || min_b > max_b) {
         if (rank == 0) {
             fprintf(stderr,
                     "hyinfer bench comm: need 1 <= --reps <= %d, --warmup >= 0, --max-inner >= 1 and "
                     "--min-bytes <= --max-bytes\n",
-                    MAX_REPS);
+                    HY_BENCH_COMM_MAX_REPS);
             hy_args_usage(usage, args, na);
         }
         return 2;
@@ -316,9 +132,9 @@ int hy_cmd_bench_comm(int argc, char **argv)
                 hy_dist_mpi() ? "mpirun -np 1" : "not started by mpirun", argv[0]);
         return 2;
     }
-    if (size > MAX_RANKS) {
+    if (size > HY_BENCH_COMM_MAX_RANKS) {
         if (rank == 0)
-            fprintf(stderr, "hyinfer bench comm: at most %d ranks\n", MAX_RANKS);
+            fprintf(stderr, "hyinfer bench comm: at most %d ranks\n", HY_BENCH_COMM_MAX_RANKS);
         return 2;
     }
     size_t sizes[MAX_SIZES];
@@ -336,7 +152,7 @@ int hy_cmd_bench_comm(int argc, char **argv)
         hy_dist_abort(2, "hyinfer bench comm: --json-out %s: cannot create the file", json_out); /* ends all */
     }
 
-    struct bench b;
+    struct hy_bench_comm b;
     memset(&b, 0, sizeof(b));
     b.world = world;
     b.rank = rank;
@@ -349,8 +165,8 @@ int hy_cmd_bench_comm(int argc, char **argv)
     b.c1 = calloc((size_t)size, sizeof(size_t));
     b.c2 = calloc((size_t)size, sizeof(size_t));
     b.c3 = calloc((size_t)size, sizeof(size_t));
-    static double sec[OP_COUNT][MAX_SIZES];
-    struct fit fits[OP_COUNT];
+    static double sec[HY_COMM_OP_COUNT][MAX_SIZES];
+    struct hy_bench_comm_fit fits[HY_COMM_OP_COUNT];
     struct hy_comm *pair = NULL;
     int hosts = 0;
     if (!b.send || !b.recv || !b.mine || !b.c1 || !b.c2 || !b.c3) {
@@ -362,22 +178,22 @@ int hy_cmd_bench_comm(int argc, char **argv)
     if (hy_comm_split(world, rank < 2 ? 0 : 1, rank, &pair))
         goto fail;
     b.pair = rank < 2 ? pair : NULL;
-    if ((hosts = count_hosts(&b)) < 0)
+    if ((hosts = hy_bench_comm_hosts(&b)) < 0)
         goto fail;
     if (rank == 0)
         fprintf(stderr, "bench comm: %d ranks on %d host%s, %d sizes from %zu to %zu bytes, median of %d\n", size,
                 hosts, hosts == 1 ? "" : "s", ns, sizes[0], sizes[ns - 1], reps);
-    for (int op = 0; op < OP_COUNT; op++) {
+    for (int op = 0; op < HY_COMM_OP_COUNT; op++) {
         double x[MAX_SIZES];
         for (int i = 0; i < ns; i++) {
-            if (measure(&b, (enum op)op, sizes[i], warmup, reps, max_inner, &sec[op][i]))
+            if (hy_bench_comm_measure(&b, (enum hy_bench_comm_op)op, sizes[i], warmup, reps, max_inner, &sec[op][i]))
                 goto fail;
             x[i] = (double)sizes[i];
         }
-        fits[op] = fit_alpha_beta(x, sec[op], ns);
+        fits[op] = hy_bench_comm_fit_alpha_beta(x, sec[op], ns);
         if (rank == 0)
-            fprintf(stderr, "bench comm: %-9s alpha %.2f us, beta %.3f GB/s\n", OP_NAMES[op], fits[op].alpha_us,
-                    fits[op].beta_gbs);
+            fprintf(stderr, "bench comm: %-9s alpha %.2f us, beta %.3f GB/s\n", hy_bench_comm_op_names[op],
+                    fits[op].alpha_us, fits[op].beta_gbs);
     }
     if (rank != 0) {
         rc = 0;
@@ -397,21 +213,21 @@ int hy_cmd_bench_comm(int argc, char **argv)
         for (int i = 0; i < ns; i++)
             json_array_append_new(jsz, json_integer((json_int_t)sizes[i]));
         json_object_set_new(o, "sizes", jsz);
-        for (int op = 0; op < OP_COUNT; op++) {
+        for (int op = 0; op < HY_COMM_OP_COUNT; op++) {
             json_t *d = json_object(), *us = json_array();
             for (int i = 0; i < ns; i++)
                 json_array_append_new(us, json_real(sec[op][i] * 1e6));
-            json_object_set_new(d, "bytes", json_string(OP_BYTES[op]));
+            json_object_set_new(d, "bytes", json_string(hy_bench_comm_op_bytes[op]));
             json_object_set_new(d, "us", us);
             json_object_set_new(d, "alpha_us", json_real(fits[op].alpha_us));
             json_object_set_new(d, "beta_gbs", json_real(fits[op].beta_gbs));
             json_object_set_new(d, "fit_rms_rel_err", json_real(fits[op].rms_rel));
-            json_object_set_new(ops, OP_NAMES[op], d);
+            json_object_set_new(ops, hy_bench_comm_op_names[op], d);
         }
         json_object_set_new(o, "ops", ops);
         /* the point-to-point figures, what tools/dist_projection.py reads */
-        json_object_set_new(o, "alpha_us", json_real(fits[OP_PINGPONG].alpha_us));
-        json_object_set_new(o, "beta_gbs", json_real(fits[OP_PINGPONG].beta_gbs));
+        json_object_set_new(o, "alpha_us", json_real(fits[HY_COMM_OP_PINGPONG].alpha_us));
+        json_object_set_new(o, "beta_gbs", json_real(fits[HY_COMM_OP_PINGPONG].beta_gbs));
         json_object_set_new(o, "fit",
                             json_string("t = alpha + bytes / beta, least squares on the relative error (weights "
                                         "1/t^2), alpha clamped >= 0; t = median over reps of the slowest rank"));
@@ -442,19 +258,20 @@ int hy_cmd_bench_comm(int argc, char **argv)
                size, hosts, hosts == 1 ? "" : "s", btl ? btl : "(Open MPI's choice)", pml ? pml : "(default)", reps,
                warmup);
         printf("  %10s", "bytes");
-        for (int op = 0; op < OP_COUNT; op++)
-            printf(" %12s", OP_NAMES[op]);
+        for (int op = 0; op < HY_COMM_OP_COUNT; op++)
+            printf(" %12s", hy_bench_comm_op_names[op]);
         printf("   (microseconds per call)\n");
         for (int i = 0; i < ns; i++) {
             printf("  %10zu", sizes[i]);
-            for (int op = 0; op < OP_COUNT; op++)
+            for (int op = 0; op < HY_COMM_OP_COUNT; op++)
                 printf(" %12.2f", sec[op][i] * 1e6);
             printf("\n");
         }
         printf("\nfit t = alpha + bytes / beta (least squares on the relative error)\n");
-        for (int op = 0; op < OP_COUNT; op++)
-            printf("  %-10s alpha %9.2f us   beta %9.3f GB/s   rms rel err %.3f   bytes = %s\n", OP_NAMES[op],
-                   fits[op].alpha_us, fits[op].beta_gbs, fits[op].rms_rel, OP_BYTES[op]);
+        for (int op = 0; op < HY_COMM_OP_COUNT; op++)
+            printf("  %-10s alpha %9.2f us   beta %9.3f GB/s   rms rel err %.3f   bytes = %s\n",
+                   hy_bench_comm_op_names[op], fits[op].alpha_us, fits[op].beta_gbs, fits[op].rms_rel,
+                   hy_bench_comm_op_bytes[op]);
     }
     rc = 0;
     goto out;
