@@ -13,195 +13,13 @@
 
 #include "base/err.h"
 #include "base/timing.h"
+#include "bench/serve_load.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
 #include <jansson.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-struct bench_req {
-    int32_t n_in, n_out;
-    double t_start, t_first, t_end;
-    int64_t out_tokens;
-    int ok;
-    char err[160];
-};
-
-struct bench {
-    const char *host, *model, *api_key;
-    int port;
-    struct bench_req *reqs;
-    int n;
-    int next;
-    uint64_t seed;
-    pthread_mutex_t mu;
-};
-
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static int connect_to(const char *host, int port)
-{
-    char ps[16];
-    snprintf(ps, sizeof(ps), "%d", port);
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, ps, &hints, &res) || !res)
-        return -1;
-    int fd = -1;
-    for (struct addrinfo *a = res; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-            break;
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    return fd;
-}
-
-static void run_one(struct bench *b, struct bench_req *r, uint64_t rng)
-{
-    json_t *ids = json_array();
-    for (int32_t i = 0; i < r->n_in; i++)
-        json_array_append_new(ids, json_integer((json_int_t)(splitmix(&rng) % 256)));
-    json_t *body = json_pack("{s:s?, s:o, s:i, s:f, s:b, s:b, s:{s:b}}", "model", b->model, "prompt", ids, "max_tokens",
-                             (int)r->n_out, "temperature", 0.0, "ignore_eos", 1, "stream", 1, "stream_options",
-                             "include_usage", 1);
-    char *bs = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    char head[512];
-    char auth[300] = "";
-    if (b->api_key)
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", b->api_key);
-    int hl = snprintf(head, sizeof(head),
-                      "POST /v1/completions HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\n%s"
-                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                      b->host, auth, strlen(bs));
-    r->t_start = hy_time_now();
-    int fd = connect_to(b->host, b->port);
-    if (fd < 0) {
-        snprintf(r->err, sizeof(r->err), "cannot connect to %s:%d", b->host, b->port);
-        free(bs);
-        return;
-    }
-    if (write(fd, head, (size_t)hl) != hl || write(fd, bs, strlen(bs)) != (ssize_t)strlen(bs)) {
-        snprintf(r->err, sizeof(r->err), "write failed: %s", strerror(errno));
-        close(fd);
-        free(bs);
-        return;
-    }
-    free(bs);
-    char *buf = NULL;
-    size_t len = 0, cap = 0, scan = 0;
-    int status = 0, in_body = 0, done = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 16384;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb)
-                break;
-            buf = nb;
-        }
-        ssize_t k = read(fd, buf + len, cap - len);
-        if (k <= 0)
-            break;
-        double now = hy_time_now();
-        len += (size_t)k;
-        buf[len] = 0;
-        if (!in_body) {
-            char *e = strstr(buf, "\r\n\r\n");
-            if (!e)
-                continue;
-            sscanf(buf, "HTTP/%*s %d", &status);
-            in_body = 1;
-            scan = (size_t)(e + 4 - buf);
-        }
-        /* complete SSE events */
-        for (;;) {
-            char *ev = strstr(buf + scan, "\n\n");
-            if (!ev)
-                break;
-            char *line = buf + scan;
-            *ev = 0;
-            if (!strncmp(line, "data: ", 6)) {
-                if (!strcmp(line + 6, "[DONE]")) {
-                    done = 1;
-                } else {
-                    json_t *j = json_loads(line + 6, 0, NULL);
-                    json_t *u = json_object_get(j, "usage");
-                    json_t *ch = json_object_get(j, "choices");
-                    if (json_array_size(ch) > 0) {
-                        if (r->t_first == 0)
-                            r->t_first = now;
-                        r->t_end = now;
-                    }
-                    if (json_is_object(u))
-                        r->out_tokens = json_integer_value(json_object_get(u, "completion_tokens"));
-                    json_decref(j);
-                }
-            }
-            *ev = '\n';
-            scan = (size_t)(ev + 2 - buf);
-        }
-    }
-    close(fd);
-    if (status != 200)
-        snprintf(r->err, sizeof(r->err), "HTTP %d: %.120s", status,
-                 in_body && buf ? buf + (strstr(buf, "\r\n\r\n") ? (size_t)(strstr(buf, "\r\n\r\n") - buf) + 4 : 0)
-                                : "");
-    else if (!done)
-        snprintf(r->err, sizeof(r->err), "stream ended without [DONE]");
-    else
-        r->ok = 1;
-    if (!r->t_end)
-        r->t_end = hy_time_now();
-    free(buf);
-}
-
-static void *worker(void *arg)
-{
-    struct bench *b = arg;
-    for (;;) {
-        pthread_mutex_lock(&b->mu);
-        int i = b->next < b->n ? b->next++ : -1;
-        pthread_mutex_unlock(&b->mu);
-        if (i < 0)
-            return NULL;
-        uint64_t rng = b->seed * 1000003ULL + (uint64_t)i;
-        run_one(b, &b->reqs[i], rng);
-    }
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p)
-{
-    if (n <= 0)
-        return 0;
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    int k = (int)(p / 100.0 * (n - 1) + 0.5);
-    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
-}
 
 int hy_cmd_bench_serve(int argc, char **argv)
 {
@@ -245,7 +63,7 @@ int hy_cmd_bench_serve(int argc, char **argv)
                         "0 <= --random-range-ratio < 1\n");
         return 2;
     }
-    struct bench b;
+    struct hy_bench_serve b;
     memset(&b, 0, sizeof(b));
     b.host = host;
     b.port = port;
@@ -253,16 +71,16 @@ int hy_cmd_bench_serve(int argc, char **argv)
     b.api_key = api_key;
     b.n = num;
     b.seed = seed;
-    b.reqs = calloc((size_t)num, sizeof(struct bench_req));
-    pthread_t *th = calloc((size_t)conc, sizeof(pthread_t));
-    if (!b.reqs || !th) {
+    b.reqs = calloc((size_t)num, sizeof(struct hy_bench_serve_req));
+    if (!b.reqs) {
         fprintf(stderr, "hyinfer bench serve: out of memory\n");
         return 1;
     }
     pthread_mutex_init(&b.mu, NULL);
     uint64_t rng = seed ^ 0x5eedULL;
     for (int i = 0; i < num; i++) {
-        double u1 = (double)(splitmix(&rng) >> 11) * 0x1.0p-53, u2 = (double)(splitmix(&rng) >> 11) * 0x1.0p-53;
+        double u1 = (double)(hy_bench_serve_rand(&rng) >> 11) * 0x1.0p-53,
+               u2 = (double)(hy_bench_serve_rand(&rng) >> 11) * 0x1.0p-53;
         b.reqs[i].n_in = (int32_t)(in_len * (1 - ratio + 2 * ratio * u1) + 0.5);
         b.reqs[i].n_out = (int32_t)(out_len * (1 - ratio + 2 * ratio * u2) + 0.5);
         if (b.reqs[i].n_in < 1)
@@ -271,10 +89,12 @@ int hy_cmd_bench_serve(int argc, char **argv)
             b.reqs[i].n_out = 1;
     }
     double t0 = hy_time_now();
-    for (int i = 0; i < conc; i++)
-        pthread_create(&th[i], NULL, worker, &b);
-    for (int i = 0; i < conc; i++)
-        pthread_join(th[i], NULL);
+    if (hy_bench_serve_drive(&b, conc)) {
+        fprintf(stderr, "hyinfer bench serve: %s\n", hy_err_msg());
+        free(b.reqs);
+        pthread_mutex_destroy(&b.mu);
+        return 1;
+    }
     double dur = hy_time_now() - t0;
 
     double *ttft = calloc((size_t)num, sizeof(double)), *tpot = calloc((size_t)num, sizeof(double));
@@ -283,7 +103,7 @@ int hy_cmd_bench_serve(int argc, char **argv)
     int64_t in_tok = 0, out_tok = 0;
     const char *first_err = NULL;
     for (int i = 0; i < num; i++) {
-        struct bench_req *r = &b.reqs[i];
+        struct hy_bench_serve_req *r = &b.reqs[i];
         if (!r->ok) {
             if (!first_err)
                 first_err = r->err;
@@ -300,9 +120,9 @@ int hy_cmd_bench_serve(int argc, char **argv)
     double mean_ttft = 0;
     for (int i = 0; i < ok; i++)
         mean_ttft += ttft[i] / ok;
-    double ttft50 = pct(ttft, ok, 50), ttft99 = pct(ttft, ok, 99);
-    double tpot50 = pct(tpot, n_tpot, 50), tpot99 = pct(tpot, n_tpot, 99);
-    double e2e50 = pct(e2e, ok, 50);
+    double ttft50 = hy_bench_serve_pct(ttft, ok, 50), ttft99 = hy_bench_serve_pct(ttft, ok, 99);
+    double tpot50 = hy_bench_serve_pct(tpot, n_tpot, 50), tpot99 = hy_bench_serve_pct(tpot, n_tpot, 99);
+    double e2e50 = hy_bench_serve_pct(e2e, ok, 50);
     if (json_out) {
         json_t *j =
             json_pack("{s:i, s:i, s:i, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, "
@@ -344,7 +164,6 @@ int hy_cmd_bench_serve(int argc, char **argv)
     free(tpot);
     free(e2e);
     free(b.reqs);
-    free(th);
     pthread_mutex_destroy(&b.mu);
     return ok == num ? 0 : 1;
 }
