@@ -122,6 +122,19 @@ static int64_t v3_streams(const struct hy_model_config *c)
     return 1;
 }
 
+static size_t v3_kv_token_bytes(const struct hy_model *m, enum hy_dtype dt)
+{
+    return hy_kv_cache_token_bytes(hy_arch_cache_layers(&m->cfg), m->attn_kv_heads, m->cfg.head_dim, dt,
+                                   dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
+}
+
+static int v3_kv_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks,
+                      enum hy_dtype dt)
+{
+    return hy_kv_cache_init_ex(kv, hy_arch_cache_layers(&m->cfg), m->attn_kv_heads, m->cfg.head_dim, block_size,
+                               n_blocks, dt, (const float *const *)m->v_cache_scale, -1);
+}
+
 const struct hy_arch_ops hy_v3_arch = {
     .name = "hy_v3",
     .bind = hy_v3_bind_all,
@@ -129,5 +142,7 @@ const struct hy_arch_ops hy_v3_arch = {
     .embed = v3_embed,
     .layer = layer_forward,
     .head = v3_head,
+    .kv_token_bytes = v3_kv_token_bytes,
+    .kv_init = v3_kv_init,
     .mtp_block = layer_forward,
 };

@@ -552,6 +552,35 @@ static int64_t v4_streams(const struct hy_model_config *c)
     return c->v4.hc_mult;
 }
 
+/* The cache (spec hy4_architecture.md §8): the latent + rope key on every layer, the indexer key on full
+ * layers. Every rank keeps the whole latent cache (its heads all read it: shard.c). */
+static int32_t indexer_layers(const struct hy_model *m)
+{
+    int32_t n = 0;
+    for (int32_t l = 0; m->cfg.v4.index_topk > 0 && l < hy_arch_cache_layers(&m->cfg); l++)
+        n += m->cfg.v4.indexer_full[l];
+    return n;
+}
+
+static size_t v4_kv_token_bytes(const struct hy_model *m, enum hy_dtype dt)
+{
+    const struct hy_v4_config *v = &m->cfg.v4;
+    return hy_kv_cache_token_bytes_mla(hy_arch_cache_layers(&m->cfg), v->kv_lora_rank + v->qk_rope_head_dim,
+                                       indexer_layers(m), v->index_head_dim, dt);
+}
+
+static int v4_kv_init(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks,
+                      enum hy_dtype dt)
+{
+    const struct hy_v4_config *v = &m->cfg.v4;
+    const int32_t nl = hy_arch_cache_layers(&m->cfg);
+    uint8_t has_v[HY_MAX_LAYERS + 1];
+    for (int32_t l = 0; l < nl; l++)
+        has_v[l] = v->index_topk > 0 && v->indexer_full[l];
+    return hy_kv_cache_init_mla(kv, nl, v->kv_lora_rank + v->qk_rope_head_dim, v->index_head_dim, has_v, block_size,
+                                n_blocks, dt);
+}
+
 const struct hy_arch_ops hy_v4_arch = {
     .name = "hy_v4",
     .bind = hy_v4_bind_all,
@@ -561,5 +590,7 @@ const struct hy_arch_ops hy_v4_arch = {
     .embed = v4_embed,
     .layer = v4_layer,
     .head = v4_head,
+    .kv_token_bytes = v4_kv_token_bytes,
+    .kv_init = v4_kv_init,
     .mtp_block = plain_block,
 };

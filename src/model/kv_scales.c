@@ -4,6 +4,8 @@
  * Ascend checkpoint's C8 int8 KV scales mapped onto them (c8_v_scales). */
 #include "model/model.h"
 
+#include "model/arch.h"
+
 #include "model/shard.h"
 
 #include "base/err.h"
@@ -19,7 +21,7 @@
 
 static int32_t cache_layers(const struct hy_model *m)
 {
-    return m->cfg.num_hidden_layers + (m->cfg.num_nextn_predict_layers > 0);
+    return hy_arch_cache_layers(&m->cfg);
 }
 
 static const struct hy_st_tensor *find_in_file(const struct hy_st_file *f, const char *name)
@@ -208,42 +210,13 @@ enum hy_dtype hy_model_kv_dtype(const struct hy_model *m, enum hy_dtype want)
     return m->compute == HY_COMPUTE_F32 ? HY_DTYPE_F32 : HY_DTYPE_BF16;
 }
 
-/* hy_v4 (spec hy4_architecture.md §8): the latent + rope key on every layer, the indexer key on full layers. */
-static int32_t v4_indexer_layers(const struct hy_model *m)
-{
-    int32_t n = 0;
-    for (int32_t l = 0; m->cfg.v4.index_topk > 0 && l < cache_layers(m); l++)
-        n += m->cfg.v4.indexer_full[l];
-    return n;
-}
-
 size_t hy_model_kv_token_bytes(const struct hy_model *m, enum hy_dtype kv_dtype)
 {
-    const enum hy_dtype dt = hy_model_kv_dtype(m, kv_dtype);
-    if (m->cfg.arch == HY_ARCH_HY_V4) {
-        const struct hy_v4_config *v = &m->cfg.v4;
-        return hy_kv_cache_token_bytes_mla(cache_layers(m), v->kv_lora_rank + v->qk_rope_head_dim, v4_indexer_layers(m),
-                                           v->index_head_dim, dt);
-    }
-    return hy_kv_cache_token_bytes(cache_layers(m), m->attn_kv_heads, m->cfg.head_dim, dt,
-                                   dt == HY_DTYPE_F8_E4M3 ? m->n_v_cache_scales : 0);
+    return m->arch->kv_token_bytes(m, hy_model_kv_dtype(m, kv_dtype));
 }
 
 int hy_model_kv_cache_init_dtype(const struct hy_model *m, struct hy_kv_cache *kv, int32_t block_size, int32_t n_blocks,
                                  enum hy_dtype kv_dtype)
 {
-    const struct hy_model_config *c = &m->cfg;
-    if (c->arch == HY_ARCH_HY_V4) {
-        uint8_t has_v[HY_MAX_LAYERS + 1];
-        for (int32_t l = 0; l < cache_layers(m); l++)
-            has_v[l] = c->v4.index_topk > 0 && c->v4.indexer_full[l];
-        /* every rank keeps the whole latent cache (its heads all read it: shard.c) */
-        if (hy_kv_cache_init_mla(kv, cache_layers(m), c->v4.kv_lora_rank + c->v4.qk_rope_head_dim, c->v4.index_head_dim,
-                                 has_v, block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype)))
-            return -1;
-    } else if (hy_kv_cache_init_ex(kv, cache_layers(m), m->attn_kv_heads, c->head_dim, block_size, n_blocks,
-                                   hy_model_kv_dtype(m, kv_dtype), (const float *const *)m->v_cache_scale, -1)) {
-        return -1;
-    }
-    return 0;
+    return m->arch->kv_init(m, kv, block_size, n_blocks, hy_model_kv_dtype(m, kv_dtype));
 }
