@@ -194,50 +194,6 @@ static uint64_t acc_bytes(const struct hy_calib_acc *a)
     return (uint64_t)(a->K * a->K) * sizeof(double);
 }
 
-/* hy_calib_gram_add's tiling: x is widened to f64 in chunks of GRAM_CHUNK tokens, packed in panels of
- * GRAM_PANEL columns ([panel][token][column], zero past K); each task owns GRAM_ROWS rows of g, and a
- * panel of columns stays in cache across its row panels. */
-#define GRAM_CHUNK 128
-#define GRAM_PANEL 8
-#define GRAM_ROWS 32
-
-size_t hy_calib_gram_scratch(int64_t K)
-{
-    return (size_t)((K + GRAM_PANEL - 1) / GRAM_PANEL) * GRAM_PANEL * GRAM_CHUNK;
-}
-
-void hy_calib_gram_add(double *g, int64_t K, const float *x, int64_t T, double *pack)
-{
-    void (*acc)(double *, int64_t, const double *, int64_t, const double *, int64_t, int64_t, int64_t, int64_t) =
-        hy_kernels_active()->gemm_tn_acc_f64;
-    const int64_t np = (K + GRAM_PANEL - 1) / GRAM_PANEL, nblk = (K + GRAM_ROWS - 1) / GRAM_ROWS;
-    for (int64_t t0 = 0; t0 < T; t0 += GRAM_CHUNK) {
-        const int64_t tb = T - t0 < GRAM_CHUNK ? T - t0 : GRAM_CHUNK;
-#pragma omp parallel if (K * K * tb >= ((int64_t)1 << 26))
-        {
-#pragma omp for schedule(static)
-            for (int64_t p = 0; p < np; p++)
-                for (int64_t t = 0; t < tb; t++) {
-                    const float *xt = x + (t0 + t) * K + p * GRAM_PANEL;
-                    double *d = pack + (p * tb + t) * GRAM_PANEL;
-                    for (int64_t j = 0; j < GRAM_PANEL; j++)
-                        d[j] = p * GRAM_PANEL + j < K ? (double)xt[j] : 0.0;
-                }
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t b = nblk - 1; b >= 0; b--) { /* the longest rows first */
-                const int64_t ip0 = b * GRAM_ROWS / GRAM_PANEL, ip1 = (b + 1) * GRAM_ROWS / GRAM_PANEL;
-                for (int64_t jp = 0; jp < ip1 && jp < np; jp++)
-                    for (int64_t ip = ip0 > jp ? ip0 : jp; ip < ip1 && ip < np; ip++) {
-                        const int64_t i0 = ip * GRAM_PANEL, j0 = jp * GRAM_PANEL;
-                        acc(g + i0 * K + j0, K, pack + ip * tb * GRAM_PANEL, GRAM_PANEL, pack + jp * tb * GRAM_PANEL,
-                            GRAM_PANEL, tb, K - i0 < GRAM_PANEL ? K - i0 : GRAM_PANEL,
-                            K - j0 < GRAM_PANEL ? K - j0 : GRAM_PANEL);
-                    }
-            }
-        }
-    }
-}
-
 void hy_calib_qk_weights(const float *q, int64_t T, int64_t n_heads, int64_t head_dim, float eps, double *w)
 {
     for (int64_t t = 0; t < T; t++) {
@@ -503,18 +459,19 @@ static void drop_pass(struct hy_calib *c)
     c->cur_pass = -1;
 }
 
-/* g = the mean (sum / n), its lower triangle mirrored, in GRAM_ROWS-square tiles so that both the row
+/* g = the mean (sum / n), its lower triangle mirrored, in MEAN_TILE-square tiles so that both the row
  * and the column writes stay in cache. */
+#define MEAN_TILE 32
 static void finish_mean(struct hy_calib_acc *a)
 {
-    const int64_t K = a->K, nblk = (K + GRAM_ROWS - 1) / GRAM_ROWS;
+    const int64_t K = a->K, nblk = (K + MEAN_TILE - 1) / MEAN_TILE;
     const double inv = a->n ? 1.0 / (double)a->n : 0.0;
     double *g = a->g;
 #pragma omp parallel for schedule(dynamic, 1) if (K >= 1024)
     for (int64_t b = nblk - 1; b >= 0; b--)
         for (int64_t cb = 0; cb <= b; cb++)
-            for (int64_t r = b * GRAM_ROWS; r < (b + 1) * GRAM_ROWS && r < K; r++)
-                for (int64_t j = cb * GRAM_ROWS; j < (cb + 1) * GRAM_ROWS && j <= r; j++) {
+            for (int64_t r = b * MEAN_TILE; r < (b + 1) * MEAN_TILE && r < K; r++)
+                for (int64_t j = cb * MEAN_TILE; j < (cb + 1) * MEAN_TILE && j <= r; j++) {
                     g[r * K + j] *= inv;
                     g[j * K + r] = g[r * K + j];
                 }

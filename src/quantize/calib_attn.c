@@ -2,7 +2,7 @@
 #include "quantize/calib_attn.h"
 
 #include "base/err.h"
-#include "quantize/calib.h"
+#include "quantize/calib_gram.h"
 
 #include <math.h>
 #include <stdlib.h>
