@@ -89,7 +89,7 @@ enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connec
  * frees it. */
 void hy_server_generate_free(void *state);
 
-/* Queues a JSON response (body copied). */
+/* Queues a JSON response (body copied) (respond.c). */
 enum MHD_Result hy_server_respond_json(struct MHD_Connection *conn, unsigned status, const char *body);
 
 /* Queues an OpenAI error response and counts it. */
