@@ -4,7 +4,8 @@
 #  2. no cycle of includes between the files of one folder (x.c includes y.h while y.c, directly or
 #     through more files, includes x.h);
 #  3. no cycle of calls between the files of one folder (x.o uses a function y.o defines and back),
-#     read from the objects of $BUILD (default build/) when they are there.
+#     read from the objects of $BUILD (default build/) when they are there; src/kernels is exempt (its
+#     dispatch table names every level and the levels fall back to ref through it), its cycles listed.
 # Prints every offence and the cycle counts; exit 1 if any.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ loops() { # $1: folder, $2: what the edges are
   loop_count=$(wc -l <<<"$out")
   while read -r l; do echo "check_layout: src/$1: $2 in a cycle: $l"; done <<<"$out"
 }
-CALLS_ACYCLIC=" model engine " # rooms whose files must not call each other in a cycle (the others: reported)
+CALLS_EXEMPT=" kernels " # rooms whose call cycles are listed, not failed
 inc_cycles=0 call_cycles=0 call_bad=0 objs=0
 for dir in src/*/; do
   d=$(basename "$dir")
@@ -63,11 +64,11 @@ for dir in src/*/; do
           sort -u)
   if [ -n "$edges" ]; then
     loops "$d" "calls" <<<"$edges"; call_cycles=$((call_cycles + loop_count))
-    [[ "$CALLS_ACYCLIC" == *" $d "* ]] && call_bad=$((call_bad + loop_count))
+    [[ "$CALLS_EXEMPT" == *" $d "* ]] || call_bad=$((call_bad + loop_count))
   fi
 done
 if [ $objs -eq 1 ]; then
-  echo "check_layout: $inc_cycles include cycles between the files of a folder; $call_cycles call cycles (objects of $BUILD/), $call_bad of them in src/model, src/engine (must be none)"
+  echo "check_layout: $inc_cycles include cycles between the files of a folder; $call_cycles call cycles (objects of $BUILD/), $call_bad of them outside src/kernels (must be none)"
 else
   echo "check_layout: $inc_cycles include cycles between the files of a folder; no objects in $BUILD/, calls not checked"
 fi
