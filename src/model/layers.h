@@ -50,7 +50,8 @@ struct hy_forward_scratch {
     void (*arch_free)(void *arch);
 };
 
-/* The MoE block on T normed rows x [T, H] (router, routed experts, shared expert): s->y [T, H]. */
+/* The MoE block on T normed rows x [T, H]: the router and top-k here, then the routed and shared experts
+ * through the shard (m->shard_ops->experts): s->y [T, H]. */
 void hy_layers_moe(const struct hy_model *m, const struct hy_layer *ly, const float *x, int64_t T,
                    struct hy_forward_scratch *s);
 
