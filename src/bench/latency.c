@@ -4,6 +4,7 @@
 #include "base/err.h"
 #include "base/timing.h"
 #include "bench/context_fill.h"
+#include "bench/util.h"
 #include "engine/executor.h"
 
 #include <omp.h>
@@ -21,15 +22,6 @@ static void comm_delta(const struct hy_dist_stats *before, const struct hy_dist_
     }
     out->posted_sec = after->posted_sec - before->posted_sec;
     out->hidden_sec = after->hidden_sec - before->hidden_sec;
-}
-
-static uint64_t rng_next(uint64_t *st)
-{
-    uint64_t x = *st;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *st = x;
 }
 
 /* Touches one byte per page of every mapped checkpoint file so the timed runs do not pay page faults. */
@@ -74,7 +66,7 @@ int hy_bench_run_prefill(struct hy_model *m, enum hy_dtype kv_dtype, int32_t len
     }
     uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
     for (int32_t i = 0; i < len; i++) {
-        ids[i] = (int32_t)(rng_next(&st) % (uint64_t)V);
+        ids[i] = (int32_t)(hy_bench_xorshift(&st) % (uint64_t)V);
         pos[i] = i;
         slots[i] = i;
     }
@@ -156,7 +148,7 @@ int hy_bench_run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batc
     int32_t n = 0;
     for (int32_t s = 0; s < batch; s++)
         for (int32_t p = 0; p < ctx0; p++, n++) {
-            ids[n] = (int32_t)(rng_next(&st) % (uint64_t)V);
+            ids[n] = (int32_t)(hy_bench_xorshift(&st) % (uint64_t)V);
             pos[n] = p;
             seq[n] = s;
             slots[n] = (int64_t)tables[s][p / bs] * bs + p % bs;
@@ -186,7 +178,7 @@ int hy_bench_run_decode(struct hy_model *m, enum hy_dtype kv_dtype, int32_t batc
                     if (lr[v] > lr[best])
                         best = v;
             } else {
-                best = (int32_t)(rng_next(&st) % (uint64_t)V);
+                best = (int32_t)(hy_bench_xorshift(&st) % (uint64_t)V);
             }
             ids[s] = best;
             pos[s] = p;

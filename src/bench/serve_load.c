@@ -3,6 +3,7 @@
 
 #include "base/err.h"
 #include "base/timing.h"
+#include "bench/util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -159,17 +160,11 @@ static void *worker(void *arg)
     }
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 double hy_bench_serve_pct(double *v, int n, double p)
 {
     if (n <= 0)
         return 0;
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
+    qsort(v, (size_t)n, sizeof(double), hy_bench_cmp_double);
     int k = (int)(p / 100.0 * (n - 1) + 0.5);
     return v[k < 0 ? 0 : k >= n ? n - 1 : k];
 }

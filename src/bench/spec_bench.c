@@ -4,25 +4,12 @@
 #include "base/err.h"
 #include "base/timing.h"
 #include "bench/account.h"
+#include "bench/util.h"
 #include "engine/executor.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static uint64_t next_rand(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 /* Verify-shaped steps on a fresh KV cache: B sequences, prefill ctx0, then `steps` timed steps of n
  * tokens per sequence for n = 1 .. n_max (after one warm-up each), positions advancing by n. */
@@ -75,7 +62,7 @@ int hy_bench_spec_verify(struct hy_model *m, enum hy_dtype kv_dtype, int32_t B, 
             for (int32_t s = 0; s < B; s++)
                 for (int32_t j = 0; j < per; j++, t++) {
                     const int32_t p = at[s] + j;
-                    ids[t] = n == 0 ? (int32_t)(next_rand(&st) % (uint64_t)V) : next[t];
+                    ids[t] = n == 0 ? (int32_t)(hy_bench_xorshift(&st) % (uint64_t)V) : next[t];
                     pos[t] = p;
                     seq[t] = s;
                     slots[t] = (int64_t)tables[s][p / bs] * bs + p % bs;
@@ -112,7 +99,7 @@ int hy_bench_spec_verify(struct hy_model *m, enum hy_dtype kv_dtype, int32_t B, 
         }
     for (int32_t n = 1; n <= n_max + 1; n++) { /* medians */
         double *tn = times + (size_t)n * (size_t)steps;
-        qsort(tn, (size_t)steps, sizeof(double), cmp_d);
+        qsort(tn, (size_t)steps, sizeof(double), hy_bench_cmp_double);
         const double med = tn[steps / 2];
         if (n == n_max + 1)
             r->mtp_s = med;
@@ -171,7 +158,7 @@ int hy_bench_spec_engine(struct hy_model *m, enum hy_dtype kv_dtype, const struc
     }
     uint64_t st = seed * 0x9E3779B97F4A7C15ull + 5;
     for (int32_t i = 0; i < B * P; i++)
-        ids[i] = (int32_t)(next_rand(&st) % (uint64_t)V);
+        ids[i] = (int32_t)(hy_bench_xorshift(&st) % (uint64_t)V);
     for (int32_t s = 0; s < B; s++) {
         reqs[s].prompt_ids = ids + (size_t)s * P;
         reqs[s].n_prompt = (size_t)P;

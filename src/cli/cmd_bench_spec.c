@@ -20,6 +20,7 @@
 #include "base/timing.h"
 #include "bench/account.h"
 #include "bench/spec_bench.h"
+#include "bench/util.h"
 #include "engine/offline.h"
 #include "engine/executor.h"
 
@@ -29,12 +30,6 @@
 #include <string.h>
 
 #define ROUNDS 3
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The speed-up table for acceptance 0.6 / 0.8 / 0.9 and k' = 1 .. k from verify step seconds t[n] and
  * the MTP draft step t_mtp; printed under `label` when print. Returns a JSON array (new). */
@@ -92,8 +87,8 @@ int hy_bench_spec_run(struct hy_model *m, enum hy_dtype kv_dtype, const struct h
             if (hy_bench_spec_engine(m, kv_dtype, &none, B, ctx0, 8 * steps, seed + 50 + (uint64_t)r, &offr[r], NULL) ||
                 hy_bench_spec_engine(m, kv_dtype, sc, B, ctx0, 8 * steps, seed + 50 + (uint64_t)r, &on[r], &ss))
                 goto fail;
-        qsort(on, ROUNDS, sizeof(double), cmp_d);
-        qsort(offr, ROUNDS, sizeof(double), cmp_d);
+        qsort(on, ROUNDS, sizeof(double), hy_bench_cmp_double);
+        qsort(offr, ROUNDS, sizeof(double), hy_bench_cmp_double);
         const double t1 = vr.step_s[1], on_med = on[ROUNDS / 2], off_med = offr[ROUNDS / 2];
         const double nd = ss.num_drafts ? (double)ss.num_drafts : 1.0;
         double tp[HY_SPEC_MAX_TOKENS + 2];
