@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Evaluate tool calling of a tiny Hy3 checkpoint on held-out synthetic agent prompts, with the C engine.
+"""Evaluate tool calling of a tiny Hy3 (or, with --format hy4, Hy4-preview) checkpoint on held-out synthetic
+agent prompts, with the C engine.
 
 Usage:
   make -s -j2
@@ -24,6 +25,13 @@ specs/hy3_tool_calls.md §1.4:
   answer        for conversations that end with the tool responses: the final answer (up to EOS) contains
                 every salient value of the responses (temperature and condition, time, result, population, hour,
                 date), and whether it equals the reference sentence exactly
+
+--format hy4 (models/hy4-tiny): prompts from tools/make/hy4_tool_data.py (the same held-out entities and
+phrasings), rendered with the model's chat_template.jinja with --reasoning-effort (default no_think; `high` lets
+the model write a reasoning before </think:opensource>, which is stripped before parsing), tokenized with
+tools/make/train_tiny_hy4.py's byte-level BPE + added tokens; EOS = <｜hy_end:opensource｜>; the grammar is Hy4's
+(shared/specs/hy_chat_formats.md §3.1), compact, no <tool_sep>, nothing between calls:
+  <tool_calls> (<tool_call>NAME (<arg_key>K</arg_key><arg_value>V</arg_value>)* </tool_call>)+ </tool_calls> <eos>
 """
 import argparse
 import json
@@ -53,6 +61,34 @@ CALL_RE = re.compile(r"<tool_call{s}>([^<\n]+)<tool_sep{s}>\n((?:<arg_key{s}>[^<
 ARG_RE = re.compile(r"<arg_key{s}>([^<]*)</arg_key{s}>\n<arg_value{s}>([^<]*)</arg_value{s}>".format(s=S), re.S)
 SALIENT = {"get_weather": ["temperature", "condition"], "get_time": ["time"], "add": ["result"],
            "get_population": ["population"], "set_alarm": ["hour"], "sum_list": ["result"], "get_date": ["date"]}
+
+
+HY4_CALLS_RE = re.compile(
+    r"^<tool_calls{s}>((?:<tool_call{s}>[^<\n]+"
+    r"(?:<arg_key{s}>[^<]*</arg_key{s}><arg_value{s}>[^<]*</arg_value{s}>)*"
+    r"</tool_call{s}>)+)</tool_calls{s}>$".format(s=S), re.S)
+HY4_CALL_RE = re.compile(r"<tool_call{s}>([^<\n]+)((?:<arg_key{s}>[^<]*</arg_key{s}>"
+                         r"<arg_value{s}>[^<]*</arg_value{s}>)*)</tool_call{s}>".format(s=S), re.S)
+HY4_ARG_RE = re.compile(r"<arg_key{s}>([^<]*)</arg_key{s}><arg_value{s}>([^<]*)</arg_value{s}>".format(s=S), re.S)
+HY4_EOS_TEXT = "<\uff5chy_end%s\uff5c>" % S
+HY4_THINK_END = "</think%s>" % S
+
+
+def parse_hy4(text, thinking):
+    """Hy4 grammar. thinking: the prompt ended on <think:SUF>, the output is reasoning + </think:SUF> + the rest
+    (no </think:SUF> = not well-formed). -> (well_formed, calls, the text after the reasoning)."""
+    ok = True
+    if thinking:
+        i = text.find(HY4_THINK_END)
+        if i < 0:
+            ok = False
+        else:
+            text = text[i + len(HY4_THINK_END):]
+    body = text[:-len(HY4_EOS_TEXT)] if text.endswith(HY4_EOS_TEXT) else text
+    ok = ok and text.endswith(HY4_EOS_TEXT) and HY4_CALLS_RE.match(body) is not None
+    calls = [(m.group(1).strip(), {k: v for k, v in HY4_ARG_RE.findall(m.group(2))})
+             for m in HY4_CALL_RE.finditer(body)]
+    return ok, calls, text
 
 
 def coerce(tool, key, v):
@@ -104,22 +140,52 @@ def main():
     ap.add_argument("--split", default="heldout", choices=["heldout", "train"])
     ap.add_argument("--report", default="", help="write a markdown report here")
     ap.add_argument("--show", type=int, default=6, help="example outputs printed per kind")
+    ap.add_argument("--format", default="hy3", choices=["hy3", "hy4"], help="model family (template, grammar)")
+    ap.add_argument("--reasoning-effort", default="no_think", choices=["no_think", "low", "high"],
+                    help="the template's reasoning_effort (hy3 keeps no_think)")
     a = ap.parse_args()
 
     with open(os.path.join(a.model, "chat_template.jinja"), encoding="utf-8") as f:
         tpl = compile_template(f.read())
-    tok = hytok.HyTiktoken(os.path.join(a.model, "hy.tiktoken"), hytok.golden_pat_str(), hytok.special_tokens())
-    for t in hytok.HY3_SPECIALS[9:]:
-        assert tok.encode(t) == [hytok.special_tokens()[t]], t
+    hy4 = a.format == "hy4"
+    thinking = hy4 and a.reasoning_effort != "no_think"
+    if hy4:
+        import hy4_tool_data as td4
+        import train_tiny_hy4 as t4
+        tok = t4.Tok(os.path.join(a.model, "tokenizer.json"))
+        for t in t4.TOOL_TOKENS:
+            assert tok.encode_added(t) == [tok.added[t]], t
+        encode, eos_text, data = tok.encode_added, HY4_EOS_TEXT, "hy4_tool_data.py"
+
+        def make(rng, split, parallel):
+            return td4.make_hy4_sample(rng, split, parallel=parallel)
+    else:
+        tok = hytok.HyTiktoken(os.path.join(a.model, "hy.tiktoken"), hytok.golden_pat_str(), hytok.special_tokens())
+        for t in hytok.HY3_SPECIALS[9:]:
+            assert tok.encode(t) == [hytok.special_tokens()[t]], t
+        encode, eos_text, data = tok.encode, EOS_TEXT, "hy3_tool_data.py"
+        make = td.make_sample
+
+    def parse_out(text):
+        if hy4:
+            ok, calls, _ = parse_hy4(text, thinking)
+            return ok, calls
+        return parse(text)
+
+    def final_text(text):
+        if thinking and HY4_THINK_END in text:
+            text = text[text.find(HY4_THINK_END) + len(HY4_THINK_END):]
+        return text[:-len(eos_text)] if text.endswith(eos_text) else text
 
     rng = np.random.default_rng(a.seed)
-    samples = [td.make_sample(rng, a.split, parallel=False) for _ in range(a.n_single)]
-    samples += [td.make_sample(rng, a.split, parallel=True) for _ in range(a.n_parallel)]
+    samples = [make(rng, a.split, parallel=False) for _ in range(a.n_single)]
+    samples += [make(rng, a.split, parallel=True) for _ in range(a.n_parallel)]
     t0 = time.time()
 
     def gen(messages, tools):
-        prompt = tpl.render(messages=messages, tools=tools, add_generation_prompt=True, reasoning_effort="no_think")
-        ids = tok.encode(prompt)
+        prompt = tpl.render(messages=messages, tools=tools, add_generation_prompt=True,
+                            reasoning_effort=a.reasoning_effort)
+        ids = encode(prompt)
         out = run_engine(a.engine, a.model, ids, a.max_tokens, a.dtype, a.threads)
         return tok.decode(out), len(ids)
 
@@ -130,7 +196,7 @@ def main():
         kind = "parallel" if len(s["calls"]) == 2 else "single"
         text, n = gen(s["messages"][:1], s["tools"])
         plen.append(n)
-        ok, calls = parse(text)
+        ok, calls = parse_out(text)
         exp = [(c["name"], c["arguments"]) for c in s["calls"]]
         name_ok = [c[0] for c in calls] == [e[0] for e in exp]
         args_ok = name_ok and all({k: coerce(nm, k, v) for k, v in got.items()} == want
@@ -142,10 +208,10 @@ def main():
     ans = []
     for s in samples[:a.n_answer // 2] + samples[a.n_single:a.n_single + a.n_answer - a.n_answer // 2]:
         text, _ = gen(s["messages"][:-1], s["tools"])
-        final = text[:-len(EOS_TEXT)] if text.endswith(EOS_TEXT) else text
+        final = final_text(text)
         vals = [str(r[k]) for c, r in zip(s["calls"], s["responses"]) for k in SALIENT[c["name"]]]
         hit = all(v in final for v in vals)
-        ans.append((hit, final.strip() == s["answer"], text.endswith(EOS_TEXT)))
+        ans.append((hit, final.strip() == s["answer"], text.endswith(eos_text)))
         if len([e for e in examples if e[0] == "answer"]) < a.show:
             examples.append(("answer", s["messages"][-2]["content"] if len(s["calls"]) == 1 else
                              " | ".join(m["content"] for m in s["messages"][2:-1]), text, hit, s["answer"]))
@@ -158,8 +224,9 @@ def main():
     lines = ["# Tool-call evaluation: %s\n" % a.model,
              "Command: `/usr/bin/python3 %s`\n" % " ".join(sys.argv),
              "Engine: `%s generate --prompt-ids ... --temperature 0 --dtype %s --print-ids` (greedy, raw prompt ids). "
-             "Split `%s` of tools/make/hy3_tool_data.py, seed %d; prompts %d-%d tokens (mean %.0f); %.0f s.\n" %
-             (os.path.relpath(a.engine, ROOT), a.dtype, a.split, a.seed, min(plen), max(plen), np.mean(plen), secs),
+             "Split `%s` of tools/make/%s, seed %d, reasoning_effort %s; prompts %d-%d tokens (mean %.0f); "
+             "%.0f s.\n" % (os.path.relpath(a.engine, ROOT), a.dtype, a.split, data, a.seed, a.reasoning_effort,
+                            min(plen), max(plen), np.mean(plen), secs),
              "| measure | prompts | rate |", "|---|---|---|"]
     for label, rows, j in (("well-formed tool-call block (exact grammar, ends on EOS)", allr, 0),
                            ("correct function name(s)", allr, 1),
