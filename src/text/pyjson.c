@@ -474,6 +474,16 @@ int hy_pyjson_str(struct hy_pyjson_buf *b, const json_t *v)
 
 /* ---------------------------------------------------------------- types */
 
+int hy_pyjson_repr_string(struct hy_pyjson_buf *b, const char *s, size_t n)
+{
+    return repr_string(b, s, n);
+}
+
+int hy_pyjson_dumps_string(struct hy_pyjson_buf *b, const char *s, size_t n)
+{
+    return dumps_string(b, s, n);
+}
+
 const char *hy_pyjson_type_name(const json_t *v)
 {
     switch (v ? json_typeof(v) : JSON_NULL) {

@@ -55,6 +55,13 @@ int hy_pyjson_dumps(struct hy_pyjson_buf *b, const json_t *v);
  * points as \xNN / \uNNNN / \UNNNNNNNN). NULL is written as "None". Returns 0 or -1 (no memory). */
 int hy_pyjson_str(struct hy_pyjson_buf *b, const json_t *v);
 
+/* Appends repr(s) of the UTF-8 string s[0..n) (quotes and escapes as Python chooses them).
+ * Returns 0 or -1 (no memory). */
+int hy_pyjson_repr_string(struct hy_pyjson_buf *b, const char *s, size_t n);
+
+/* Appends json.dumps(s, ensure_ascii=False) of the UTF-8 string s[0..n). Returns 0 or -1. */
+int hy_pyjson_dumps_string(struct hy_pyjson_buf *b, const char *s, size_t n);
+
 /* Python's type name of the value: "NoneType" (also for NULL), "bool", "int", "float", "str",
  * "list", "dict". */
 const char *hy_pyjson_type_name(const json_t *v);
