@@ -1,4 +1,4 @@
-/* reasoning.c - <think:opensource> ... </think:opensource> splitting with marker hold-back. */
+/* reasoning.c - <think SUF> ... </think SUF> splitting with marker hold-back. */
 #include "text/reasoning.h"
 
 #include <string.h>
@@ -83,11 +83,18 @@ static const char *last_occurrence(const char *s, size_t len, const char *needle
     return last;
 }
 
+int hy_reasoning_prompt_open_markers(const char *prompt, size_t len, const char *open, const char *close)
+{
+    if (!prompt || !open || !close || !open[0] || !close[0])
+        return 0;
+    const char *o = last_occurrence(prompt, len, open);
+    const char *c = last_occurrence(prompt, len, close);
+    return o && (!c || o > c);
+}
+
 int hy_reasoning_prompt_open(const char *prompt, size_t len)
 {
-    const char *o = last_occurrence(prompt, len, HY_THINK_OPEN);
-    const char *c = last_occurrence(prompt, len, HY_THINK_CLOSE);
-    return o && (!c || o > c);
+    return hy_reasoning_prompt_open_markers(prompt, len, HY_THINK_OPEN, HY_THINK_CLOSE);
 }
 
 void hy_reasoning_free(struct hy_reasoning *r)

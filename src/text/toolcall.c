@@ -1,4 +1,4 @@
-/* toolcall.c - the incremental Hy3 tool-call parser, marker discovery and schema coercion. */
+/* toolcall.c - the incremental Hy3 / Hy4 tool-call parser, marker discovery and schema coercion. */
 #include "text/toolcall.h"
 
 #include "base/err.h"
@@ -15,9 +15,9 @@ static const char *const k_names[HY_TM_COUNT] = {
     "</arg_key",   "<arg_value",   "</arg_value", "<think",      "</think",
 };
 
-void hy_tool_markers_init(struct hy_tool_markers *m, const char *suffix)
+void hy_tool_markers_init_dialect(struct hy_tool_markers *m, const char *suffix, int dialect)
 {
-    char suf[24]; /* a local copy: the text[] writes must not read from *m */
+    char suf[HY_TM_SUFFIX_MAX]; /* a local copy: the text[] writes must not read from *m */
     snprintf(suf, sizeof(suf), "%s", suffix ? suffix : "");
     memset(m, 0, sizeof(*m));
     memcpy(m->suffix, suf, sizeof(suf));
@@ -26,39 +26,148 @@ void hy_tool_markers_init(struct hy_tool_markers *m, const char *suffix)
         m->len[i] = strlen(m->text[i]);
         m->id[i] = -1;
     }
+    for (int i = 0; i < HY_TT_COUNT; i++)
+        m->turn_id[i] = -1;
+    hy_tool_markers_set_dialect(m, dialect);
 }
 
-static void lookup_ids(const struct hy_tokenizer *tok, struct hy_tool_markers *m)
+void hy_tool_markers_init(struct hy_tool_markers *m, const char *suffix)
 {
-    for (int k = 0; k < HY_TM_COUNT; k++)
-        m->id[k] = hy_tokenizer_token_to_id(tok, m->text[k]);
+    hy_tool_markers_init_dialect(m, suffix, HY_TOOL_DIALECT_HY3);
 }
 
-int hy_tool_markers_from_vocab(const struct hy_tokenizer *tok, struct hy_tool_markers *m)
+void hy_tool_markers_set_dialect(struct hy_tool_markers *m, int dialect)
 {
-    const char *head = "<tool_calls";
-    const size_t hl = strlen(head);
-    int n = hy_tokenizer_added_count(tok);
+    m->dialect = dialect == HY_TOOL_DIALECT_HY4 ? HY_TOOL_DIALECT_HY4 : HY_TOOL_DIALECT_HY3;
+}
+
+static int is_regex_space(unsigned char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+int hy_tool_tag_match(const char *s, size_t len, size_t *suf_off, size_t *suf_len)
+{
+    static const char *const names[] = {"think", "tool_calls", "tool_call", "arg_key", "arg_value"};
+    if (len < 3 || s[0] != '<' || s[len - 1] != '>')
+        return 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const size_t nl = strlen(names[i]);
+        if (len < nl + 2 || memcmp(s + 1, names[i], nl))
+            continue;
+        const size_t off = 1 + nl, sl = len - 1 - off; /* between the name and the final '>' */
+        if (sl == 1 || (sl && s[off] != ':'))
+            continue; /* "<tool_call" + "s>" is tried as tool_calls */
+        int ok = 1;
+        for (size_t k = off + 1; k < off + sl && ok; k++)
+            ok = !is_regex_space((unsigned char)s[k]) && s[k] != '>';
+        if (!ok)
+            continue;
+        *suf_off = off;
+        *suf_len = sl;
+        return 1;
+    }
+    return 0;
+}
+
+/* Collects the suffix of s[0..len) into *found / suf; -1 on a disagreement or an oversized suffix. */
+static int take_tag(const char *s, size_t len, char *suf, size_t cap, int *found, char *first, size_t first_cap)
+{
+    size_t off = 0, sl = 0;
+    if (!hy_tool_tag_match(s, len, &off, &sl))
+        return 0;
+    if (sl >= cap || sl >= HY_TM_SUFFIX_MAX)
+        return hy_err_set("tool calls: the vocabulary's tag %.*s has a suffix longer than %d bytes", (int)len, s,
+                          (int)(cap < HY_TM_SUFFIX_MAX ? cap : HY_TM_SUFFIX_MAX) - 1);
+    if (!*found) {
+        memcpy(suf, s + off, sl);
+        suf[sl] = 0;
+        snprintf(first, first_cap, "%.*s", (int)len, s);
+        *found = 1;
+        return 0;
+    }
+    if (strlen(suf) != sl || memcmp(suf, s + off, sl))
+        return hy_err_set("tool calls: the vocabulary spells its tags with two suffixes: %s and %.*s", first, (int)len,
+                          s);
+    return 0;
+}
+
+int hy_tool_suffix_from_vocab(const struct hy_tokenizer *tok, char *suf, size_t cap)
+{
+    if (!cap)
+        return hy_err_set("tool calls: no room for the suffix");
+    suf[0] = 0;
+    int found = 0;
+    char first[HY_TM_MAX_LEN + 8] = "";
+    const int n = hy_tokenizer_added_count(tok);
     for (int i = 0; i < n; i++) {
         size_t len = 0;
         int32_t id = -1;
         const char *t = hy_tokenizer_added_token(tok, i, &len, &id);
-        if (!t || len < hl + 1 || memcmp(t, head, hl) || t[len - 1] != '>')
-            continue;
-        size_t sl = len - hl - 1; /* between "<tool_calls" and ">" */
-        if (sl && (t[hl] != ':' || sl >= 24 || memchr(t + hl, '>', sl)))
-            continue;
-        char suffix[24];
-        memcpy(suffix, t + hl, sl);
-        suffix[sl] = 0;
-        hy_tool_markers_init(m, suffix);
-        lookup_ids(tok, m);
-        return 0;
+        if (t && take_tag(t, len, suf, cap, &found, first, sizeof(first))) {
+            suf[0] = 0;
+            return -1;
+        }
     }
-    hy_tool_markers_init(m, ":opensource");
-    lookup_ids(tok, m);
-    return hy_err_set("tool calls: the vocabulary has no <tool_calls> token (looked for <tool_calls> and "
-                      "<tool_calls:SUFFIX> among the added tokens)");
+    if (!found) { /* no added tag: the ordinary vocabulary (tags are added tokens in every checkpoint seen) */
+        const int32_t nv = hy_tokenizer_vocab_size(tok);
+        for (int32_t id = 0; id < nv; id++) {
+            size_t len = 0;
+            const char *t = hy_tokenizer_token_bytes(tok, id, &len);
+            if (t && len > 2 && t[0] == '<' && take_tag(t, len, suf, cap, &found, first, sizeof(first))) {
+                suf[0] = 0;
+                return -1;
+            }
+        }
+    }
+    return found;
+}
+
+/* "<｜" NAME SUF "｜>" with U+FF5C bars. */
+static void turn_spelling(char *out, size_t cap, const char *name, const char *suf)
+{
+    snprintf(out, cap, "<\xef\xbd\x9c%s%s\xef\xbd\x9c>", name, suf);
+}
+
+/* The id of the first of NAME+suffix, NAME:opensource, NAME found in tok (its text in out), or -1. */
+static int32_t find_turn_token(const struct hy_tokenizer *tok, const char *name, const char *suffix, char *out,
+                               size_t cap)
+{
+    const char *const sufs[] = {suffix ? suffix : "", ":opensource", ""};
+    for (int i = 0; i < 3; i++) {
+        turn_spelling(out, cap, name, sufs[i]);
+        int32_t id = hy_tokenizer_token_to_id(tok, out);
+        if (id >= 0)
+            return id;
+    }
+    out[0] = 0;
+    return -1;
+}
+
+int hy_tool_dialect_from_vocab(const struct hy_tokenizer *tok, const char *suffix)
+{
+    char t[HY_TM_MAX_LEN];
+    return find_turn_token(tok, "hy_middle", suffix, t, sizeof(t)) >= 0 ? HY_TOOL_DIALECT_HY4 : HY_TOOL_DIALECT_HY3;
+}
+
+int hy_tool_markers_from_vocab(const struct hy_tokenizer *tok, struct hy_tool_markers *m)
+{
+    static const char *const turn_names[HY_TT_COUNT] = {"hy_start", "hy_middle", "hy_end", "reasoning_mode"};
+    char suffix[HY_TM_SUFFIX_MAX];
+    const int found = hy_tool_suffix_from_vocab(tok, suffix, sizeof(suffix));
+    hy_tool_markers_init_dialect(m, found < 0 ? "" : suffix, HY_TOOL_DIALECT_HY3);
+    hy_tool_markers_set_dialect(m, hy_tool_dialect_from_vocab(tok, m->suffix));
+    for (int k = 0; k < HY_TM_COUNT; k++)
+        m->id[k] = hy_tokenizer_token_to_id(tok, m->text[k]);
+    for (int k = 0; k < HY_TT_COUNT; k++)
+        m->turn_id[k] = find_turn_token(tok, turn_names[k], m->suffix, m->turn_text[k], sizeof(m->turn_text[k]));
+    if (found < 0)
+        return -2; /* hy_err_msg() names the two spellings */
+    if (m->id[HY_TM_CALLS_OPEN] < 0)
+        return hy_err_set("tool calls: the vocabulary has no %s token (the tag suffix read from the vocabulary is "
+                          "\"%s\")",
+                          m->text[HY_TM_CALLS_OPEN], m->suffix);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -503,6 +612,14 @@ static int on_marker(struct hy_toolcall_parser *p, int m, struct hy_sbuf *conten
         }
         return salvage(p, content, mt, ml);
     case ST_NAME:
+        if (p->mk->dialect == HY_TOOL_DIALECT_HY4) {
+            /* the nearer of <arg_key> and </tool_call> ends the name; then it acts in ST_ARGS */
+            if (m != HY_TM_KEY_OPEN && m != HY_TM_CALL_CLOSE)
+                return salvage(p, content, mt, ml);
+            if (announce(p, content, mt, ml))
+                return -1;
+            return p->state == ST_ARGS ? on_marker(p, m, content) : 0;
+        }
         if (m == HY_TM_SEP)
             return announce(p, content, mt, ml);
         return salvage(p, content, mt, ml);

@@ -1,8 +1,10 @@
-/* fuzz_toolcall.c - libFuzzer target: the Hy3 tool-call parser on arbitrary model output and
+/* fuzz_toolcall.c - libFuzzer target: the Hy3 / Hy4 tool-call parser on arbitrary model output and
  * arbitrary tool schemas. Input: a tools JSON document, a NUL byte, then the output text (markers
  * written as bytes 0x01..0x09 for <tool_calls> ... </arg_value> so the fuzzer reaches them). The
- * parser must never crash or leak, and the result fed whole must equal the result fed in pieces
- * whose sizes come from the text itself: same content, same calls, same argument bytes. */
+ * last input byte picks the markers: bit 0 the dialect (0 Hy3, 1 Hy4), bits 1-2 the suffix
+ * (":opensource", ":6124c78e", "", ":a+b(c"); the byte stays part of the text. The parser must
+ * never crash or leak, and the result fed whole must equal the result fed in pieces whose sizes
+ * come from the text itself: same content, same calls, same argument bytes. */
 #include "base/sbuf.h"
 #include "text/toolcall.h"
 
@@ -61,22 +63,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_t *tools = nul ? json_loadb((const char *)data, tl, 0, NULL) : NULL;
     const uint8_t *text = nul ? nul + 1 : data;
     size_t n = size - (size_t)(text - data);
-    static struct hy_tool_markers mk;
+    static struct hy_tool_markers mks[8];
     static int init;
     if (!init) {
-        hy_tool_markers_init(&mk, ":opensource");
+        static const char *const sufs[4] = {":opensource", ":6124c78e", "", ":a+b(c"};
+        for (int i = 0; i < 8; i++)
+            hy_tool_markers_init_dialect(&mks[i], sufs[i >> 1], i & 1 ? HY_TOOL_DIALECT_HY4 : HY_TOOL_DIALECT_HY3);
         init = 1;
     }
+    const struct hy_tool_markers *mk = &mks[size ? data[size - 1] & 7 : 0];
     struct hy_sbuf t = {0};
     for (size_t i = 0; i < n; i++) { /* bytes 1..9 stand for the nine tool markers */
         if (text[i] >= 1 && text[i] <= 9)
-            hy_sbuf_puts(&t, mk.text[text[i] - 1]);
+            hy_sbuf_puts(&t, mk->text[text[i] - 1]);
         else
             hy_sbuf_append(&t, (const char *)text + i, 1);
     }
     struct out a, b;
-    run(&mk, tools, t.p ? t.p : "", t.len, 0, &a);
-    run(&mk, tools, t.p ? t.p : "", t.len, 1, &b);
+    run(mk, tools, t.p ? t.p : "", t.len, 0, &a);
+    run(mk, tools, t.p ? t.p : "", t.len, 1, &b);
     if (!same(&a, &b))
         abort(); /* streamed pieces must give the one-shot result */
     hy_toolcall_free(&a.p);
