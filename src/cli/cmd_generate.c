@@ -40,8 +40,10 @@ int hy_cmd_generate(int argc, char **argv)
 {
     const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *effort = NULL, *kvd = NULL,
                *quantization = NULL;
-    const char *tools_path = NULL;
+    const char *tools_path = NULL, *chat_template = NULL;
     json_t *tools = NULL;
+    struct hy_chat chat_tpl = {0};
+    int thinking = 0;
     int max_tokens = 128, threads = 0, print_ids = 0, echo = 0, chat = 0, help = 0, ignore_eos = 0;
     struct hy_sampling_params sp, cli;
     hy_sampling_params_init(&cli);
@@ -66,7 +68,10 @@ int hy_cmd_generate(int argc, char **argv)
         {"--seed", "-s", HY_ARG_U64, &cli.seed, &seen_seed, "RNG seed (same seed, same output)"},
         {"--ignore-eos", NULL, HY_ARG_FLAG, &ignore_eos, NULL, "do not stop at EOS"},
         {"--chat", NULL, HY_ARG_FLAG, &chat, NULL, "render the prompt as a user turn via the chat template"},
-        {"--reasoning-effort", NULL, HY_ARG_STR, &effort, NULL, "no_think | low | high (with --chat)"},
+        {"--reasoning-effort", NULL, HY_ARG_STR, &effort, NULL,
+         "no_think | low | high (with --chat; default: the template's)"},
+        {"--chat-template", NULL, HY_ARG_STR, &chat_template, NULL,
+         "chat template file or text for --chat (default: the checkpoint's)"},
         {"--tools", NULL, HY_ARG_STR, &tools_path, NULL,
          "OpenAI tools list (JSON file) for the chat prompt (with --chat); prints the text, then the parsed "
          "calls as a JSON line 'tool_calls: [...]'"},
@@ -160,7 +165,8 @@ int hy_cmd_generate(int argc, char **argv)
                 hy_err_set("--tools needs --chat");
             goto fail;
         }
-        if (hy_cli_encode_prompt(tok, prompt, chat, effort, tools, &ids, &n))
+        if ((chat && hy_cli_load_chat(model_dir, chat_template, &chat_tpl)) ||
+            hy_cli_encode_prompt(tok, chat ? &chat_tpl : NULL, prompt, effort, tools, &ids, &n, &thinking))
             goto fail;
     }
     if (n == 0) {
@@ -191,7 +197,6 @@ int hy_cmd_generate(int argc, char **argv)
         emit(&g);
     if (tools && !print_ids) {
         struct hy_cli_tool_result tr;
-        const int thinking = effort && (!strcmp(effort, "low") || !strcmp(effort, "high"));
         if (hy_cli_tool_result(tok, req.out_ids, req.n_out, tools, thinking, &tr))
             goto fail;
         char *j = json_dumps(tr.calls, JSON_COMPACT | JSON_ENSURE_ASCII);
@@ -225,6 +230,7 @@ out:
     free(g.buf);
     free(ids);
     json_decref(tools);
+    hy_chat_free(&chat_tpl);
     hy_tokenizer_free(tok);
     hy_cli_free_model(m);
     return rc;

@@ -81,7 +81,9 @@ out:
 
 int hy_cmd_logits(int argc, char **argv)
 {
-    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *kvd = NULL, *quantization = NULL;
+    const char *model_dir = NULL, *prompt = NULL, *prompt_ids = NULL, *dtype = NULL, *kvd = NULL, *quantization = NULL,
+               *chat_template = NULL;
+    struct hy_chat chat_tpl = {0};
     int all = 0, mtp = 0, json = 0, threads = 0, help = 0, chat = 0;
     struct hy_cli_par par = {0};
     const struct hy_arg args[] = {
@@ -90,6 +92,8 @@ int hy_cmd_logits(int argc, char **argv)
         {"--prompt", "-p", HY_ARG_STR, &prompt, NULL, "prompt text (tokenizer's BOS added)"},
         {"--prompt-ids", NULL, HY_ARG_STR, &prompt_ids, NULL, "comma-separated token ids, fed as given"},
         {"--chat", NULL, HY_ARG_FLAG, &chat, NULL, "render -p as a user turn through the chat template"},
+        {"--chat-template", NULL, HY_ARG_STR, &chat_template, NULL,
+         "chat template file or text for --chat (default: the checkpoint's)"},
         {"--all-positions", NULL, HY_ARG_FLAG, &all, NULL, "logits of every position, not just the last"},
         {"--mtp", NULL, HY_ARG_FLAG, &mtp, NULL, "also the MTP head's logits for rows p = 0..n-2"},
         {"--dtype", NULL, HY_ARG_STR, &dtype, NULL, "float32 | bfloat16 | auto (compute mode)"},
@@ -141,7 +145,8 @@ int hy_cmd_logits(int argc, char **argv)
             goto fail;
     } else {
         size_t nn;
-        if (hy_tokenizer_load_dir(model_dir, &tok) || hy_cli_encode_prompt(tok, prompt, chat, NULL, NULL, &ids, &nn))
+        if (hy_tokenizer_load_dir(model_dir, &tok) || (chat && hy_cli_load_chat(model_dir, chat_template, &chat_tpl)) ||
+            hy_cli_encode_prompt(tok, chat ? &chat_tpl : NULL, prompt, NULL, NULL, &ids, &nn, NULL))
             goto fail;
         n = (int32_t)nn;
         if (n == 0) {
@@ -171,6 +176,7 @@ out:
     free(ids);
     free(logits);
     free(mtp_logits);
+    hy_chat_free(&chat_tpl);
     hy_tokenizer_free(tok);
     hy_cli_free_model(m);
     return rc;

@@ -149,8 +149,10 @@ static int write_output(const char *path, const struct hy_dataset *ds, struct hy
 
 int hy_cmd_run(int argc, char **argv)
 {
-    const char *yaml = NULL, *kvd_flag = NULL, *tools_path = NULL;
+    const char *yaml = NULL, *kvd_flag = NULL, *tools_path = NULL, *chat_template = NULL;
+    struct hy_chat chat = {0};
     json_t *tools = NULL, **calls = NULL;
+    int *thinking = NULL;
     int threads = 0, help = 0, np = 0;
     const char *pos[1];
     struct hy_cli_par par = {0};
@@ -162,6 +164,8 @@ int hy_cmd_run(int argc, char **argv)
         {"--tools", NULL, HY_ARG_STR, &tools_path, NULL,
          "OpenAI tools list (JSON file) rendered into every chat prompt (needs apply_chat_template: true); "
          "tool calls are parsed from the completions"},
+        {"--chat-template", NULL, HY_ARG_STR, &chat_template, NULL,
+         "chat template file or text for apply_chat_template (default: the checkpoint's)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd_flag, NULL,
          "auto | bf16 | fp8 (fp8_e4m3) | fp32; overrides model_config.kv_cache_dtype"},
@@ -233,7 +237,8 @@ int hy_cmd_run(int argc, char **argv)
         goto fail;
     struct hy_load_params lp;
     hy_load_params_default(&lp, cd);
-    if (hy_cli_load_model(cfg.model_path, &lp, &pc, argc, argv, &m) || hy_tokenizer_load_dir(cfg.model_path, &tok))
+    if (hy_cli_load_model(cfg.model_path, &lp, &pc, argc, argv, &m) || hy_tokenizer_load_dir(cfg.model_path, &tok) ||
+        (cfg.apply_chat_template && hy_cli_load_chat(cfg.model_path, chat_template, &chat)))
         goto fail;
     double t_load = hy_time_now() - t0;
     if (ctx.tty)
@@ -248,13 +253,15 @@ int hy_cmd_run(int argc, char **argv)
     ids = calloc(ds.n, sizeof(*ids));
     texts = calloc(ds.n, sizeof(*texts));
     calls = tools ? calloc(ds.n, sizeof(*calls)) : NULL;
-    if (!reqs || !ids || !texts || (tools && !calls)) {
+    thinking = calloc(ds.n, sizeof(*thinking));
+    if (!reqs || !ids || !texts || !thinking || (tools && !calls)) {
         hy_err_set("out of memory");
         goto fail;
     }
     for (size_t i = 0; i < ds.n; i++) {
         size_t n = 0;
-        if (hy_cli_encode_prompt(tok, ds.prompts[i], cfg.apply_chat_template, NULL, tools, &ids[i], &n)) {
+        if (hy_cli_encode_prompt(tok, cfg.apply_chat_template ? &chat : NULL, ds.prompts[i], NULL, tools, &ids[i], &n,
+                                 &thinking[i])) {
             hy_err_prefix("%s: prompt %zu", ds.source, i);
             goto fail;
         }
@@ -278,7 +285,7 @@ int hy_cmd_run(int argc, char **argv)
         texts[i] = decode_output(tok, &reqs[i]);
         if (tools) { /* the text becomes the content; calls print after it */
             struct hy_cli_tool_result tr;
-            if (hy_cli_tool_result(tok, reqs[i].out_ids, reqs[i].n_out, tools, 0, &tr))
+            if (hy_cli_tool_result(tok, reqs[i].out_ids, reqs[i].n_out, tools, thinking[i], &tr))
                 goto fail;
             free(texts[i]);
             texts[i] = strdup(tr.content);
@@ -318,6 +325,8 @@ out:
     free(ids);
     free(texts);
     hy_dataset_free(&ds);
+    free(thinking);
+    hy_chat_free(&chat);
     hy_tokenizer_free(tok);
     hy_cli_free_model(m);
     hy_run_config_free(&cfg);

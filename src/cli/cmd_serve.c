@@ -54,7 +54,7 @@ int hy_cmd_serve(int argc, char **argv)
     struct hy_cli_par par = {0};
     struct hy_cli_spec spec_args = {0};
     int auto_tools = 0;
-    const char *tool_parser = NULL, *reasoning_parser = NULL;
+    const char *tool_parser = NULL, *reasoning_parser = NULL, *chat_template = NULL;
     const struct hy_arg args[] = {
         HY_CLI_PAR_ARGS(par),
         HY_CLI_SPEC_ARGS(spec_args),
@@ -81,9 +81,12 @@ int hy_cmd_serve(int argc, char **argv)
         {"--enable-auto-tool-choice", NULL, HY_ARG_FLAG, &auto_tools, NULL,
          "accepted as vLLM spells it: Hy3 tool calls are always parsed (tool_choice auto is the default with tools)"},
         {"--tool-call-parser", NULL, HY_ARG_STR, &tool_parser, NULL,
-         "hy_v3 (the only one; also SGLang's name hunyuan): <tool_calls> markup -> message.tool_calls"},
+         "hy_v3 (also SGLang's name hunyuan) | hy_v4: <tool_calls> markup -> message.tool_calls (default: the "
+         "checkpoint's dialect, read from its vocabulary)"},
         {"--reasoning-parser", NULL, HY_ARG_STR, &reasoning_parser, NULL,
-         "hy_v3 (the only one; also hunyuan): <think> text -> reasoning_content, always on"},
+         "hy_v3 | hy_v4 (also hunyuan): <think> text -> reasoning_content, always on"},
+        {"--chat-template", NULL, HY_ARG_STR, &chat_template, NULL,
+         "chat template file or text (default: the checkpoint's chat_template.jinja, else tokenizer_config.json's)"},
         {"--max-connections", NULL, HY_ARG_INT, &max_conn, NULL,
          "open HTTP connections at once; more are refused (default 8192)"},
         {"--max-connections-per-ip", NULL, HY_ARG_INT, &max_conn_ip, NULL,
@@ -129,13 +132,13 @@ int hy_cmd_serve(int argc, char **argv)
                         "--max-waiting-requests, --max-connections-per-ip, --shutdown-timeout >= 0\n");
         return 2;
     }
-    if (tool_parser && strcmp(tool_parser, "hy_v3") && strcmp(tool_parser, "hunyuan")) {
-        fprintf(stderr, "hyinfer serve: --tool-call-parser %s: not supported (hyinfer parses Hy3's format: hy_v3)\n",
-                tool_parser);
+    if (tool_parser && strcmp(tool_parser, "hy_v3") && strcmp(tool_parser, "hunyuan") && strcmp(tool_parser, "hy_v4")) {
+        fprintf(stderr, "hyinfer serve: --tool-call-parser %s: not supported (hy_v3, hunyuan or hy_v4)\n", tool_parser);
         return 2;
     }
-    if (reasoning_parser && strcmp(reasoning_parser, "hy_v3") && strcmp(reasoning_parser, "hunyuan")) {
-        fprintf(stderr, "hyinfer serve: --reasoning-parser %s: not supported (hyinfer splits Hy3's <think>: hy_v3)\n",
+    if (reasoning_parser && strcmp(reasoning_parser, "hy_v3") && strcmp(reasoning_parser, "hunyuan") &&
+        strcmp(reasoning_parser, "hy_v4")) {
+        fprintf(stderr, "hyinfer serve: --reasoning-parser %s: not supported (hy_v3, hunyuan or hy_v4)\n",
                 reasoning_parser);
         return 2;
     }
@@ -154,6 +157,8 @@ int hy_cmd_serve(int argc, char **argv)
     c.port = port;
     c.served_model_name = name;
     c.api_key = api_key;
+    c.chat_template = chat_template;
+    c.tool_call_parser = tool_parser && !strcmp(tool_parser, "hunyuan") ? "hy_v3" : tool_parser;
     c.threads = threads;
     c.max_body_bytes = (size_t)max_body;
     c.engine.max_num_seqs = max_num_seqs;

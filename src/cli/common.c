@@ -10,7 +10,9 @@
 #include "engine/executor.h"
 #include "model/place.h"
 #include "model/shard.h"
-#include "text/chat_template.h"
+#include "text/chat.h"
+#include "text/reasoning.h"
+#include "text/toolcall.h"
 #include "text/prompt.h"
 
 #include "config/quant_config.h"
@@ -81,36 +83,49 @@ int hy_cli_set_threads(int *threads)
     return 0;
 }
 
-int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int chat, const char *reasoning_effort,
-                         const json_t *tools, int32_t **ids, size_t *n)
+int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const struct hy_chat *chat, const char *text,
+                         const char *reasoning_effort, const json_t *tools, int32_t **ids, size_t *n,
+                         int *start_in_reasoning)
 {
     *ids = NULL;
     *n = 0;
-    if (chat) {
-        json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
-        if (!msgs)
-            return hy_err_set("prompt is not valid UTF-8 text");
-        char *rendered;
-        if (hy_chat_format_of(tok) == HY_CHAT_HY4) {
-            json_t *kw = json_pack("{s:b}", "add_generation_prompt", 1);
-            if (kw && reasoning_effort)
-                json_object_set_new(kw, "reasoning_effort", json_string(reasoning_effort));
-            rendered = kw ? hy_chat_template_render_hy4(msgs, tools, kw) : NULL;
-            json_decref(kw);
-        } else {
-            struct hy_chat_template_opts o;
-            hy_chat_template_opts_init(&o);
-            o.reasoning_effort = reasoning_effort;
-            rendered = hy_chat_template_render(msgs, tools, &o);
-        }
-        json_decref(msgs);
-        if (!rendered)
-            return -1;
-        int rc = hy_tokenizer_encode(tok, rendered, strlen(rendered), 1, ids, n);
-        free(rendered);
-        return rc;
+    if (start_in_reasoning)
+        *start_in_reasoning = 0;
+    if (!chat)
+        return hy_prompt_encode(tok, text, strlen(text), 1, ids, n);
+    json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", text);
+    if (!msgs)
+        return hy_err_set("prompt is not valid UTF-8 text");
+    json_t *kw = json_pack("{s:b}", "add_generation_prompt", 1);
+    if (kw && reasoning_effort)
+        json_object_set_new(kw, "reasoning_effort", json_string(reasoning_effort));
+    char *rendered = kw ? hy_chat_apply(chat, msgs, tools, kw) : NULL;
+    json_decref(kw);
+    json_decref(msgs);
+    if (!rendered)
+        return -1;
+    if (start_in_reasoning) {
+        struct hy_tool_markers mk;
+        hy_tool_markers_from_vocab(tok, &mk); /* the think spelling even without tool tokens */
+        *start_in_reasoning = hy_reasoning_prompt_open_markers(rendered, strlen(rendered), mk.text[HY_TM_THINK_OPEN],
+                                                               mk.text[HY_TM_THINK_CLOSE]);
     }
-    return hy_prompt_encode(tok, text, strlen(text), 1, ids, n);
+    int rc = hy_tokenizer_encode(tok, rendered, strlen(rendered), 1, ids, n);
+    free(rendered);
+    return rc;
+}
+
+int hy_cli_load_chat(const char *model_dir, const char *chat_template, struct hy_chat *chat)
+{
+    if (hy_chat_load(chat, model_dir, chat_template))
+        return -1;
+    if (!hy_chat_available(chat)) {
+        hy_chat_free(chat);
+        return hy_err_set("%s: the model has no chat template (no chat_template.jinja, no chat_template in "
+                          "tokenizer_config.json): pass --chat-template FILE",
+                          model_dir);
+    }
+    return 0;
 }
 
 const char *hy_cli_fmt_bytes(double bytes, char *buf, size_t len)

@@ -7,6 +7,7 @@
 #include "config/parallel.h"
 #include "config/spec_config.h"
 #include "model/model.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 
 #include <jansson.h>
@@ -31,12 +32,19 @@ int hy_cli_check_quantization(const char *q, const char *model_dir);
  * hy_err_msg() for a count outside [1, HY_CLI_MAX_THREADS] or a malformed variable. */
 int hy_cli_set_threads(int *threads);
 
-/* Turns a text prompt into ids: raw (tokenizer's BOS prepended when it adds one, special token
- * strings matched) or, with chat = 1, rendered as one user turn through the model's chat template
- * (reasoning_effort and tools - an OpenAI tools list, cli/tools_file.h - may be NULL). Returns 0
- * with malloc'd *ids, or -1 with hy_err_msg(). */
-int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const char *text, int chat, const char *reasoning_effort,
-                         const json_t *tools, int32_t **ids, size_t *n);
+/* Turns a text prompt into ids: raw (chat NULL: the tokenizer's BOS prepended when it adds one,
+ * special token strings matched) or rendered as one user turn through the chat template `chat`
+ * (add_generation_prompt true; reasoning_effort and tools - an OpenAI tools list, cli/tools_file.h -
+ * may be NULL: the template's defaults). *start_in_reasoning (may be NULL) = 1 when the rendered
+ * prompt ends inside an open think block (the output starts as reasoning). Returns 0 with malloc'd
+ * *ids, or -1 with hy_err_msg(). */
+int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const struct hy_chat *chat, const char *text,
+                         const char *reasoning_effort, const json_t *tools, int32_t **ids, size_t *n,
+                         int *start_in_reasoning);
+
+/* hy_chat_load for a command that renders chat prompts: no template found is an error naming the
+ * model directory and --chat-template. 0 (free with hy_chat_free) or -1 with hy_err_msg(). */
+int hy_cli_load_chat(const char *model_dir, const char *chat_template, struct hy_chat *chat);
 
 /* The multi-rank flags every model command takes (vLLM's names; docs/distributed.md). */
 struct hy_cli_par {

@@ -9,7 +9,6 @@
 #include "base/timing.h"
 #include "text/reasoning.h"
 #include "text/stop.h"
-#include "text/chat_template.h"
 #include "text/prompt.h"
 
 #include <poll.h>
@@ -631,12 +630,13 @@ static int build_prompt(struct gen *g, struct hy_oai_error *e)
     struct hy_server *s = g->s;
     struct hy_oai_request *r = &g->req;
     if (r->kind == HY_OAI_CHAT) {
-        if (hy_chat_template_parse_tool_arguments(r->messages))
+        if (hy_chat_parse_tool_arguments(r->messages))
             return hy_oai_error_set(e, 400, "messages", "%s", hy_err_msg());
-        char *prompt = hy_chat_render(hy_chat_format_of(s->tok), r->messages, r->tools, r->template_kwargs);
+        char *prompt = hy_chat_apply(&s->chat, r->messages, r->tools, r->template_kwargs);
         if (!prompt)
             return hy_oai_error_set(e, 400, "messages", "%s", hy_err_msg());
-        g->start_in_reasoning = hy_reasoning_prompt_open(prompt, strlen(prompt));
+        g->start_in_reasoning = hy_reasoning_prompt_open_markers(
+            prompt, strlen(prompt), s->markers.text[HY_TM_THINK_OPEN], s->markers.text[HY_TM_THINK_CLOSE]);
         int rc = hy_prompt_encode(s->tok, prompt, strlen(prompt), 0, &g->prompt_ids, &g->n_prompt);
         free(prompt);
         if (rc)
@@ -668,14 +668,51 @@ static int force_text(const struct hy_server *s, struct hy_force_rule *f, const 
     return rc;
 }
 
-/* required: the model picks one of the tools' names, each followed by <tool_sep> (rule
- * alternatives). Duplicate names count once; with more than HY_RULES_MAX_ALTS tools or names too
- * long for the id budget the name is left free. */
-static void name_alternatives(const struct hy_server *s, const json_t *tools, int32_t sep, struct hy_force_rule *f)
+/* Appends alternative ids[0..n) + end to f's alternatives; 0, or -1 when the rule's budget is spent. */
+static int add_alternative(struct hy_force_rule *f, const int32_t *ids, size_t n, int32_t end)
+{
+    int32_t off = f->alt_off[f->n_alts];
+    if (f->n_alts == HY_RULES_MAX_ALTS || off + (int32_t)n + 1 > HY_RULES_MAX_ALT_IDS)
+        return -1;
+    for (size_t k = 0; k < n; k++)
+        f->alt_ids[off++] = ids[k];
+    f->alt_ids[off++] = end;
+    f->alt_off[++f->n_alts] = off;
+    return 0;
+}
+
+/* The tool named `name` in an OpenAI tools array, or NULL. */
+static const json_t *find_tool(const json_t *tools, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        const json_t *t = json_array_get(tools, i);
+        const char *n = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        if (n && !strcmp(n, name))
+            return t;
+    }
+    return NULL;
+}
+
+/* The tokens that may follow a Hy4 call's name: <arg_key> when the tool takes parameters, </tool_call>
+ * when none is required (a tool without a schema may do either). */
+static void hy4_name_ends(const struct hy_server *s, const json_t *tool, int32_t end[2], int *n_end)
+{
+    const json_t *params = json_object_get(json_object_get(tool, "function"), "parameters");
+    const json_t *props = json_object_get(params, "properties"), *req = json_object_get(params, "required");
+    *n_end = 0;
+    if (!params || !json_is_object(props) || json_object_size(props) > 0)
+        end[(*n_end)++] = s->markers.id[HY_TM_KEY_OPEN];
+    if (!json_is_array(req) || json_array_size(req) == 0)
+        end[(*n_end)++] = s->markers.id[HY_TM_CALL_CLOSE];
+}
+
+/* required: the model picks one of the tools' names, each followed by what may follow a name (rule
+ * alternatives): <tool_sep> in Hy3, <arg_key> or </tool_call> in Hy4. Duplicate names count once; with
+ * more than HY_RULES_MAX_ALTS alternatives or names too long for the id budget the name is left free. */
+static void name_alternatives(const struct hy_server *s, const json_t *tools, struct hy_force_rule *f)
 {
     size_t i;
     const json_t *t;
-    int32_t n = 0, off = 0;
     json_array_foreach(tools, i, t)
     {
         const char *name = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
@@ -687,31 +724,33 @@ static void name_alternatives(const struct hy_server *s, const json_t *tools, in
         }
         if (dup || !name)
             continue;
+        int32_t end[2] = {s->markers.id[HY_TM_SEP], -1};
+        int n_end = 1;
+        if (s->markers.dialect == HY_TOOL_DIALECT_HY4)
+            hy4_name_ends(s, t, end, &n_end);
         int32_t *ids = NULL;
         size_t nid = 0;
-        if (n == HY_RULES_MAX_ALTS || hy_tokenizer_encode(s->tok, name, strlen(name), 0, &ids, &nid) ||
-            off + (int32_t)nid + 1 > HY_RULES_MAX_ALT_IDS) {
-            free(ids);
+        int bad = hy_tokenizer_encode(s->tok, name, strlen(name), 0, &ids, &nid);
+        for (int k = 0; k < n_end && !bad; k++)
+            bad = add_alternative(f, ids, nid, end[k]);
+        free(ids);
+        if (bad) {
             f->n_alts = 0;
             return;
         }
-        f->alt_off[n] = off;
-        for (size_t k = 0; k < nid; k++)
-            f->alt_ids[off++] = ids[k];
-        f->alt_ids[off++] = sep;
-        f->alt_off[++n] = off;
-        free(ids);
     }
-    f->n_alts = n;
 }
 
 /* tool_choice / parallel_tool_calls as token rules (sample/token_rules.h):
  *  none      - the <tool_calls> marker is banned, so the model cannot start a call;
  *  required  - after </think> (the no_think prompt ends with it; with reasoning, when the model
- *              closes its think block) "<tool_calls>\n<tool_call>" is forced, the model picks one of
- *              the tools' names (only those tokens are allowed) and writes the arguments;
- *  named     - the same plus the name and <tool_sep>: the model writes the arguments only;
- *  parallel_tool_calls false - after the first </tool_call>, "\n</tool_calls>" and EOS. */
+ *              closes its think block) "<tool_calls>\n<tool_call>" (Hy4: no newline) is forced, the
+ *              model picks one of the tools' names (only those tokens are allowed) and writes the
+ *              arguments;
+ *  named     - the same plus the name and <tool_sep> (Hy4: then <arg_key> or </tool_call>, as the
+ *              tool's schema allows): the model writes the arguments only;
+ *  parallel_tool_calls false - after the first </tool_call>, "\n</tool_calls>" (Hy4: "</tool_calls>")
+ *              and EOS. */
 static int build_rules(struct gen *g, struct hy_oai_error *e)
 {
     const struct hy_server *s = g->s;
@@ -720,6 +759,7 @@ static int build_rules(struct gen *g, struct hy_oai_error *e)
     if (r->kind != HY_OAI_CHAT || !r->tools)
         return 0;
     const int32_t *id = s->markers.id;
+    const int hy4 = s->markers.dialect == HY_TOOL_DIALECT_HY4;
     if (r->tool_choice == HY_TOOL_CHOICE_NONE) {
         if (id[HY_TM_CALLS_OPEN] >= 0)
             g->rules.banned[g->rules.n_banned++] = id[HY_TM_CALLS_OPEN];
@@ -727,31 +767,40 @@ static int build_rules(struct gen *g, struct hy_oai_error *e)
     }
     const int need_force = r->tool_choice == HY_TOOL_CHOICE_REQUIRED || r->tool_choice == HY_TOOL_CHOICE_NAMED;
     if (!s->have_tool_markers || id[HY_TM_THINK_CLOSE] < 0 || id[HY_TM_CALLS_OPEN] < 0 || id[HY_TM_CALL_OPEN] < 0 ||
-        id[HY_TM_SEP] < 0 || id[HY_TM_CALL_CLOSE] < 0 || id[HY_TM_CALLS_CLOSE] < 0) {
+        (hy4 ? id[HY_TM_KEY_OPEN] : id[HY_TM_SEP]) < 0 || id[HY_TM_CALL_CLOSE] < 0 || id[HY_TM_CALLS_CLOSE] < 0) {
         if (need_force)
             return hy_oai_error_set(e, 400, "tool_choice",
                                     "tool_choice needs the model's tool-call tokens, which its vocabulary lacks");
         return 0;
     }
+    const char *between = hy4 ? "" : "\n"; /* between the markers of the block and of its calls */
     if (need_force) {
         struct hy_force_rule *f = &g->rules.force[g->rules.n_force++];
         f->trigger = id[HY_TM_THINK_CLOSE];
         f->seq[f->n++] = id[HY_TM_CALLS_OPEN];
-        if (force_text(s, f, "\n"))
+        if (force_text(s, f, between))
             return hy_oai_error_set(e, 500, NULL, "cannot tokenize the tool-call prefix");
         f->seq[f->n++] = id[HY_TM_CALL_OPEN];
         if (r->tool_choice == HY_TOOL_CHOICE_NAMED) {
             if (force_text(s, f, r->tool_choice_name) || f->n + 1 > HY_RULES_MAX_SEQ)
                 return hy_oai_error_set(e, 400, "tool_choice", "tool_choice: the function name is too long to force");
-            f->seq[f->n++] = id[HY_TM_SEP];
+            if (hy4) {
+                int32_t end[2];
+                int n_end;
+                hy4_name_ends(s, find_tool(r->tools, r->tool_choice_name), end, &n_end);
+                for (int k = 0; k < n_end; k++)
+                    add_alternative(f, NULL, 0, end[k]);
+            } else {
+                f->seq[f->n++] = id[HY_TM_SEP];
+            }
         } else {
-            name_alternatives(s, r->tools, id[HY_TM_SEP], f);
+            name_alternatives(s, r->tools, f);
         }
     }
     if (!r->parallel_tool_calls) {
         struct hy_force_rule *f = &g->rules.force[g->rules.n_force++];
         f->trigger = id[HY_TM_CALL_CLOSE];
-        if (force_text(s, f, "\n"))
+        if (force_text(s, f, between))
             return hy_oai_error_set(e, 500, NULL, "cannot tokenize the tool-call suffix");
         f->seq[f->n++] = id[HY_TM_CALLS_CLOSE];
         if (s->model->cfg.n_eos > 0)

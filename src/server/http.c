@@ -8,7 +8,6 @@
 #include "base/log.h"
 #include "base/timing.h"
 #include "engine/executor.h"
-#include "text/chat_template.h"
 #include "text/prompt.h"
 
 #include <arpa/inet.h>
@@ -147,8 +146,8 @@ static enum MHD_Result handle_tokenize(struct hy_server *s, struct MHD_Connectio
         json_t *agp = json_object_get(root, "add_generation_prompt");
         if (!json_object_get(kwc, "add_generation_prompt"))
             json_object_set_new(kwc, "add_generation_prompt", json_boolean(!agp || json_is_true(agp)));
-        if (hy_chat_template_parse_tool_arguments(msgs) == 0)
-            prompt = hy_chat_render(hy_chat_format_of(s->tok), msgs, json_object_get(root, "tools"), kwc);
+        if (hy_chat_parse_tool_arguments(msgs) == 0)
+            prompt = hy_chat_apply(&s->chat, msgs, json_object_get(root, "tools"), kwc);
         json_decref(kwc);
         if (!prompt) {
             hy_oai_error_set(&e, 400, "messages", "%s", hy_err_msg());
@@ -370,8 +369,13 @@ static int load(struct hy_server *s)
 {
     const struct hy_server_config *c = s->cfg;
     double t0 = hy_time_now();
-    if (hy_tokenizer_load_dir(c->model_dir, &s->tok) ||
-        (c->load_model ? c->load_model(c->load_ctx, &s->model) : hy_model_load(c->model_dir, c->dtype, &s->model)))
+    if (hy_tokenizer_load_dir(c->model_dir, &s->tok) || hy_chat_load(&s->chat, c->model_dir, c->chat_template))
+        return -1;
+    if (hy_chat_available(&s->chat))
+        hy_log_info("serve: chat template %s", s->chat.source);
+    else
+        hy_log_warn("serve: the model has no chat template; chat requests will fail (pass --chat-template)");
+    if ((c->load_model ? c->load_model(c->load_ctx, &s->model) : hy_model_load(c->model_dir, c->dtype, &s->model)))
         return -1;
     s->engine = hy_engine_create(s->model, &c->engine);
     if (!s->engine)
@@ -390,6 +394,9 @@ static int load(struct hy_server *s)
     if (hy_sampling_params_from_generation_config(c->model_dir, &s->limits.defaults))
         return -1;
     s->have_tool_markers = hy_tool_markers_from_vocab(s->tok, &s->markers) == 0;
+    if (c->tool_call_parser)
+        hy_tool_markers_set_dialect(&s->markers,
+                                    strcmp(c->tool_call_parser, "hy_v4") ? HY_TOOL_DIALECT_HY3 : HY_TOOL_DIALECT_HY4);
     if (!s->have_tool_markers)
         hy_log_warn("serve: %s; tool calls are returned as text", hy_err_msg());
     hy_log_info("serve: model %s loaded in %.2f s (max_model_len %d, vocab %d)", c->model_dir, hy_time_now() - t0,
@@ -516,6 +523,7 @@ out:
     hy_executor_init(&ex, s.model);
     hy_executor_exit(&ex);
     hy_model_free(s.model);
+    hy_chat_free(&s.chat);
     hy_tokenizer_free(s.tok);
     free(s.waits);
     pthread_mutex_destroy(&s.wmu);

@@ -26,6 +26,8 @@ struct hy_server_config {
     int port;                      /* default 8000 */
     const char *served_model_name; /* default: model_dir */
     const char *api_key;           /* NULL: no auth */
+    const char *chat_template;     /* --chat-template FILE or template text; NULL: the checkpoint's own */
+    const char *tool_call_parser;  /* "hy_v3" | "hy_v4"; NULL: the checkpoint's dialect (from its vocabulary) */
     enum hy_compute_dtype dtype;
     struct hy_engine_config engine;
     size_t max_body_bytes;            /* default 4 MiB */

@@ -6,6 +6,7 @@
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/server.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 #include "text/toolcall.h"
 
@@ -20,6 +21,7 @@ struct hy_server {
     struct hy_engine *engine;
     struct hy_engine_loop *se;
     struct hy_oai_limits limits;
+    struct hy_chat chat;            /* the checkpoint's chat template (or --chat-template) */
     struct hy_tool_markers markers; /* tool-call / think spellings from the vocabulary */
     int have_tool_markers;          /* 0: the vocabulary has no <tool_calls> token */
     volatile int ready;

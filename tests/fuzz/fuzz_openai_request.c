@@ -1,16 +1,38 @@
 /* fuzz_openai_request.c - libFuzzer target: any HTTP body given to the OpenAI request parser (chat
  * and completions) is either accepted, then rendered through the chat template like the server
- * does, or rejected with status 400 and a message that serializes to valid error JSON; never a
+ * does (tests/data/hy3/tencent-Hy3.jinja through the Jinja interpreter), or rejected with status 400 and a message that serializes to valid error JSON; never a
  * crash or leak. The same bytes also go through the stop-string matcher and the reasoning
  * splitter in two pieces, which must give what one piece gives. */
 #include "server/openai.h"
 #include "text/reasoning.h"
 #include "text/stop.h"
-#include "text/chat_template.h"
+#include "text/chat.h"
+
+#include "base/err.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The official Hy3 template, loaded once (the fuzzer runs from the repository root, or HYINFER_ROOT). */
+static struct hy_chat chat;
+static int chat_loaded;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    const char *root = getenv("HYINFER_ROOT");
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/tests/data/hy3/tencent-Hy3.jinja", root && *root ? root : ".");
+    chat_loaded = hy_chat_load(&chat, "/nonexistent-model-dir", p) == 0;
+    if (!chat_loaded) {
+        fprintf(stderr, "fuzz_openai_request: %s\n", hy_err_msg());
+        abort();
+    }
+    return 0;
+}
 
 static void check_error(const struct hy_oai_error *e)
 {
@@ -82,8 +104,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memset(&e, 0, sizeof(e));
         if (hy_oai_parse((enum hy_oai_kind)kind, (const char *)data, size, &lim, &r, &e) == 0) {
             if (kind == HY_OAI_CHAT) {
-                if (hy_chat_template_parse_tool_arguments(r.messages) == 0) {
-                    char *p = hy_chat_template_render_kwargs(r.messages, r.tools, r.template_kwargs);
+                if (hy_chat_parse_tool_arguments(r.messages) == 0) {
+                    char *p = hy_chat_apply(&chat, r.messages, r.tools, r.template_kwargs);
                     free(p);
                 }
             }

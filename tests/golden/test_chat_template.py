@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Golden test: the C chat-template renderer against jinja2 rendering the official Hy3 template.
+"""Golden test: the Jinja interpreter (src/text/jinja*.c through text/chat.h) against jinja2 rendering
+the official Hy3 template and its Hy3-preview spelling (tests/data/hy3-preview-tiny).
 
 Named conversations covering every branch of tencent-Hy3.jinja plus a few hundred seeded random
 ones are rendered by tools/ref/render_chat_template.py (jinja2, as Hugging Face apply_chat_template
@@ -18,6 +19,7 @@ import sys
 ROOT = os.environ.get("HYINFER_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 TEMPLATE = os.path.join(ROOT, "tests", "data", "hy3", "tencent-Hy3.jinja")
+PREVIEW_TEMPLATE = os.path.join(ROOT, "tests", "data", "hy3-preview-tiny", "chat_template.jinja")
 WORK = os.path.join(ROOT, "build", "chat_template")
 N_RANDOM = 400
 
@@ -329,31 +331,34 @@ def main():
         names.append("random_%d" % i)
         cases.append(random_case(rng))
 
-    with open(TEMPLATE, encoding="utf-8") as f:
-        template = ref.compile_template(f.read())
-    expected = [ref.render_result(template, c) for c in cases]
-
     cases_path = os.path.join(WORK, "cases.json")
-    out_path = os.path.join(WORK, "c_results.json")
     with open(cases_path, "w", encoding="utf-8") as f:
         json.dump(cases, f, ensure_ascii=False)
     exe = build_driver()
-    r = subprocess.run([exe, cases_path, out_path])
-    if r.returncode != 0:
-        print("FAIL: driver exited with %d" % r.returncode)
-        return 1
-    with open(out_path, encoding="utf-8") as f:
-        got = json.load(f)
-    if len(got) != len(cases):
-        print("FAIL: driver returned %d results for %d cases" % (len(got), len(cases)))
-        return 1
+    pairs = []
+    for tpl in (TEMPLATE, PREVIEW_TEMPLATE):
+        with open(tpl, encoding="utf-8") as f:
+            template = ref.compile_template(f.read())
+        expected = [ref.render_result(template, c) for c in cases]
+        out_path = os.path.join(WORK, "c_results.json")
+        r = subprocess.run([exe, tpl, cases_path, out_path])
+        if r.returncode != 0:
+            print("FAIL: driver exited with %d" % r.returncode)
+            return 1
+        with open(out_path, encoding="utf-8") as f:
+            got = json.load(f)
+        if len(got) != len(cases):
+            print("FAIL: driver returned %d results for %d cases" % (len(got), len(cases)))
+            return 1
+        tag = os.path.relpath(tpl, ROOT)
+        pairs += [("%s %s" % (tag, n), e, g) for n, e, g in zip(names, expected, got)]
 
     failures = 0
     n_err = 0
-    for name, exp, res in zip(names, expected, got):
+    for name, exp, res in pairs:
         problem = None
-        if res.get("opts_mismatch"):
-            problem = "hy_chat_template_render (opts) disagrees with hy_chat_template_render_kwargs"
+        if "load_error" in res:
+            problem = "the template did not load: %s" % res["load_error"]
         elif "error" in exp:
             n_err += 1
             if "error" not in res:
@@ -370,7 +375,7 @@ def main():
             failures += 1
             if failures <= 10:
                 print("FAIL %s: %s" % (name, problem))
-    print("%d cases (%d named, %d random; %d expected errors), %d failures" % (
+    print("2 templates x %d cases (%d named, %d random; %d expected errors), %d failures" % (
         len(cases), len(named), N_RANDOM, n_err, failures))
     return 1 if failures else 0
 

@@ -1,19 +1,51 @@
-/* test_chat_template.c - C chat-template renderer: fixed expectations (rendered once by jinja2 with
- * tools/ref/render_chat_template.py), error texts, and the Python json.dumps / str() forms it relies
- * on. The exhaustive byte-for-byte comparison against live jinja2 is tests/golden/test_chat_template.py. */
+/* test_chat.c - chat templates: where they come from (--chat-template, chat_template.jinja,
+ * tokenizer_config.json), the official Hy3 template rendered by the Jinja interpreter against fixed
+ * expectations (rendered once by jinja2 with tools/ref/render_chat_template.py), error texts, the
+ * tool-argument rewrite, and the Python json.dumps / str() forms rendering relies on. The exhaustive
+ * byte-for-byte comparisons against live jinja2 are tests/golden/test_chat_template.py and
+ * test_jinja_templates.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/err.h"
-#include "text/chat_template.h"
+#include "text/chat.h"
 #include "text/pyjson.h"
-#include "text/tokenizer.h"
+
+static struct hy_chat hy3; /* tests/data/hy3/tencent-Hy3.jinja */
+
+static const char *root(void)
+{
+    const char *r = getenv("HYINFER_ROOT");
+    return r && *r ? r : ".";
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char p[1024];
+    snprintf(p, sizeof(p), "%s/tests/data/hy3/tencent-Hy3.jinja", root());
+    if (hy_chat_load(&hy3, "/nonexistent-model-dir", p)) {
+        fprintf(stderr, "loading %s: %s\n", p, hy_err_msg());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hy_chat_free(&hy3);
+    return 0;
+}
 
 static json_t *parse(const char *text)
 {
@@ -24,15 +56,15 @@ static json_t *parse(const char *text)
     return j;
 }
 
-/* Renders with opts (or kwargs when kw_text is non-NULL) and compares with want (NULL: must fail
+/* Renders with the template kwargs kw_text (NULL: none) and compares with want (NULL: must fail
  * with an error containing want_err). */
-static void check(const char *msgs_text, const char *tools_text, const struct hy_chat_template_opts *o,
-                  const char *kw_text, const char *want, const char *want_err)
+static void check(const char *msgs_text, const char *tools_text, const char *kw_text, const char *want,
+                  const char *want_err)
 {
     json_t *msgs = parse(msgs_text);
     json_t *tools = tools_text ? parse(tools_text) : NULL;
     json_t *kw = kw_text ? parse(kw_text) : NULL;
-    char *got = kw_text ? hy_chat_template_render_kwargs(msgs, tools, kw) : hy_chat_template_render(msgs, tools, o);
+    char *got = hy_chat_apply(&hy3, msgs, tools, kw);
     if (want) {
         if (!got)
             fail_msg("render failed: %s", hy_err_msg());
@@ -52,21 +84,19 @@ static void check(const char *msgs_text, const char *tools_text, const struct hy
 static void test_plain_turns(void **state)
 {
     (void)state;
-    struct hy_chat_template_opts o;
-    hy_chat_template_opts_init(&o); /* add_generation_prompt = 1, effort undefined (no_think) */
     check("[{\"role\":\"user\",\"content\":\"Hello\"},"
           " {\"role\":\"assistant\",\"content\":\"Hi.\",\"reasoning_content\":\"old\"},"
           " {\"role\":\"user\",\"content\":\"Bye\"}]",
-          NULL, &o, NULL,
+          NULL, "{\"add_generation_prompt\": true}",
           BOS "<｜reasoning_mode:opensource｜>reasoning_effort:no_think<｜hy_User:opensource｜>Hello"
               "<｜hy_Assistant:opensource｜><think:opensource></think:opensource>Hi.<｜hy_eos:opensource｜>"
               "<｜hy_User:opensource｜>Bye<｜hy_Assistant:opensource｜><think:opensource></think:opensource>",
           NULL);
-    /* NULL opts = defaults */
+    /* no kwargs: add_generation_prompt is false */
     json_t *m = parse("[{\"role\":\"user\",\"content\":\"x\"}]");
-    char *s = hy_chat_template_render(m, NULL, NULL);
+    char *s = hy_chat_apply(&hy3, m, NULL, NULL);
     assert_non_null(s);
-    assert_non_null(strstr(s, "<｜hy_Assistant:opensource｜><think:opensource></think:opensource>"));
+    assert_null(strstr(s, "<｜hy_Assistant:opensource｜>"));
     free(s);
     json_decref(m);
 }
@@ -74,11 +104,8 @@ static void test_plain_turns(void **state)
 static void test_system_high(void **state)
 {
     (void)state;
-    struct hy_chat_template_opts o;
-    hy_chat_template_opts_init(&o);
-    o.reasoning_effort = "high";
-    check("[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"你好 🙂\"}]", NULL, &o,
-          NULL,
+    check("[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"你好 🙂\"}]", NULL,
+          "{\"add_generation_prompt\": true, \"reasoning_effort\": \"high\"}",
           BOS "Be brief.<｜reasoning_mode:opensource｜>reasoning_effort:high<｜hy_User:opensource｜>你好 🙂"
               "<｜hy_Assistant:opensource｜><think:opensource>",
           NULL);
@@ -87,10 +114,6 @@ static void test_system_high(void **state)
 static void test_tools(void **state)
 {
     (void)state;
-    struct hy_chat_template_opts o;
-    hy_chat_template_opts_init(&o);
-    o.add_generation_prompt = 0;
-    o.reasoning_effort = "low";
     check(
         "[{\"role\":\"user\",\"content\":\"w?\"},"
         " {\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":\"function\",\"function\":"
@@ -98,8 +121,8 @@ static void test_tools(void **state)
         "    \"opt\":{\"a\":[1.5,null]}}}}]},"
         " {\"role\":\"tool\",\"content\":\"rain\"},{\"role\":\"tool\",\"content\":\"12C\"},"
         " {\"role\":\"assistant\",\"content\":\"Rain.\",\"reasoning_content\":\"r\"}]",
-        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\"}}}]", &o,
-        NULL,
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\"}}}]",
+        "{\"reasoning_effort\": \"low\"}",
         "<｜hy_begin_of_sentence:opensource｜># Tools\n"
         "\n"
         "You may call one or more functions to assist with the user query.\n"
@@ -147,20 +170,17 @@ static void test_errors(void **state)
 {
     (void)state;
     const char *m = "[{\"role\":\"user\",\"content\":\"q\"}]";
-    struct hy_chat_template_opts o;
-    hy_chat_template_opts_init(&o);
-    o.reasoning_effort = "medium";
-    check(m, NULL, &o, NULL, NULL, "reasoning_effort error : medium, should be no_think/low/high");
-    check(m, NULL, NULL, "{\"reasoning_effort\": null}", NULL,
-          "reasoning_effort error : None, should be no_think/low/high");
-    check(m, NULL, NULL, "{\"reasoning_effort\": 3}", NULL, "can only concatenate str (not \"int\") to str");
+    check(m, NULL, "{\"reasoning_effort\": \"medium\"}", NULL,
+          "reasoning_effort error : medium, should be no_think/low/high");
+    check(m, NULL, "{\"reasoning_effort\": null}", NULL, "reasoning_effort error : None, should be no_think/low/high");
+    check(m, NULL, "{\"reasoning_effort\": 3}", NULL, "can only concatenate str (not \"int\") to str");
     check("[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"function\":"
           "{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": 1}\"}}]}]",
-          NULL, NULL, "{}", NULL, "'str object' has no attribute 'items'");
-    check("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":null}]}]", NULL, NULL, "{}", NULL,
+          NULL, "{}", NULL, "'str object' has no attribute 'items'");
+    check("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":null}]}]", NULL, "{}", NULL,
           "'None' has no attribute 'name'");
-    check(m, "7", NULL, "{}", NULL, "'int' object is not iterable");
-    check("null", NULL, NULL, "{}", NULL, "'NoneType' object is not iterable");
+    check(m, "7", "{}", NULL, "'int' object is not iterable");
+    check("null", NULL, "{}", NULL, "'NoneType' object is not iterable");
 }
 
 static void test_kwargs_defaults(void **state)
@@ -171,14 +191,14 @@ static void test_kwargs_defaults(void **state)
     check("[{\"role\":\"user\",\"content\":\"a\"},"
           " {\"role\":\"assistant\",\"content\":\"b\",\"reasoning_content\":\"r\"},"
           " {\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"c\"},\"d\",{\"type\":\"image\"}]}]",
-          "[]", NULL, "{\"add_generation_prompt\": true, \"fallback_strategy\": \"reasoning_toolcall_retry\"}",
+          "[]", "{\"add_generation_prompt\": true, \"fallback_strategy\": \"reasoning_toolcall_retry\"}",
           BOS "<｜reasoning_mode:opensource｜>reasoning_effort:high<｜hy_User:opensource｜>a"
               "<｜hy_Assistant:opensource｜><think:opensource></think:opensource>b<｜hy_eos:opensource｜>"
               "<｜hy_User:opensource｜>cd",
           NULL);
     check("[{\"role\":\"user\",\"content\":\"a\"},"
           " {\"role\":\"assistant\",\"content\":\"b\",\"reasoning_content\":\"r\"}]",
-          NULL, NULL, "{\"preserved_thinking\": 1, \"raw_last_assistant\": true}",
+          NULL, "{\"preserved_thinking\": 1, \"raw_last_assistant\": true}",
           BOS "<｜reasoning_mode:opensource｜>reasoning_effort:no_think<｜hy_User:opensource｜>a"
               "<｜hy_Assistant:opensource｜>b",
           NULL);
@@ -256,8 +276,8 @@ static void test_parse_tool_arguments(void **state)
                       "   {\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\": 1.0, \\\"s\\\": \\\"a\\\"}\"}},"
                       "   {\"function\":{\"name\":\"g\",\"arguments\":\"\"}},"
                       "   {\"function\":{\"name\":\"h\"}}]}]");
-    assert_int_equal(hy_chat_template_parse_tool_arguments(m), 0);
-    char *s = hy_chat_template_render_kwargs(m, NULL, NULL);
+    assert_int_equal(hy_chat_parse_tool_arguments(m), 0);
+    char *s = hy_chat_apply(&hy3, m, NULL, NULL);
     assert_non_null(s);
     assert_non_null(
         strstr(s, "<tool_call:opensource>f<tool_sep:opensource>\n"
@@ -269,11 +289,11 @@ static void test_parse_tool_arguments(void **state)
     json_decref(m);
 
     m = parse("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"[1]\"}}]}]");
-    assert_int_equal(hy_chat_template_parse_tool_arguments(m), -1);
+    assert_int_equal(hy_chat_parse_tool_arguments(m), -1);
     assert_non_null(strstr(hy_err_msg(), "messages[0].tool_calls[0].function.arguments"));
     json_decref(m);
     m = parse("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"{bad\"}}]}]");
-    assert_int_equal(hy_chat_template_parse_tool_arguments(m), -1);
+    assert_int_equal(hy_chat_parse_tool_arguments(m), -1);
     json_decref(m);
 }
 
@@ -288,7 +308,7 @@ static void test_long_conversation(void **state)
         json_object_set_new(m, "content", json_string("some words of content"));
         json_array_append_new(msgs, m);
     }
-    char *s = hy_chat_template_render(msgs, NULL, NULL);
+    char *s = hy_chat_apply(&hy3, msgs, NULL, NULL);
     assert_non_null(s);
     size_t users = 0;
     for (const char *p = s; (p = strstr(p, "<｜hy_User:opensource｜>")); p++)
@@ -298,49 +318,118 @@ static void test_long_conversation(void **state)
     json_decref(msgs);
 }
 
-/* The Hy4-preview turn format (chat_template_hy4.c): turns, generation prompt, refusals, format detection. */
-static void test_hy4_format(void **state)
+/* A scratch model directory under /tmp; files written by put(). */
+static char dir_path[256];
+
+static void put(const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir_path, name);
+    if (!text) {
+        unlink(p);
+        return;
+    }
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Loads dir_path with flag, renders [{"role":"user","content":"hi"}] (+ tools when with_tools), compares. */
+static void renders(const char *flag, int with_tools, const char *want, const char *source_part)
+{
+    struct hy_chat c;
+    if (hy_chat_load(&c, dir_path, flag))
+        fail_msg("load: %s", hy_err_msg());
+    json_t *m = parse("[{\"role\":\"user\",\"content\":\"hi\"}]");
+    json_t *t = with_tools ? parse("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]") : NULL;
+    char *got = hy_chat_apply(&c, m, t, NULL);
+    if (!got)
+        fail_msg("render: %s", hy_err_msg());
+    assert_string_equal(got, want);
+    assert_non_null(strstr(c.source, source_part));
+    free(got);
+    json_decref(m);
+    json_decref(t);
+    hy_chat_free(&c);
+}
+
+/* vLLM's order: --chat-template (file or text), chat_template.jinja, tokenizer_config.json's chat_template
+ * (a string or named templates: "tool_use" when a request has tools); special tokens as variables. */
+static void test_sources(void **state)
 {
     (void)state;
-    json_t *msgs = json_loads("[{\"role\":\"system\",\"content\":\"Be brief.\"},"
-                              "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hark!\"}]},"
-                              "{\"role\":\"assistant\",\"content\":null}]",
-                              0, NULL);
-    json_t *kw = json_pack("{s:b}", "add_generation_prompt", 1);
-    char *out = hy_chat_render(HY_CHAT_HY4, msgs, NULL, kw);
-    assert_non_null(out);
-    assert_string_equal(out, "<｜hy_start:opensource｜>system<｜hy_middle:opensource｜>Be brief.<｜hy_end:opensource｜>"
-                             "<｜hy_start:opensource｜>user<｜hy_middle:opensource｜>Hark!<｜hy_end:opensource｜>"
-                             "<｜hy_start:opensource｜>assistant<｜hy_middle:opensource｜><｜hy_end:opensource｜>"
-                             "<｜hy_start:opensource｜>assistant<｜hy_middle:opensource｜>");
-    free(out);
-    json_object_set_new(kw, "reasoning_effort", json_string("high"));
-    assert_null(hy_chat_render(HY_CHAT_HY4, msgs, NULL, kw));
-    assert_non_null(strstr(hy_err_msg(), "reasoning_effort"));
-    json_object_del(kw, "reasoning_effort");
-    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", 0, NULL);
-    assert_null(hy_chat_render(HY_CHAT_HY4, msgs, tools, kw));
-    assert_non_null(strstr(hy_err_msg(), "tools"));
-    json_t *bad = json_loads("[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]", 0, NULL);
-    assert_null(hy_chat_render(HY_CHAT_HY4, bad, NULL, kw));
-    assert_non_null(strstr(hy_err_msg(), "messages[0].content[0]"));
-    json_decref(bad);
-    json_decref(tools);
-    json_decref(msgs);
+    snprintf(dir_path, sizeof(dir_path), "/tmp/hy_test_chat_%d", (int)getpid());
+    mkdir(dir_path, 0700);
+    put("tokenizer_config.json", "{\"bos_token\": \"<B>\", \"eos_token\": {\"content\": \"<E>\"}, \"chat_template\": "
+                                 "\"CFG {{ bos_token }}{{ eos_token }}{{ messages|length }}{{ tools is none }}\"}");
+    renders(NULL, 0, "CFG <B><E>1True", "tokenizer_config.json");
+    put("chat_template.jinja", "JINJA {{ messages[0]['content'] }}{% if add_generation_prompt %}!{% endif %}");
+    renders(NULL, 0, "JINJA hi", "chat_template.jinja");
+    renders("{{ 'FLAG' }}", 0, "FLAG", "--chat-template");
+    char p[512];
+    snprintf(p, sizeof(p), "%s/other.jinja", dir_path);
+    put("other.jinja", "FILE {{ bos_token }}\n");
+    renders(p, 0, "FILE <B>", "other.jinja"); /* jinja2 drops one trailing newline (keep_trailing_newline) */
+    put("chat_template.jinja", NULL);
+    put("tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T{{ tools|length }}\"},"
+                                 " {\"name\": \"default\", \"template\": \"D\"}]}");
+    renders(NULL, 0, "D", "tokenizer_config.json");
+    renders(NULL, 1, "T1", "tokenizer_config.json");
+
+    /* no template at all: loading works, a chat request fails naming --chat-template */
+    put("tokenizer_config.json", "{}");
+    struct hy_chat c;
+    assert_int_equal(hy_chat_load(&c, dir_path, NULL), 0);
+    assert_false(hy_chat_available(&c));
+    json_t *m = parse("[{\"role\":\"user\",\"content\":\"hi\"}]");
+    assert_null(hy_chat_apply(&c, m, NULL, NULL));
+    assert_non_null(strstr(hy_err_msg(), "--chat-template"));
+    hy_chat_free(&c);
+
+    /* request kwargs become variables; they may not replace messages / tools */
+    assert_int_equal(hy_chat_load(&c, dir_path, "{{ x }}|{{ y is defined }}|{{ z is none }}"), 0);
+    json_t *kw = parse("{\"x\": [1, \"a\"], \"z\": null}");
+    char *got = hy_chat_apply(&c, m, NULL, kw);
+    assert_non_null(got);
+    assert_string_equal(got, "[1, 'a']|False|True");
+    free(got);
     json_decref(kw);
-    /* detection: the hy4 golden's vocabulary has <｜hy_middle:opensource｜>, the Hy3 golden's has not */
-    const char *root = getenv("HYINFER_ROOT");
-    char p[1024];
-    struct hy_tokenizer *tok = NULL;
-    snprintf(p, sizeof(p), "%s/tests/data/hy4-golden-llamacpp/hy4-golden-b", root && *root ? root : ".");
-    assert_int_equal(hy_tokenizer_load_dir(p, &tok), 0);
-    assert_int_equal(hy_chat_format_of(tok), HY_CHAT_HY4);
-    hy_tokenizer_free(tok);
-    snprintf(p, sizeof(p), "%s/tests/data/hy3-golden-llamacpp/hy3-golden-b", root && *root ? root : ".");
-    assert_int_equal(hy_tokenizer_load_dir(p, &tok), 0);
-    assert_int_equal(hy_chat_format_of(tok), HY_CHAT_HY3);
-    hy_tokenizer_free(tok);
-    assert_int_equal(hy_chat_format_of(NULL), HY_CHAT_HY3);
+    kw = parse("{\"messages\": []}");
+    assert_null(hy_chat_apply(&c, m, NULL, kw));
+    assert_non_null(strstr(hy_err_msg(), "messages"));
+    json_decref(kw);
+    hy_chat_free(&c);
+    json_decref(m);
+    put("tokenizer_config.json", NULL);
+    put("other.jinja", NULL);
+    rmdir(dir_path);
+}
+
+static void load_fails(const char *flag, const char *cfg, const char *want1, const char *want2)
+{
+    put("tokenizer_config.json", cfg);
+    struct hy_chat c;
+    assert_int_equal(hy_chat_load(&c, dir_path, flag), -1);
+    if (!strstr(hy_err_msg(), want1) || (want2 && !strstr(hy_err_msg(), want2)))
+        fail_msg("error '%s' lacks '%s' / '%s'", hy_err_msg(), want1, want2 ? want2 : "");
+}
+
+/* Templates that cannot be used are refused at load, naming the source, the line and the construct. */
+static void test_bad_sources(void **state)
+{
+    (void)state;
+    snprintf(dir_path, sizeof(dir_path), "/tmp/hy_test_chat_bad_%d", (int)getpid());
+    mkdir(dir_path, 0700);
+    load_fails("no-such-template", NULL, "no-such-template", "no such file");
+    load_fails("a\n{% if x %}b", NULL, "line", "endif");
+    load_fails("ok\n\n{% include 'x.jinja' %}", NULL, "line 3", "include");
+    load_fails(NULL, "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}]}", "default", NULL);
+    load_fails(NULL, "{\"chat_template\": 5}", "chat_template", NULL);
+    load_fails(NULL, "[1]", "tokenizer_config.json", "object");
+    load_fails(NULL, "{\"chat_template\": \"{{ x | no_such_filter }}\"}", "tokenizer_config.json", "no_such_filter");
+    put("tokenizer_config.json", NULL);
+    rmdir(dir_path);
 }
 
 int main(void)
@@ -354,7 +443,8 @@ int main(void)
         cmocka_unit_test(test_pyjson),
         cmocka_unit_test(test_parse_tool_arguments),
         cmocka_unit_test(test_long_conversation),
-        cmocka_unit_test(test_hy4_format),
+        cmocka_unit_test(test_sources),
+        cmocka_unit_test(test_bad_sources),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }
