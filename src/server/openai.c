@@ -497,22 +497,23 @@ static int parse_chat(struct hy_oai_request *r, struct hy_oai_error *e)
     r->template_kwargs = json_is_object(kw) ? json_deep_copy(kw) : json_object();
     if (!r->template_kwargs)
         return hy_oai_error_set(e, 500, NULL, "out of memory");
-    json_t *eff = json_object_get(r->template_kwargs, "reasoning_effort");
-    if (!eff) {
-        /* also accept the top-level OpenAI field */
-        json_t *top = json_object_get(r->root, "reasoning_effort");
-        if (top && !json_is_null(top)) {
-            if (!json_is_string(top))
-                return hy_oai_error_set(e, 400, "reasoning_effort", "'reasoning_effort' must be a string");
-            json_object_set(r->template_kwargs, "reasoning_effort", top);
-            eff = top;
-        }
-    }
-    if (eff && !json_is_null(eff)) {
-        const char *es = json_is_string(eff) ? json_string_value(eff) : "";
-        if (strcmp(es, "no_think") && strcmp(es, "low") && strcmp(es, "high"))
-            return hy_oai_error_set(e, 400, "chat_template_kwargs",
-                                    "reasoning_effort must be one of no_think, low, high");
+    /* The OpenAI field reaches the template as its reasoning_effort unless chat_template_kwargs sets one
+     * (what the template accepts is the template's business: it raises on values it does not know). OpenAI's
+     * levels map onto the Hy templates' three: none -> no_think, minimal/low -> low, medium/high/xhigh -> high. */
+    json_t *top = json_object_get(r->root, "reasoning_effort");
+    if (top && !json_is_null(top) && !json_object_get(r->template_kwargs, "reasoning_effort")) {
+        static const char *const map[][2] = {{"none", "no_think"}, {"no_think", "no_think"}, {"minimal", "low"},
+                                             {"low", "low"},       {"medium", "high"},       {"high", "high"},
+                                             {"xhigh", "high"}};
+        const char *v = json_is_string(top) ? json_string_value(top) : NULL, *to = NULL;
+        for (size_t i = 0; v && i < sizeof(map) / sizeof(map[0]); i++)
+            if (!strcmp(v, map[i][0]))
+                to = map[i][1];
+        if (!to)
+            return hy_oai_error_set(e, 400, "reasoning_effort",
+                                    "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh "
+                                    "(or no_think)");
+        json_object_set_new(r->template_kwargs, "reasoning_effort", json_string(to));
     }
     json_t *agp = json_object_get(r->root, "add_generation_prompt");
     if (agp && !json_is_null(agp) && !json_is_boolean(agp))

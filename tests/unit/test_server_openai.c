@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,26 @@ static void test_chat_ok(void **st)
     assert_true(r.stream && r.include_usage && r.sp.ignore_eos);
     assert_string_equal(json_string_value(json_object_get(r.template_kwargs, "reasoning_effort")), "high");
     assert_true(json_is_true(json_object_get(r.template_kwargs, "add_generation_prompt")));
+    hy_oai_request_free(&r);
+
+    /* OpenAI's reasoning_effort levels map onto the template's; chat_template_kwargs wins */
+    static const char *const effort_map[][2] = {{"none", "no_think"}, {"minimal", "low"}, {"medium", "high"},
+                                                {"xhigh", "high"},    {"low", "low"},     {"no_think", "no_think"}};
+    for (size_t i = 0; i < sizeof(effort_map) / sizeof(effort_map[0]); i++) {
+        char b[256];
+        snprintf(b, sizeof(b), "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"%s\"}",
+                 effort_map[i][0]);
+        assert_int_equal(parse(HY_OAI_CHAT, b, &r, &e), 0);
+        assert_string_equal(json_string_value(json_object_get(r.template_kwargs, "reasoning_effort")),
+                            effort_map[i][1]);
+        hy_oai_request_free(&r);
+    }
+    assert_int_equal(parse(HY_OAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"reasoning_effort\":\"high\","
+                           "\"chat_template_kwargs\":{\"reasoning_effort\":\"no_think\"}}",
+                           &r, &e),
+                     0);
+    assert_string_equal(json_string_value(json_object_get(r.template_kwargs, "reasoning_effort")), "no_think");
     hy_oai_request_free(&r);
 
     /* defaults come from the limits; max_completion_tokens works too */
@@ -149,7 +170,8 @@ static void test_errors(void **st)
     E("\"top_logprobs\":21,\"logprobs\":true", "top_logprobs", "top_logprobs");
     E("\"top_logprobs\":3", "top_logprobs", "requires");
     E("\"seed\":\"x\"", "seed", "integer");
-    E("\"chat_template_kwargs\":{\"reasoning_effort\":\"max\"}", "chat_template_kwargs", "no_think");
+    E("\"reasoning_effort\":\"max\"", "reasoning_effort", "minimal");
+    E("\"reasoning_effort\":3", "reasoning_effort", "must be one of");
     E("\"chat_template_kwargs\":[]", "chat_template_kwargs", "object");
     E("\"ignore_eos\":1", "ignore_eos", "boolean");
     E("\"model\":5", "model", "string");
