@@ -5,8 +5,10 @@
 #     (a trained model, not noise);
 #  2. the C engine (fp32) matches tools/ref/hy4_ref.py on this trained checkpoint: logits of a 300-token
 #     prompt (past index_topk 64: sparse attention drops keys) and its MTP rows within 1e-4 * max(1, |ref|);
-#  3. `serve`: /v1/chat/completions renders the Hy4 turn format and returns text; a chat request with
-#     chat_template_kwargs.reasoning_effort is refused with a 400 naming it.
+#  3. `serve`: /v1/chat/completions renders the checkpoint's chat_template.jinja and returns text: with
+#     reasoning_effort no_think all of it is content; with the template's default (high) the prompt ends in
+#     an open <think:opensource> and the output is split into reasoning_content and content, no marker
+#     text in either; an effort the template does not know is a 400 with the template's message.
 set -euo pipefail
 cd "${HYINFER_ROOT:-.}"
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
@@ -52,10 +54,25 @@ build/hyinfer serve "$M" --port "$PORT" --served-model-name hy4-tiny >"$out/serv
 SRV=$!
 trap 'kill $SRV 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
-body='{"model":"hy4-tiny","messages":[{"role":"user","content":"What news, my lord?"}],"max_tokens":24,"temperature":0}'
-resp=$(curl -s "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' -d "$body")
-echo "$resp" | "$PY" -c 'import json,sys; r=json.load(sys.stdin); c=r["choices"][0]; assert c["message"]["content"], r; assert r["usage"]["prompt_tokens"] > 0, r; print("serve chat:", repr(c["message"]["content"][:60]))'
-bad='{"model":"hy4-tiny","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"chat_template_kwargs":{"reasoning_effort":"high"}}'
+chat() { curl -s "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' -d "$1"; }
+msg='"messages":[{"role":"user","content":"What news, my lord?"}],"max_tokens":48,"temperature":0'
+chat "{\"model\":\"hy4-tiny\",$msg,\"reasoning_effort\":\"none\"}" >"$out/no_think.json"
+chat "{\"model\":\"hy4-tiny\",$msg}" >"$out/high.json"
+"$PY" - "$out/no_think.json" "$out/high.json" <<'PYEOF'
+import json, re, sys
+mark = re.compile(r"</?(think|tool_calls|tool_call|arg_key|arg_value)[:>]|hy_(start|middle|end)")
+nt, hi = (json.load(open(p)) for p in sys.argv[1:3])
+m = nt["choices"][0]["message"]
+assert m["content"] and not m.get("reasoning_content"), nt
+assert nt["usage"]["prompt_tokens"] > 0, nt
+h = hi["choices"][0]["message"]
+for t in (m["content"], h.get("content") or "", h.get("reasoning_content") or ""):
+    assert not mark.search(t), ("marker text leaked", t)
+assert h.get("reasoning_content") or h.get("content"), hi
+print("serve chat no_think:", repr(m["content"][:60]))
+print("serve chat high: reasoning", repr((h.get("reasoning_content") or "")[:40]), "content", repr((h.get("content") or "")[:40]))
+PYEOF
+bad='{"model":"hy4-tiny","messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"chat_template_kwargs":{"reasoning_effort":"max"}}'
 code=$(curl -s -o "$out/bad.json" -w '%{http_code}' "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' -d "$bad")
 [ "$code" = 400 ] && grep -q reasoning_effort "$out/bad.json" || { echo "reasoning_effort: HTTP $code $(cat "$out/bad.json")"; exit 1; }
-echo "PASS: hy4-tiny run --yaml, engine == hy4_ref (sparse), serve chat"
+echo "PASS: hy4-tiny run --yaml, engine == hy4_ref (sparse), serve chat (no_think, high)"

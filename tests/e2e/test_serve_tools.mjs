@@ -2,15 +2,19 @@
 // request validation (400 naming the field), tool_choice none / named / required and
 // parallel_tool_calls false enforced by the engine, streamed tool-call deltas that add up to the
 // non-streamed arguments byte for byte (also with MTP drafts), finish_reason rules, and an agent
-// round trip (call -> local function -> tool response -> final answer).
-import { pickModel, skip, loadOpenAI, startServer, check, eq, finish } from "./serve_lib.mjs";
-import { readFileSync } from "node:fs";
+// round trip (call -> local function -> tool response -> final answer). For the three chat dialects:
+// models/hy3-tiny (Hy3, :opensource tags), models/hy4-tiny (Hy4: no <tool_sep>, calls back to back) and
+// tests/data/hy3-preview-tiny (Hy3-preview: bare tags), each rendered by its own chat_template.jinja and
+// parsed with its own tags (the parser is chosen from the checkpoint unless the flags name it).
+import { pickModel, skip, loadOpenAI, startServer, check, eq, finish, root } from "./serve_lib.mjs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 const model = pickModel();
 if (!model || !model.trained) skip("models/hy3-tiny is not in the repository");
 const OpenAI = await loadOpenAI();
-const toolTrained = /tool[- ]call/i.test(readFileSync(path.join(model.dir, "TRAINING.md"), "utf8").slice(0, 4000));
+const trainedForTools = (dir) => existsSync(path.join(dir, "TRAINING.md")) &&
+  /tool[- ]call/i.test(readFileSync(path.join(dir, "TRAINING.md"), "utf8").slice(0, 4000));
 
 const tools = [
   { type: "function", function: { name: "get_weather", description: "Current weather in a city",
@@ -47,9 +51,8 @@ async function rawPost(base, body) {
   return { status: r.status, body: await r.json() };
 }
 
-async function main(extra, tag) {
-  const srv = await startServer(model.dir, ["--enable-auto-tool-choice", "--tool-call-parser", "hy_v3",
-                                            "--reasoning-parser", "hy_v3", ...extra], tag);
+async function main(dir, sfx, toolTrained, extra, tag) {
+  const srv = await startServer(dir, ["--enable-auto-tool-choice", ...extra], tag);
   const client = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: "x", maxRetries: 0 });
   const base = { model: "hy3", messages: user, tools, temperature: 0, max_tokens: 24 };
   try {
@@ -94,20 +97,23 @@ async function main(extra, tag) {
 
     // ---- required: the call markup is forced, the model picks the name
     const req = await client.chat.completions.create({ ...base, tool_choice: "required", logprobs: true });
-    const toks = (req.choices[0].logprobs?.content || []).map((t) => t.token);
-    check(toks[0] === "<tool_calls:opensource>" && toks.includes("<tool_call:opensource>"),
+    // with reasoning on (Hy4's default effort) the model closes its think block first; the call follows
+    const all = (req.choices[0].logprobs?.content || []).map((t) => t.token);
+    const toks = all.slice(all.lastIndexOf(`</think${sfx}>`) + 1);
+    check(toks[0] === `<tool_calls${sfx}>` && toks.includes(`<tool_call${sfx}>`),
           `[${tag}] required forces <tool_calls>\\n<tool_call> (${JSON.stringify(toks.slice(0, 4))})`);
     const rname = req.choices[0].message.tool_calls[0]?.function.name;
     check(["get_weather", "get_time"].includes(rname), `[${tag}] required: the model picks one of the tools' names (${rname})`);
     for (let seed = 1; seed <= 3; seed++) {
-      const rs = await client.chat.completions.create({ ...base, tool_choice: "required", temperature: 1.5, seed, max_tokens: 8 });
+      const rs = await client.chat.completions.create({ ...base, tool_choice: "required", temperature: 1.5, seed, max_tokens: 24,
+                                                     reasoning_effort: "none" });
       const nm = rs.choices[0].message.tool_calls[0]?.function.name;
       check(["get_weather", "get_time"].includes(nm), `[${tag}] required, sampled (seed ${seed}): a tool's name (${nm})`);
     }
 
     // ---- none: the <tool_calls> marker is never sampled
     const nn = await client.chat.completions.create({ ...base, tool_choice: "none", logprobs: true, max_tokens: 16 });
-    check(!(nn.choices[0].logprobs?.content || []).some((t) => t.token === "<tool_calls:opensource>"),
+    check(!(nn.choices[0].logprobs?.content || []).some((t) => t.token === `<tool_calls${sfx}>`),
           `[${tag}] tool_choice none never emits <tool_calls>`);
     check(nn.choices[0].message.tool_calls.length === 0, `[${tag}] tool_choice none: no tool_calls`);
 
@@ -142,7 +148,14 @@ async function main(extra, tag) {
   }
 }
 
-await main([], "tools");
+const mtp = ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2, "gate": "off"}'];
+const hy4 = path.join(root, "models", "hy4-tiny"), preview = path.join(root, "tests", "data", "hy3-preview-tiny");
+await main(model.dir, ":opensource", trainedForTools(model.dir),
+           ["--tool-call-parser", "hy_v3", "--reasoning-parser", "hy_v3"], "tools");
 // MTP drafts deliver several tokens per step: the same checks with speculative decoding on
-await main(["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2, "gate": "off"}'], "tools-mtp");
+await main(model.dir, ":opensource", trainedForTools(model.dir), mtp, "tools-mtp");
+await main(hy4, ":opensource", trainedForTools(hy4), ["--tool-call-parser", "hy_v4", "--reasoning-parser", "hy_v4"],
+           "hy4-tools");
+await main(hy4, ":opensource", trainedForTools(hy4), mtp, "hy4-tools-mtp");
+await main(preview, "", true, [], "preview-tools");
 finish();

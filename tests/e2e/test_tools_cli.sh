@@ -1,7 +1,9 @@
 #!/bin/bash
 # test_tools_cli.sh - tool calling without the server: `generate --chat --tools FILE` and
-# `run --yaml --tools FILE` render the tools into the chat prompt and print the parsed calls;
-# bad tools files and --tools without a chat prompt are clear errors.
+# `run --yaml --tools FILE` render the tools into the chat prompt and print the parsed calls, for
+# the three bundled chat dialects (models/hy3-tiny, models/hy4-tiny, tests/data/hy3-preview-tiny: each
+# tool-trained model calls get_weather with its own tags); --chat-template replaces the checkpoint's
+# template; bad tools files, a missing template and --tools without a chat prompt are clear errors.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=build/hyinfer
@@ -15,14 +17,40 @@ fail() { echo "FAIL: $*"; exit 1; }
 cat >"$W/tools.json" <<'JSON'
 [{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]
 JSON
+for MM in $M models/hy4-tiny tests/data/hy3-preview-tiny; do
+  out=$($BIN generate -m $MM --chat --tools "$W/tools.json" -p "What is the weather like in Paris?" -n 64 --temperature 0 \
+        --dtype float32 2>"$W/err") || fail "$MM: generate --tools failed: $(cat "$W/err")"
+  echo "$out" | tail -1 | grep -q '^tool_calls: \[' || fail "$MM: no tool_calls line: $out"
+  if grep -qi "tool[- ]call" "$MM/TRAINING.md" 2>/dev/null || [ "$MM" = tests/data/hy3-preview-tiny ]; then
+    echo "$out" | tail -1 | grep -q '"name":"get_weather"' || fail "$MM: the tool-trained model did not call get_weather: $out"
+  fi
+  echo "$MM: $(echo "$out" | tail -1 | cut -c1-160)"
+done
 out=$($BIN generate -m $M --chat --tools "$W/tools.json" -p "Weather in Paris?" -n 8 --temperature 0 --dtype float32 2>"$W/err") ||
   fail "generate --tools failed: $(cat "$W/err")"
-echo "$out" | tail -1 | grep -q '^tool_calls: \[' || fail "no tool_calls line: $out"
 # the tools reach the prompt: the prompt is longer than without them
 p1=$(grep -o 'prompt [0-9]* tokens' "$W/err")
 $BIN generate -m $M --chat -p "Weather in Paris?" -n 1 --temperature 0 --dtype float32 2>"$W/err0" >/dev/null
 p0=$(grep -o 'prompt [0-9]* tokens' "$W/err0")
 [ "$p1" != "$p0" ] || fail "tools did not change the prompt ($p1)"
+
+# --chat-template: a file or the text itself replaces the checkpoint's template
+printf '{{ bos_token }}{{ messages[0].content }}' >"$W/bare.jinja"
+$BIN generate -m $M --chat --chat-template "$W/bare.jinja" -p "Weather in Paris?" -n 1 --temperature 0 2>"$W/e1" >/dev/null ||
+  fail "--chat-template FILE: $(cat "$W/e1")"
+$BIN generate -m $M -p "Weather in Paris?" -n 1 --temperature 0 2>"$W/e2" >/dev/null
+[ "$(grep -o 'prompt [0-9]* tokens' "$W/e1")" = "$(grep -o 'prompt [0-9]* tokens' "$W/e2")" ] ||
+  fail "--chat-template FILE did not replace the template ($(grep -o 'prompt [0-9]* tokens' "$W/e1"))"
+$BIN generate -m $M --chat --chat-template '{{ messages[0].content }}' -p "Weather in Paris?" -n 1 2>"$W/e1" >/dev/null ||
+  fail "--chat-template TEXT: $(cat "$W/e1")"
+$BIN generate -m $M --chat --chat-template no-such.jinja -p x -n 1 >/dev/null 2>"$W/e" && fail "missing template file accepted"
+grep -q "no-such.jinja" "$W/e" || fail "unclear error: $(cat "$W/e")"
+$BIN generate -m $M --chat --chat-template $'a\n{% for x in y %}' -p x -n 1 >/dev/null 2>"$W/e" && fail "broken template accepted"
+grep -q "line 2" "$W/e" || fail "template error does not name the line: $(cat "$W/e")"
+GB=tests/data/hy4-golden-llamacpp/hy4-golden-b
+if [ -d "$GB" ]; then # a checkpoint whose tokenizer_config.json holds its template
+  $BIN generate -m $GB --chat -p "Hello" -n 1 --temperature 0 >/dev/null 2>"$W/e" || fail "tokenizer_config template: $(cat "$W/e")"
+fi
 
 echo '{"tools": []}' >"$W/empty.json"
 echo '[{"type":"function","function":{}}]' >"$W/noname.json"
