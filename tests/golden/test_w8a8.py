@@ -68,7 +68,7 @@ def quality(model, ref):
 
 
 def greedy_words(model):
-    txt = run([HY, "generate", "-m", model, "-p", "ROMEO:", "-n", "40", "--temperature", "0"]).stdout
+    txt = run([HY, "generate", "-m", model, "-p", "ROMEO:", "-n", "80", "--temperature", "0"]).stdout
     return re.findall(r"[A-Za-z']+", txt)
 
 
