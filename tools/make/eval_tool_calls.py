@@ -30,7 +30,7 @@ specs/hy3_tool_calls.md §1.4:
 phrasings), rendered with the model's chat_template.jinja with --reasoning-effort (default no_think; `high` lets
 the model write a reasoning before </think:opensource>, which is stripped before parsing), tokenized with
 tools/make/train_tiny_hy4.py's byte-level BPE + added tokens; EOS = <｜hy_end:opensource｜>; the grammar is Hy4's
-(shared/specs/hy_chat_formats.md §3.1), compact, no <tool_sep>, nothing between calls:
+(docs/tool-calling.md), compact, no <tool_sep>, nothing between calls:
   <tool_calls> (<tool_call>NAME (<arg_key>K</arg_key><arg_value>V</arg_value>)* </tool_call>)+ </tool_calls> <eos>
 """
 import argparse

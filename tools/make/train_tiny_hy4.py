@@ -1010,7 +1010,7 @@ def tool_report(a, text, cut):
         "`</arg_key:opensource>`, `<arg_value:opensource>`, `</arg_value:opensource>`, non-special like "
         "`<tool_calls:opensource>`; vocab_size 480 -> 486; the new embedding and lm_head rows started at the mean of "
         "the stored rows + N(0, (%g x their std)^2)), chat_template.jinja written from "
-        "shared/specs/hy_chat_formats.md (its header lists what is confirmed and what is not), and the "
+        "public sources (docs/chat-templates.md; its header lists what is confirmed and what is not), and the "
         "fine-tune below. Tool-call rates on held-out prompts: TOOL_EVAL.md." % g["new_row_noise"], "",
         "Command: `MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=1073741824 "
         "OMP_NUM_THREADS=1 nice -n 10 /usr/bin/python3 tools/make/train_tiny_hy4.py %s` (the malloc settings only "
