@@ -587,23 +587,6 @@ jv *jb_slice(struct jbctx *c, jv *obj, jv *lo, jv *hi, jv *st)
 
 /* ---------------------------------------------------------------------------- calls (methods) */
 
-static jv *argn(jv **args, size_t n, size_t i, const char **kwn, jv **kwv, size_t nk, const char *kw)
-{
-    if (i < n)
-        return args[i];
-    for (size_t k = 0; k < nk; k++)
-        if (kw && !strcmp(kwn[k], kw))
-            return kwv[k];
-    return NULL;
-}
-
-static void check_args(struct jbctx *c, const char *fn, size_t n, size_t lo, size_t hi)
-{
-    if (n < lo || n > hi)
-        jfail(A, "%s() takes %s %zu argument%s (%zu given)", fn, n < lo ? "at least" : "at most", n < lo ? lo : hi,
-              (n < lo ? lo : hi) == 1 ? "" : "s", n);
-}
-
 jv *jb_items(struct jbctx *c, jv *d)
 {
     jv *r = jv_list(A, d->u.dict.n);
@@ -703,7 +686,7 @@ jv *jb_call(struct jbctx *c, jv *fn, jv **args, size_t n, const char **kwn, jv *
             y->u.cyc.joiner = fn->u.func == JF_JOINER;
             if (y->u.cyc.joiner) {
                 y->u.cyc.items = jarena_alloc(A, sizeof(jv *));
-                jv *sep = argn(args, n, 0, kwn, kwv, nk, "sep");
+                jv *sep = jb_argn(args, n, 0, kwn, kwv, nk, "sep");
                 y->u.cyc.items[0] = sep ? sep : jv_strz(A, ", ");
                 y->u.cyc.n = 1;
             } else {
@@ -747,7 +730,7 @@ jv *jb_call(struct jbctx *c, jv *fn, jv **args, size_t n, const char **kwn, jv *
             return r;
         }
         if (!strcmp(m, "get")) {
-            check_args(c, m, n, 1, 2);
+            jb_check_args(c, m, n, 1, 2);
             if (args[0]->kind == JV_LIST || args[0]->kind == JV_DICT)
                 jfail(A, "unhashable type: '%s'", jv_type_name(args[0]));
             jv *v = jv_dict_get(self, args[0]);
@@ -762,7 +745,7 @@ jv *jb_call(struct jbctx *c, jv *fn, jv **args, size_t n, const char **kwn, jv *
     }
     if (jb_is_seq(self)) {
         if (!strcmp(m, "pop")) {
-            check_args(c, m, n, 0, 1);
+            jb_check_args(c, m, n, 0, 1);
             if (!self->u.list.n)
                 jfail(A, "pop from empty list");
             int64_t i = n ? iv(args[0]) : -1;
@@ -777,7 +760,7 @@ jv *jb_call(struct jbctx *c, jv *fn, jv **args, size_t n, const char **kwn, jv *
             return r;
         }
         if (!strcmp(m, "index") || !strcmp(m, "count")) {
-            check_args(c, m, n, 1, 1);
+            jb_check_args(c, m, n, 1, 1);
             int64_t k = 0;
             for (size_t i = 0; i < self->u.list.n; i++)
                 if (jv_eq(self->u.list.items[i], args[0])) {

@@ -166,6 +166,8 @@ void jv_dumps(struct jarena *a, struct jbuf *b, const struct jv *v, const struct
 /* UTF-8 helpers: code point count, byte offset of code point i (clamped to n). */
 size_t ju_len(const char *s, size_t n);
 size_t ju_off(const char *s, size_t n, size_t i);
+/* encodes code point cp (<= 0x10ffff) as UTF-8 into o[0..4), returns bytes */
+size_t ju_enc(uint32_t cp, char *o);
 /* decodes one code point at s (valid UTF-8), returns bytes */
 size_t ju_dec(const char *s, size_t n, uint32_t *cp);
 int ju_isspace(uint32_t cp);
@@ -310,7 +312,11 @@ int jb_is_int(const struct jv *v); /* int or bool */
 int jb_is_num(const struct jv *v);
 int jb_is_seq(const struct jv *v); /* list or tuple, not a generator */
 const struct jv *jb_want_str(struct jbctx *c, const struct jv *x, const char *what);
-struct jv *jb_escape(struct jbctx *c, struct jv *x);                                         /* markupsafe.escape */
+struct jv *jb_escape(struct jbctx *c, struct jv *x); /* markupsafe.escape */
+/* Argument i of a call: positional args[i] (i < n), else the keyword kw among kwn/kwv (nk), else NULL. */
+struct jv *jb_argn(struct jv **args, size_t n, size_t i, const char **kwn, struct jv **kwv, size_t nk, const char *kw);
+/* Raises Python's "fn() takes at least/at most ..." unless lo <= n <= hi. */
+void jb_check_args(struct jbctx *c, const char *fn, size_t n, size_t lo, size_t hi);
 struct jv *jb_case_map(struct jbctx *c, const struct jv *s, int mode);                       /* 'l' 'u' 't' 's' */
 struct jv *jb_strip(struct jbctx *c, const struct jv *s, const struct jv *chars, int which); /* 1 l, 2 r, 3 */
 struct jv *jb_replace(struct jbctx *c, const struct jv *s, const struct jv *old, const struct jv *new_, int64_t count);

@@ -184,23 +184,7 @@ static void decode_string(struct lexer *L, struct jtok *t, const char *s, size_t
         }
         if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
             jfail(L->a, "line %d: unsupported string escape (surrogate or out of range code point)", t->line);
-        if (cp == 0 && 0)
-            continue;
-        if (cp < 0x80)
-            o[k++] = (char)cp;
-        else if (cp < 0x800) {
-            o[k++] = (char)(0xc0 | (cp >> 6));
-            o[k++] = (char)(0x80 | (cp & 0x3f));
-        } else if (cp < 0x10000) {
-            o[k++] = (char)(0xe0 | (cp >> 12));
-            o[k++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            o[k++] = (char)(0x80 | (cp & 0x3f));
-        } else {
-            o[k++] = (char)(0xf0 | (cp >> 18));
-            o[k++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-            o[k++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            o[k++] = (char)(0x80 | (cp & 0x3f));
-        }
+        k += ju_enc(cp, o + k);
     }
     t->s = o;
     t->n = k;

@@ -94,23 +94,7 @@ static int cp_alpha(uint32_t cp)
 static void put_cp(struct jbctx *c, struct jbuf *b, uint32_t cp)
 {
     char o[4];
-    size_t k = 0;
-    if (cp < 0x80)
-        o[k++] = (char)cp;
-    else if (cp < 0x800) {
-        o[k++] = (char)(0xc0 | (cp >> 6));
-        o[k++] = (char)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        o[k++] = (char)(0xe0 | (cp >> 12));
-        o[k++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[k++] = (char)(0x80 | (cp & 0x3f));
-    } else {
-        o[k++] = (char)(0xf0 | (cp >> 18));
-        o[k++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        o[k++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[k++] = (char)(0x80 | (cp & 0x3f));
-    }
-    jbuf_put(A, b, o, k);
+    jbuf_put(A, b, o, ju_enc(cp, o));
 }
 
 /* mode: 'l' lower, 'u' upper, 't' title, 'c' capitalize, 's' swapcase */
@@ -614,7 +598,7 @@ int jb_str_pred(struct jbctx *c, const jv *s, const char *name)
     return 1;
 }
 
-static jv *argn(jv **args, size_t n, size_t i, const char **kwn, jv **kwv, size_t nk, const char *kw)
+jv *jb_argn(jv **args, size_t n, size_t i, const char **kwn, jv **kwv, size_t nk, const char *kw)
 {
     if (i < n)
         return args[i];
@@ -624,7 +608,7 @@ static jv *argn(jv **args, size_t n, size_t i, const char **kwn, jv **kwv, size_
     return NULL;
 }
 
-static void check_args(struct jbctx *c, const char *fn, size_t n, size_t lo, size_t hi)
+void jb_check_args(struct jbctx *c, const char *fn, size_t n, size_t lo, size_t hi)
 {
     if (n < lo || n > hi)
         jfail(A, "%s() takes %s %zu argument%s (%zu given)", fn, n < lo ? "at least" : "at most", n < lo ? lo : hi,
@@ -667,11 +651,11 @@ jv *jb_str_method(struct jbctx *c, jv *self, const char *m, jv **args, size_t n,
     if (nk && strcmp(m, "format") && strcmp(m, "split") && strcmp(m, "rsplit") && strcmp(m, "replace"))
         jfail(A, "%s() takes no keyword arguments", m);
     if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip")) {
-        check_args(c, m, n, 0, 1);
+        jb_check_args(c, m, n, 0, 1);
         return jb_strip(c, s, n ? args[0] : NULL, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3);
     }
     if (!strcmp(m, "split") || !strcmp(m, "rsplit")) {
-        jv *sep = argn(args, n, 0, kwn, kwv, nk, "sep"), *ms = argn(args, n, 1, kwn, kwv, nk, "maxsplit");
+        jv *sep = jb_argn(args, n, 0, kwn, kwv, nk, "sep"), *ms = jb_argn(args, n, 1, kwn, kwv, nk, "maxsplit");
         if (ms && !is_int(ms))
             jfail(A, "'%s' object cannot be interpreted as an integer", jv_type_name(ms));
         return split(c, s, sep, ms ? iv(ms) : -1, m[0] == 'r');
@@ -701,12 +685,12 @@ jv *jb_str_method(struct jbctx *c, jv *self, const char *m, jv **args, size_t n,
         return r;
     }
     if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
-        check_args(c, m, n, 1, 1);
+        jb_check_args(c, m, n, 1, 1);
         return jv_bool(affix(c, s, args[0], m[0] == 'e'));
     }
     if (!strcmp(m, "replace")) {
-        check_args(c, m, n + nk, 2, 3);
-        jv *cnt = argn(args, n, 2, kwn, kwv, nk, "count");
+        jb_check_args(c, m, n + nk, 2, 3);
+        jv *cnt = jb_argn(args, n, 2, kwn, kwv, nk, "count");
         return jb_replace(c, s, args[0], args[1], cnt ? iv(cnt) : -1);
     }
     if (!strcmp(m, "lower") || !strcmp(m, "casefold"))
@@ -732,7 +716,7 @@ jv *jb_str_method(struct jbctx *c, jv *self, const char *m, jv **args, size_t n,
         return jb_case_map(c, s, 's');
     if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "index") || !strcmp(m, "rindex") ||
         !strcmp(m, "count")) {
-        check_args(c, m, n, 1, 1);
+        jb_check_args(c, m, n, 1, 1);
         jb_want_str(c, args[0], "substring");
         if (!strcmp(m, "count")) {
             if (!args[0]->u.str.n)
@@ -752,7 +736,7 @@ jv *jb_str_method(struct jbctx *c, jv *self, const char *m, jv **args, size_t n,
         return jv_int(A, r);
     }
     if (!strcmp(m, "join")) {
-        check_args(c, m, n, 1, 1);
+        jb_check_args(c, m, n, 1, 1);
         return jb_str_join(c, s, args[0]);
     }
     if (!strcmp(m, "format"))
@@ -760,13 +744,13 @@ jv *jb_str_method(struct jbctx *c, jv *self, const char *m, jv **args, size_t n,
     if (!strncmp(m, "is", 2))
         return jv_bool(jb_str_pred(c, s, m));
     if (!strcmp(m, "center") || !strcmp(m, "ljust") || !strcmp(m, "rjust")) {
-        check_args(c, m, n, 1, 2);
+        jb_check_args(c, m, n, 1, 2);
         if (!is_int(args[0]))
             jfail(A, "'%s' object cannot be interpreted as an integer", jv_type_name(args[0]));
         return jb_pad(c, s, iv(args[0]), n > 1 ? args[1] : NULL, m[0]);
     }
     if (!strcmp(m, "zfill")) {
-        check_args(c, m, n, 1, 1);
+        jb_check_args(c, m, n, 1, 1);
         if (!is_int(args[0]))
             jfail(A, "'%s' object cannot be interpreted as an integer", jv_type_name(args[0]));
         size_t len = ju_len(s->u.str.s, s->u.str.n);
@@ -786,7 +770,7 @@ jv *jb_str_method(struct jbctx *c, jv *self, const char *m, jv **args, size_t n,
         return new_str(c, &b);
     }
     if (!strcmp(m, "partition") || !strcmp(m, "rpartition")) {
-        check_args(c, m, n, 1, 1);
+        jb_check_args(c, m, n, 1, 1);
         jb_want_str(c, args[0], "separator");
         if (!args[0]->u.str.n)
             jfail(A, "empty separator");
@@ -806,7 +790,7 @@ jv *jb_str_method(struct jbctx *c, jv *self, const char *m, jv **args, size_t n,
         return t;
     }
     if (!strcmp(m, "removeprefix") || !strcmp(m, "removesuffix")) {
-        check_args(c, m, n, 1, 1);
+        jb_check_args(c, m, n, 1, 1);
         jb_want_str(c, args[0], m);
         if (!affix(c, s, args[0], m[6] == 's'))
             return self;

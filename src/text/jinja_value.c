@@ -879,6 +879,27 @@ struct jv **jb_iter(struct jbctx *c, struct jv *x, size_t *n)
 
 /* ---------------------------------------------------------------------------------------- UTF-8 */
 
+size_t ju_enc(uint32_t cp, char *o)
+{
+    size_t k = 0;
+    if (cp < 0x80)
+        o[k++] = (char)cp;
+    else if (cp < 0x800) {
+        o[k++] = (char)(0xc0 | (cp >> 6));
+        o[k++] = (char)(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+        o[k++] = (char)(0xe0 | (cp >> 12));
+        o[k++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        o[k++] = (char)(0x80 | (cp & 0x3f));
+    } else {
+        o[k++] = (char)(0xf0 | (cp >> 18));
+        o[k++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        o[k++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        o[k++] = (char)(0x80 | (cp & 0x3f));
+    }
+    return k;
+}
+
 size_t ju_dec(const char *s, size_t n, uint32_t *cp)
 {
     const unsigned char *u = (const unsigned char *)s;
