@@ -27,7 +27,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 DEPS     := $(LIB_OBJ:.o=.d) $(BUILD)/src/cli/main.d $(BUILD)/tests/avx512_emu.d
 
-.PHONY: FORCE print-ldlibs all deps test-deps run check test test-emu test-only unit asan fuzz bench clean
+.PHONY: FORCE print-ldlibs all deps test-deps run mpi install uninstall check test test-emu test-only unit asan fuzz bench clean
 all: $(BUILD)/hyinfer
 
 # deps: what building and running need (compiler, pkg-config, the four libraries).
@@ -112,9 +112,31 @@ fuzz: $(FUZZ_BIN)
 
 -include $(FUZZ_OBJ:.o=.d)
 
+# `make run` builds on every core (make's own -j wins when given) and says so before the compiler's
+# lines start; the build takes about a minute on 2 cores.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 run: deps
-	@$(MAKE) --no-print-directory all
+	@echo "make run: building $(BUILD)/hyinfer with $(NPROC) jobs (about a minute on 2 cores)"
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC)) all
+	@echo "make run: running the offline job of configs/default.yaml on models/hy3-tiny"
 	./$(BUILD)/hyinfer run --yaml configs/default.yaml
+
+# `make mpi`: Open MPI (libopenmpi-dev, openmpi-bin; about 150 MB with gfortran, which Debian's
+# package depends on) for multi-rank runs, then the rebuild that links it (comm.o is rebuilt when
+# Open MPI comes or goes: hy_mpi.stamp).
+mpi:
+	@bash scripts/install_deps.sh mpi
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+
+# `make install` (PREFIX=/usr/local, DESTDIR for staging): the hyinfer binary into $(PREFIX)/bin.
+# The bundled models, configs and examples stay in the repository (commands take their paths).
+PREFIX  ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/hyinfer $(DESTDIR)$(PREFIX)/bin/hyinfer
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/hyinfer
 
 # `make bench`: roofline benchmark on the random-weight bench model (generated on first use, ~6.6 GB
 # for the hy3 shape; not committed). BENCH_ARGS adds flags, e.g. BENCH_ARGS="--json --prompt-lens 128,512".
