@@ -5,6 +5,7 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/timing.h"
 #include "model/model.h"
 #include "quant/formats.h"
@@ -279,15 +280,19 @@ static int copy_into_arena(struct hy_model *m)
                                      .dst = arena + rs.r[i].dst + off,
                                      .len = rs.r[i].len - off < COPY_CHUNK ? rs.r[i].len - off : COPY_CHUNK};
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    struct hy_progress prog; /* on a terminal: the checkpoint's bytes read so far and the rate */
+    hy_progress_begin(&prog, "load: reading the weights", (int64_t)total, HY_PROGRESS_BYTES);
 #pragma omp parallel for schedule(dynamic, 1)
     for (size_t c = 0; c < n_chunks; c++) {
         memcpy(ch[c].dst, ch[c].src, ch[c].len);
+        hy_progress_add(&prog, (int64_t)ch[c].len);
         /* drop the source pages wholly inside this chunk from the process now, so resident memory
          * does not peak at twice the weights (the mapping is read-only: refaulting is harmless) */
         uintptr_t a = ((uintptr_t)ch[c].src + pg - 1) & ~(pg - 1), b = ((uintptr_t)ch[c].src + ch[c].len) & ~(pg - 1);
         if (b > a)
             madvise((void *)a, b - a, MADV_DONTNEED);
     }
+    hy_progress_end(&prog);
     free(ch);
     struct repoint_ctx rc = {.rs = &rs, .arena = arena};
     for_each_tensor(m, repoint_fn, &rc);

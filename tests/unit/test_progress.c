@@ -1,0 +1,116 @@
+/* test_progress.c - the terminal progress line: inactive off a terminal, the drawn line's format,
+ * throttling, the final line, and concurrent adds. */
+#include "base/progress.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* The stream's whole content so far (malloc'd). */
+static char *contents(FILE *f)
+{
+    fflush(f);
+    long n = ftell(f);
+    char *s = calloc((size_t)n + 1, 1);
+    rewind(f);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    fseek(f, 0, SEEK_END);
+    return s;
+}
+
+static void test_inactive_off_terminal(void **state)
+{
+    (void)state;
+    /* stderr of the test runner is a log file, not a terminal: nothing is drawn or kept */
+    if (isatty(fileno(stderr)))
+        skip();
+    struct hy_progress p;
+    hy_progress_begin(&p, "load", 100, HY_PROGRESS_BYTES);
+    assert_int_equal(p.active, 0);
+    hy_progress_add(&p, 50);
+    hy_progress_end(&p);
+    assert_int_equal(p.drawn, 0);
+}
+
+static void test_bytes_line_and_final(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    struct hy_progress p;
+    hy_progress_begin_to(&p, f, "load", 4000000000LL, HY_PROGRESS_BYTES);
+    hy_progress_add(&p, 1000000000LL); /* within 0.25 s of the start: not drawn yet */
+    char *s = contents(f);
+    assert_string_equal(s, "");
+    free(s);
+    usleep(300000);
+    hy_progress_add(&p, 1000000000LL);
+    s = contents(f);
+    assert_non_null(strstr(s, "\rload: 2.00 / 4.00 GB (50%), "));
+    assert_non_null(strstr(s, " GB/s\033[K"));
+    assert_null(strchr(s, '\n'));
+    free(s);
+    hy_progress_add(&p, 500000000LL); /* too soon after the last draw */
+    s = contents(f);
+    assert_null(strstr(s, "2.50"));
+    free(s);
+    hy_progress_end(&p);
+    s = contents(f);
+    assert_non_null(strstr(s, "\rload: 2.50 GB in "));
+    assert_int_equal(s[strlen(s) - 1], '\n');
+    free(s);
+    fclose(f);
+}
+
+static void test_items_and_no_final_when_never_drawn(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    struct hy_progress p;
+    hy_progress_begin_to(&p, f, "quantize", 8, HY_PROGRESS_ITEMS);
+    hy_progress_set(&p, 1);
+    hy_progress_end(&p); /* finished before the first redraw: nothing was printed, nothing to end */
+    char *s = contents(f);
+    assert_string_equal(s, "");
+    free(s);
+    hy_progress_begin_to(&p, f, "quantize", 8, HY_PROGRESS_ITEMS);
+    usleep(300000);
+    hy_progress_set(&p, 3);
+    s = contents(f);
+    assert_non_null(strstr(s, "\rquantize: 3/8 (38%), "));
+    free(s);
+    hy_progress_end(&p);
+    fclose(f);
+}
+
+static void test_concurrent_adds(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    struct hy_progress p;
+    hy_progress_begin_to(&p, f, "copy", 0, HY_PROGRESS_BYTES);
+#pragma omp parallel for
+    for (int i = 0; i < 100000; i++)
+        hy_progress_add(&p, 3);
+    assert_int_equal(p.done, 300000);
+    hy_progress_end(&p);
+    fclose(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inactive_off_terminal),
+        cmocka_unit_test(test_bytes_line_and_final),
+        cmocka_unit_test(test_items_and_no_final_when_never_drawn),
+        cmocka_unit_test(test_concurrent_adds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
