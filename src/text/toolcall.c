@@ -276,11 +276,33 @@ static int append_python_float(struct hy_sbuf *out, double v)
     return rc ? -1 : 0;
 }
 
-/* Appends a parsed JSON value the way Python's json.dumps(ensure_ascii=False) writes it. */
+/* Appends a parsed JSON value the way Python's json.dumps(ensure_ascii=False) writes it: ", " and
+ * ": " separators, keys in their order, UTF-8 raw, floats as repr() writes them (at any depth). */
 static int append_json_value(struct hy_sbuf *out, const json_t *v)
 {
     if (json_is_real(v))
         return append_python_float(out, json_real_value(v));
+    if (json_is_string(v))
+        return append_json_string(out, json_string_value(v), json_string_length(v));
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        int rc = hy_sbuf_puts(out, "{"), first = 1;
+        json_object_foreach((json_t *)v, k, x)
+        {
+            rc = rc || (first ? 0 : hy_sbuf_puts(out, ", ")) || append_json_string(out, k, strlen(k)) ||
+                 hy_sbuf_puts(out, ": ") || append_json_value(out, x);
+            first = 0;
+        }
+        return rc || hy_sbuf_puts(out, "}") ? -1 : 0;
+    }
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        int rc = hy_sbuf_puts(out, "[");
+        json_array_foreach(v, i, x) rc = rc || (i ? hy_sbuf_puts(out, ", ") : 0) || append_json_value(out, x);
+        return rc || hy_sbuf_puts(out, "]") ? -1 : 0;
+    }
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
     if (!s)
         return -1;
@@ -455,7 +477,8 @@ int hy_tool_coerce_value(const json_t *schema, const char *v, size_t len, struct
 /* ------------------------------------------------------------------------------------------ */
 /* the parser */
 
-enum { ST_TEXT, ST_CALLS, ST_NAME, ST_ARGS, ST_KEY, ST_VALUE_WAIT, ST_VALUE, ST_RAW };
+/* ST_JSON: a Hy3 call whose body after <tool_sep> is a JSON object, buffered to </tool_call> */
+enum { ST_TEXT, ST_CALLS, ST_NAME, ST_ARGS, ST_KEY, ST_VALUE_WAIT, ST_VALUE, ST_RAW, ST_JSON };
 
 void hy_toolcall_init(struct hy_toolcall_parser *p, const struct hy_tool_markers *mk, const json_t *tools)
 {
@@ -549,8 +572,15 @@ static int on_text(struct hy_toolcall_parser *p, const char *t, size_t n, struct
         size_t i = 0;
         while (i < n && isspace((unsigned char)t[i]))
             i++;
+        if (i < n && t[i] == '{' && p->state == ST_ARGS && !p->n_args && p->mk->dialect == HY_TOOL_DIALECT_HY3) {
+            p->acc.len = 0; /* a JSON-object body instead of <arg_key> pairs: parsed at </tool_call> */
+            p->state = ST_JSON;
+            return hy_sbuf_append(&p->acc, t + i, n - i);
+        }
         return i == n ? 0 : go_raw(p, content, t + i, n - i);
     }
+    case ST_JSON:
+        return hy_sbuf_append(&p->acc, t, n);
     case ST_VALUE:
         return p->value_streams ? hy_json_escape_append(&cur_call(p)->args, t, n) : hy_sbuf_append(&p->acc, t, n);
     }
@@ -659,6 +689,28 @@ static int on_marker(struct hy_toolcall_parser *p, int m, struct hy_sbuf *conten
             return 0;
         int rc = (p->n_args++ ? hy_sbuf_puts(&c->args, ", ") : 0) ||
                  append_json_string(&c->args, p->key, strlen(p->key)) || hy_sbuf_puts(&c->args, ": \"");
+        return rc ? -1 : 0;
+    }
+    case ST_JSON: {
+        /* the body must be one JSON object (vLLM's hy_v3 json.loads); else S4 with the body as text */
+        json_t *j = m == HY_TM_CALL_CLOSE ? json_loadb(p->acc.p ? p->acc.p : "", p->acc.len, 0, NULL) : NULL;
+        if (!json_is_object(j)) {
+            json_decref(j);
+            if (hy_sbuf_append(content, p->acc.p ? p->acc.p : "", p->acc.len))
+                return -1;
+            p->acc.len = 0;
+            return go_raw(p, content, mt, ml);
+        }
+        struct hy_tool_call *c = cur_call(p);
+        struct hy_sbuf o = {0};
+        int rc = append_json_value(&o, j) || hy_sbuf_append(&c->args, o.p + 1, o.len - 1); /* "{" is written */
+        hy_sbuf_free(&o);
+        json_decref(j);
+        p->acc.len = 0;
+        c->complete = 1;
+        p->n_complete++;
+        p->raw.len = 0;
+        p->state = ST_CALLS;
         return rc ? -1 : 0;
     }
     case ST_VALUE: {

@@ -24,7 +24,10 @@
  * (or has no schema) streams as it arrives and its closing quote is written at </arg_value>; other
  * values are coerced by the tool's JSON schema at </arg_value> (see hy_tool_coerce_value); "}" is
  * written at </tool_call>. A call without arguments gets "{}". Duplicate keys are written as they
- * come (a JSON reader keeps the last).
+ * come (a JSON reader keeps the last). A Hy3 call whose body after <tool_sep> is a JSON object
+ * (`NAME<tool_sep>{"k": 1}</tool_call>`, a variant some fine-tunes emit) is buffered to
+ * </tool_call> and, when the body parses as one JSON object, that object is the arguments (as
+ * vLLM's hy_v3 parser json.loads the body), re-written as Python's json.dumps writes it.
  *
  * Salvage rules for malformed markup (docs/tool-calling.md), the same for both dialects:
  *  S1 text before <tool_calls> is content, unstripped; text after </tool_calls> is content too.
@@ -37,7 +40,7 @@
  *     the raw text since the previous call ended (or since the block start when no call was
  *     announced) as content, and everything after it verbatim: parsing stops.
  *  S4 an announced call whose markup breaks (text other than whitespace between argument pairs, a
- *     value without a key, a tag out of place) keeps the argument bytes written so far and is
+ *     value without a key, a tag out of place, a body that is not one JSON object) keeps the argument bytes written so far and is
  *     incomplete; the rest of the output is content verbatim.
  *  S5 output that ends inside a call (max_tokens, EOS) leaves it incomplete with the bytes written
  *     so far: no closing quote or brace is invented. A Hy4 name cut before <arg_key> or

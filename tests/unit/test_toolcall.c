@@ -388,6 +388,49 @@ static void test_malformed(void **st)
     check_case(&i);
 }
 
+/* A Hy3 call whose body after <tool_sep> is a JSON object (some fine-tunes): the object is the
+ * arguments, written as Python's json.dumps writes it (vLLM's hy_v3 parser json.loads the body). */
+static void test_json_body(void **st)
+{
+    (void)st;
+    struct expect a = {
+        "[CS]\n[C]get_weather[SEP]\n{\"city\": \"Paris\", \"days\": 3}\n[/C]\n[/CS]", 0, 1, "", NULL, 1, 1, {W_ARGS}};
+    check_case(&a);
+    /* compact JSON, nested values, floats as repr() writes them, UTF-8 raw; then a tagged call */
+    struct expect b = {"Ok.[CS][C]calc[SEP]{\"x\":0.1,\"opts\":{\"a\":[1,2.50,\"\xc3\xa9\"]},\"n\":null}[/C]\n" CALL_W
+                       "[/CS]",
+                       0,
+                       1,
+                       "Ok.",
+                       NULL,
+                       2,
+                       2,
+                       {"calc\x01{\"x\": 0.1, \"opts\": {\"a\": [1, 2.5, \"\xc3\xa9\"]}, \"n\": null}", W_ARGS}};
+    check_case(&b);
+    /* S4: a body that is not one JSON object: the call stays incomplete, the body is text */
+    struct expect c = {"[CS]\n[C]get_weather[SEP]\n{\"city\": [/C]\n[/CS]",
+                       0,
+                       0,
+                       "{\"city\": [/C]\n[/CS]",
+                       NULL,
+                       1,
+                       0,
+                       {"get_weather\x01{"}};
+    check_case(&c);
+    struct expect d = {"[CS][C]get_weather[SEP]{\"city\": \"Oslo\"} extra[/C][/CS]",
+                       0,
+                       0,
+                       "{\"city\": \"Oslo\"} extra[/C][/CS]",
+                       NULL,
+                       1,
+                       0,
+                       {"get_weather\x01{"}};
+    check_case(&d);
+    /* S5: cut inside the body writes nothing for it */
+    struct expect e = {"[CS][C]get_weather[SEP]{\"city\": \"Pa", 0, 1, "", NULL, 1, 0, {"get_weather\x01{"}};
+    check_case(&e);
+}
+
 static void coerce(const char *schema, const char *v, const char *want)
 {
     json_t *s = schema ? json_loads(schema, 0, NULL) : NULL;
@@ -488,7 +531,7 @@ int main(void)
         cmocka_unit_test(test_parallel_calls),   cmocka_unit_test(test_argless_then_args),
         cmocka_unit_test(test_string_escapes),   cmocka_unit_test(test_text_after_and_reasoning),
         cmocka_unit_test(test_coerced_values),   cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_coercion_table),
+        cmocka_unit_test(test_coercion_table),   cmocka_unit_test(test_json_body),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
