@@ -177,11 +177,24 @@ static void print_comm(const char *label, const struct hy_bench_comm_phase *c, i
            ratio(c->hidden_sec, c->posted_sec), 1e3 * c->hidden_sec * inv, 1e3 * c->posted_sec * inv);
 }
 
+/* The layer count of the published model whose per-layer shapes cfg has (the bench models of
+ * tools/make/make_bench_model.py: a few layers of a real model's shapes): 80 for Hy3 295B-A21B, 78 for
+ * Hy4-preview; 0 (no projection) for any other shapes, e.g. the toy test models. */
+static int full_model_layers(const struct hy_model_config *cfg)
+{
+    if (cfg->arch == HY_ARCH_HY_V3 && cfg->hidden_size == 4096 && cfg->num_attention_heads == 64 &&
+        cfg->num_key_value_heads == 8 && cfg->head_dim == 128 && cfg->moe_intermediate_size == 1536)
+        return 80;
+    if (cfg->arch == HY_ARCH_HY_V4 && cfg->hidden_size == 6144 && cfg->num_attention_heads == 64)
+        return 78;
+    return 0;
+}
+
 int hy_cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL, *quantization = NULL, *plens_s = "128,512,2048", *batches_s = "1,4,16",
                *dtype = "bfloat16", *bw_s = "2G", *json_out = NULL, *kvd = NULL, *load_fmt = NULL, *fill_s = "prefill";
-    int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 80, proj_dense = 1,
+    int steps = 16, ctx0 = 16, threads = 0, json = 0, help = 0, bw_reps = 5, seed = 1, proj_layers = 0, proj_dense = -1,
         skip_model = 0;
     float flop_s = 0.25f;
     struct hy_cli_par par = {0};
@@ -209,8 +222,10 @@ int hy_cmd_bench(int argc, char **argv)
          "mmap | copy: weights in the file mapping or copied to a huge-page arena (default: HYINFER_LOAD_FORMAT, else "
          "copy)"},
         {"--seed", NULL, HY_ARG_INT, &seed, NULL, "random token ids seed (default 1)"},
-        {"--project-layers", NULL, HY_ARG_INT, &proj_layers, NULL, "layers of the full model projected (80)"},
-        {"--project-dense", NULL, HY_ARG_INT, &proj_dense, NULL, "dense layers of the full model (1)"},
+        {"--project-layers", NULL, HY_ARG_INT, &proj_layers, NULL,
+         "layers of the full model the batch-1 step is projected to (default: 80 for a model with Hy3's layer "
+         "shapes, 78 with Hy4-preview's, else no projection)"},
+        {"--project-dense", NULL, HY_ARG_INT, &proj_dense, NULL, "dense layers of the full model (default 1)"},
         {"--probes-only", NULL, HY_ARG_FLAG, &skip_model, NULL, "only the bandwidth and FLOP probes"},
         {"--json", NULL, HY_ARG_FLAG, &json, NULL, "print one JSON object instead of the table"},
         {"--json-out", NULL, HY_ARG_STR, &json_out, NULL, "also write the JSON object to this file"},
@@ -234,10 +249,12 @@ int hy_cmd_bench(int argc, char **argv)
     int32_t plens[MAX_LIST], batches[MAX_LIST];
     int n_plens = 0, n_batches = 0;
     size_t bw_bytes = 0;
-    if ((!model_dir && !skip_model) || steps < 1 || ctx0 < 0 || bw_reps < 1 || !(flop_s > 0.0f) || proj_layers < 1 ||
-        proj_dense < 0 || proj_dense > proj_layers) {
-        fprintf(stderr, "hyinfer bench: need -m DIR, --decode-steps >= 1, --decode-context >= 0, --bw-reps >= 1, "
-                        "--flop-seconds > 0, 0 <= --project-dense <= --project-layers\n");
+    if ((!model_dir && !skip_model) || steps < 1 || ctx0 < 0 || bw_reps < 1 || !(flop_s > 0.0f) || proj_layers < 0 ||
+        proj_dense < -1 || (proj_layers > 0 && proj_dense > proj_layers)) {
+        fprintf(
+            stderr,
+            "hyinfer bench: need -m DIR, --decode-steps >= 1, --decode-context >= 0, --bw-reps >= 1, "
+            "--flop-seconds > 0, --project-layers >= 0 (0: by the shapes), 0 <= --project-dense <= --project-layers\n");
         hy_args_usage(usage, args, na);
         return 2;
     }
@@ -400,12 +417,16 @@ int hy_cmd_bench(int argc, char **argv)
     const double pre_frac = p512 ? ratio(p512->flops.total / p512->secs, peak * 1e9) : 0.0;
     const int w8a8 = m && m->quant.method == HY_QM_ASCEND; /* its linears' prefill work is int8 */
     const double pre_i8_frac = p512 ? ratio(p512->flops.total / p512->secs, i8_peak * 1e9) : 0.0;
+    if (m && proj_layers == 0)
+        proj_layers = full_model_layers(&m->cfg);
+    if (proj_dense < 0)
+        proj_dense = proj_layers > 0 ? 1 : 0;
     double proj_ms = 0.0, moe_layer_s = 0.0, dense_layer_s = 0.0;
     int n_moe = 0, n_dense = 0;
     if (m)
         for (int L = 0; L < m->cfg.num_hidden_layers; L++)
             m->layers[L].is_moe ? n_moe++ : n_dense++;
-    if (d1 && m) {
+    if (d1 && m && proj_layers > 0) {
         const double *s = d1->stage;
         const double attn_layer = s[HY_STAGE_ATTENTION] / m->cfg.num_hidden_layers;
         moe_layer_s = n_moe ? attn_layer + (s[HY_STAGE_ROUTER] + s[HY_STAGE_ROUTED] + s[HY_STAGE_SHARED]) / n_moe : 0.0;
@@ -540,11 +561,13 @@ int hy_cmd_bench(int argc, char **argv)
                           d1 ? ratio(dmax->tokens_per_s, d1->tokens_per_s) : 0.0, "distinct_experts_per_step",
                           (double)dmax->bytes.distinct_experts / dmax->steps));
         }
-        json_object_set_new(o, "projected_full_model_ms_per_token", json_real(proj_ms));
-        json_object_set_new(o, "projection",
-                            json_pack("{s:i, s:i, s:f, s:f, s:s}", "layers", proj_layers, "dense_layers", proj_dense,
-                                      "moe_layer_s", moe_layer_s, "dense_layer_s", dense_layer_s, "formula",
-                                      proj_formula));
+        if (proj_layers > 0) { /* absent for a model of other shapes without --project-layers */
+            json_object_set_new(o, "projected_full_model_ms_per_token", json_real(proj_ms));
+            json_object_set_new(o, "projection",
+                                json_pack("{s:i, s:i, s:f, s:f, s:s}", "layers", proj_layers, "dense_layers",
+                                          proj_dense, "moe_layer_s", moe_layer_s, "dense_layer_s", dense_layer_s,
+                                          "formula", proj_formula));
+        }
         if (m && spec.num_speculative_tokens > 0 && json) { /* the table run prints it after the table */
             json_t *sj = NULL;
             if (hy_bench_spec_run(m, kv_dtype, &spec, batches, n_batches, ctx0, steps, (uint64_t)seed, proj_layers,
@@ -661,10 +684,14 @@ int hy_cmd_bench(int argc, char **argv)
                        dmax->batch, ratio(dmax->step_s, big_roof_s), dmax->step_s, dmax->bytes.weights,
                        dmax->bw_gbs * 1e9, big_roof_s, d1 ? ratio(dmax->tokens_per_s, d1->tokens_per_s) : 0.0,
                        (double)dmax->bytes.distinct_experts / dmax->steps);
-            if (d1)
-                printf("  projected_full_model_ms/tok  %.1f ms  (%d layers; moe_layer %.4f s, dense_layer %.4f s)\n"
-                       "    = %s\n",
+            if (d1 && proj_layers > 0)
+                printf("  projected_full_model_ms/tok  %.1f ms  (%d layers of these shapes; moe_layer %.4f s, "
+                       "dense_layer %.4f s)\n    = %s\n",
                        proj_ms, proj_layers, moe_layer_s, dense_layer_s, proj_formula);
+            else if (d1)
+                printf("  projected_full_model_ms/tok  not projected: hidden_size %d is neither Hy3's (4096) nor "
+                       "Hy4-preview's (6144); --project-layers N projects to N layers of these shapes\n",
+                       m->cfg.hidden_size);
             json_t *sj = NULL;
             if (m && spec.num_speculative_tokens > 0) {
                 fflush(stdout);

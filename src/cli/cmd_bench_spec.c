@@ -119,9 +119,12 @@ int hy_bench_spec_run(struct hy_model *m, enum hy_dtype kv_dtype, const struct h
         snprintf(label, sizeof(label),
                  "speed-up on this model, (1 + a + .. + a^k') * t(1) / (t(k'+1) + k' * t_mtp), acceptance a:");
         json_t *meas = speedups(label, vr.step_s, vr.mtp_s, k, print);
-        snprintf(label, sizeof(label), "the same projected to %d layers (%d dense), t_mtp as measured:", proj_layers,
-                 proj_dense);
-        json_t *proj = speedups(label, tp, vr.mtp_s, k, print);
+        json_t *proj = NULL; /* no projection for shapes of no published model (cmd_bench.c) */
+        if (proj_layers > 0) {
+            snprintf(label, sizeof(label),
+                     "the same projected to %d layers (%d dense), t_mtp as measured:", proj_layers, proj_dense);
+            proj = speedups(label, tp, vr.mtp_s, k, print);
+        }
         json_t *acc = json_array();
         for (int32_t i = 0; i < k; i++)
             json_array_append_new(acc, json_real((double)ss.num_accepted_tokens_per_pos[i] / nd));
@@ -134,8 +137,10 @@ int hy_bench_spec_run(struct hy_model *m, enum hy_dtype kv_dtype, const struct h
         json_object_set_new(o, "acceptance_per_position", acc);
         json_object_set_new(o, "mean_acceptance_length", json_real(1.0 + (double)ss.num_accepted_tokens / nd));
         json_object_set_new(o, "speedup", meas);
-        json_object_set_new(o, "speedup_projected", proj);
-        json_object_set_new(o, "projected_layers", json_integer(proj_layers));
+        if (proj) {
+            json_object_set_new(o, "speedup_projected", proj);
+            json_object_set_new(o, "projected_layers", json_integer(proj_layers));
+        }
         json_array_append_new(arr, o);
     }
     *out = json_pack("{s:i, s:f, s:b, s:o}", "num_speculative_tokens", k, "draft_p_min", (double)sc->draft_p_min,

@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ -f "$MODEL/model.safetensors" ] || { echo "FAIL: $MODEL missing (tests/data is part of the repository)"; exit 1; }
 
 "$BIN" bench latency -m "$MODEL" --prompt-lens 8,24 --batch-sizes 1,3 --decode-steps 3 --decode-context 5 \
-  --bw-bytes 16M --bw-reps 2 --flop-seconds 0.02 --threads 2 --json >"$W/out.json" 2>"$W/err" \
+  --project-layers 80 --bw-bytes 16M --bw-reps 2 --flop-seconds 0.02 --threads 2 --json >"$W/out.json" 2>"$W/err" \
   || { cat "$W/err"; fail "bench exited non-zero"; }
 
 "$PY" - "$W/out.json" "$MODEL" <<'PY'
@@ -143,6 +143,11 @@ for s in "read bandwidth" "decode_roofline_fraction" "prefill_peak_fraction" "pr
          "stage breakdown"; do
   grep -q "$s" "$W/table.txt" || fail "table lacks \"$s\""
 done
+# a toy model (hidden 96) is projected to no published model's depth unless --project-layers asks
+grep -q "projected_full_model_ms/tok  not projected: hidden_size 96" "$W/table.txt" ||
+  fail "the toy model's table projects to a full model: $(grep projected "$W/table.txt")"
+"$PY" -c 'import json,sys; o=json.load(open(sys.argv[1])); assert "projected_full_model_ms_per_token" not in o' \
+  "$W/table.json" || fail "the toy model's JSON has a projection without --project-layers"
 
 # tools/make/make_bench_model.py: the tiny shape end to end (deterministic, loads with its MTP layer, benches),
 # and the hy3 / hy-mt2 shapes' tensor lists (not written: several GB) against the real per-layer dims.
@@ -201,7 +206,7 @@ PY
 # hy_v4: bench latency on the tiny-hy4 bench checkpoint (MLA, indexer, hyper-connections) runs and reports
 "$PY" tools/make/make_bench_model.py --out "$W/tiny-hy4" --shape tiny-hy4 --mtp 2>/dev/null
 "$BIN" bench latency -m "$W/tiny-hy4" --prompt-lens 8,80 --batch-sizes 1,3 --decode-steps 3 --decode-context 70 \
-  --bw-bytes 16M --bw-reps 2 --flop-seconds 0.02 --threads 2 --json >"$W/out4.json" 2>"$W/err4" \
+  --project-layers 78 --bw-bytes 16M --bw-reps 2 --flop-seconds 0.02 --threads 2 --json >"$W/out4.json" 2>"$W/err4" \
   || { cat "$W/err4"; fail "bench on tiny-hy4 exited non-zero"; }
 "$PY" - "$W/out4.json" <<'PY'
 import json, math, sys
