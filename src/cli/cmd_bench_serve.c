@@ -140,6 +140,9 @@ int hy_cmd_bench_serve(int argc, char **argv)
         printf("%s\n", s);
         free(s);
         json_decref(j);
+    } else if (ok == 0) { /* a table of zeros would read as a measurement */
+        fprintf(stderr, "hyinfer bench serve: all %d requests failed; the first: %s\n", num,
+                first_err ? first_err : "(no error recorded)");
     } else {
         printf("============ Serving Benchmark Result ============\n");
         printf("%-40s %d\n", "Max concurrency:", conc);

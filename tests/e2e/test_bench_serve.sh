@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hyinfer bench serve against a live hyinfer serve: every request completes, the token totals are
 # exactly what was asked (ignore_eos, fixed lengths), the JSON has the reported keys, and a bad
-# port makes the run fail (exit 1) instead of reporting zeros.
+# port makes the run fail (exit 1) instead of reporting zeros (JSON: completed 0; table: no table).
 set -uo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
@@ -36,6 +36,11 @@ PY
 rc=$?
 [ $rc = 1 ] && grep -q "cannot connect" "$W/bad.json" && echo "ok   unreachable server: exit 1 with the error" \
   || { echo "FAIL: unreachable server gave rc $rc"; cat "$W/bad.json"; exit 1; }
+"$BIN" bench serve --port 1 --num-prompts 2 >"$W/bad.txt" 2>"$W/bad.err"
+rc=$?
+[ $rc = 1 ] && grep -q "all 2 requests failed; the first: .*cannot connect" "$W/bad.err" && ! grep -q "Benchmark Result" "$W/bad.txt" &&
+  echo "ok   unreachable server, table form: exit 1, the error and no table of zeros" ||
+  { echo "FAIL: unreachable server (table form) gave rc $rc"; cat "$W/bad.txt" "$W/bad.err"; exit 1; }
 kill -TERM $PID; wait $PID; rc=$?
 trap - EXIT
 [ $rc = 0 ] || { echo "FAIL: serve exit $rc on SIGTERM"; exit 1; }
