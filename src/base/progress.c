@@ -60,7 +60,8 @@ static void draw(struct hy_progress *p, int64_t done)
 {
     char line[128];
     format_line(p, done, hy_time_now() - p->t0, line, sizeof(line));
-    fprintf(p->out, "\r%s: %s\033[K", p->what, line); /* \033[K: clear what a longer line left */
+    /* \033[K: clear what a longer line left */
+    fprintf(p->out, "\r%s: %s%s%s\033[K", p->what, line, p->label[0] ? " - " : "", p->label);
     fflush(p->out);
     p->drawn = 1;
 }
@@ -91,6 +92,11 @@ void hy_progress_set(struct hy_progress *p, int64_t n)
         return;
     p->done = n;
     maybe_draw(p, n);
+}
+
+void hy_progress_label(struct hy_progress *p, const char *label)
+{
+    snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
 }
 
 void hy_progress_end(struct hy_progress *p)

@@ -21,10 +21,11 @@ struct hy_progress {
     enum hy_progress_unit unit;
     int64_t done; /* updated atomically by hy_progress_add */
     double t0, t_draw;
-    int active; /* drawing at all (terminal, log level) */
-    int drawn;  /* a line is on the screen (end must finish it) */
-    int busy;   /* a hy_progress_add is redrawing */
-    FILE *out;  /* stderr, or the stream given to hy_progress_begin_to */
+    int active;     /* drawing at all (terminal, log level) */
+    int drawn;      /* a line is on the screen (end must finish it) */
+    int busy;       /* a hy_progress_add is redrawing */
+    char label[64]; /* what is being worked on, shown after the figures ("" = nothing) */
+    FILE *out;      /* stderr, or the stream given to hy_progress_begin_to */
 };
 
 /* Starts a progress of `total` units (0 = unknown) named `what` on stderr, when it is a terminal
@@ -42,6 +43,10 @@ void hy_progress_add(struct hy_progress *p, int64_t n);
 /* Sets the units done to n (a single-threaded caller's absolute position, e.g. layer index) and
  * redraws when due. Not for concurrent use with hy_progress_add. */
 void hy_progress_set(struct hy_progress *p, int64_t n);
+
+/* Sets the text shown after the figures (e.g. the tensor being quantized), truncated to 63 bytes;
+ * NULL clears it. Shown from the next redraw on. Single-threaded callers only. */
+void hy_progress_label(struct hy_progress *p, const char *label);
 
 /* Ends it: when a line was drawn, it is replaced by a final one ("what: 6.60 GB in 5.1 s (1.29
  * GB/s)") followed by a newline. p may be reused with hy_progress_begin afterwards. */

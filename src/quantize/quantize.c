@@ -4,6 +4,7 @@
 #include "base/err.h"
 #include "base/fileio.h"
 #include "base/log.h"
+#include "base/progress.h"
 #include "base/timing.h"
 #include "config/model_config.h"
 #include "config/quant_config.h"
@@ -810,8 +811,12 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
             rc = -1;
         free(order);
     }
+    struct hy_progress prog; /* on a terminal: output bytes written, the tensor at work */
+    hy_progress_begin(&prog, "quantize", (int64_t)off, HY_PROGRESS_BYTES);
     for (size_t i = 0; !rc && i < p->n; i++) {
         struct entry *e = &p->e[i];
+        hy_progress_add(&prog, i ? (int64_t)p->e[i - 1].nbytes : 0); /* the one before is written */
+        hy_progress_label(&prog, e->name);
         if (e->role == R_COPY) {
             for (uint64_t o = 0; !rc && o < e->nbytes; o += (64u << 20)) { /* 64 MiB at a time */
                 const uint64_t n = e->nbytes - o < (64u << 20) ? e->nbytes - o : (64u << 20);
@@ -851,6 +856,7 @@ static int write_safetensors(const char *path, struct plan *p, const struct hy_q
             rc = write_all(f, sbuf, e->nbytes, path);
         }
     }
+    hy_progress_end(&prog);
     free(wbuf);
     free(sbuf);
     factor_cache_free(&fc);

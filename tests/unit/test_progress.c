@@ -81,10 +81,13 @@ static void test_items_and_no_final_when_never_drawn(void **state)
     assert_string_equal(s, "");
     free(s);
     hy_progress_begin_to(&p, f, "quantize", 8, HY_PROGRESS_ITEMS);
+    hy_progress_label(&p, "model.layers.2.mlp.experts.gate_up_proj, a name longer than the label's 63 bytes");
+    assert_int_equal(strlen(p.label), 63);
     usleep(300000);
     hy_progress_set(&p, 3);
     s = contents(f);
     assert_non_null(strstr(s, "\rquantize: 3/8 (38%), "));
+    assert_non_null(strstr(s, "/s - model.layers.2.mlp.experts.gate_up_proj"));
     free(s);
     hy_progress_end(&p);
     fclose(f);
