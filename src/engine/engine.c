@@ -70,6 +70,34 @@ static size_t mem_available(void)
     return (size_t)kb * 1024;
 }
 
+/* Total memory this process may use, in bytes: MemTotal, or the cgroup limit (v2 memory.max, v1
+ * memory.limit_in_bytes) when one is set and lower; 0 when unknown. */
+static size_t mem_total_limit(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0, lim = 0;
+    if (f) {
+        while (fgets(line, sizeof(line), f))
+            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+                break;
+        fclose(f);
+    }
+    size_t total = (size_t)kb * 1024;
+    const char *paths[] = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (int i = 0; i < 2; i++) {
+        f = fopen(paths[i], "r");
+        if (!f)
+            continue;
+        int got = fscanf(f, "%llu", &lim) == 1; /* "max" (no limit) does not scan */
+        fclose(f);
+        if (got && lim > 0 && (total == 0 || lim < total))
+            total = (size_t)lim;
+        break;
+    }
+    return total;
+}
+
 static int check_config(const struct hy_engine_config *c)
 {
     if (c->max_num_seqs < 1)
@@ -84,6 +112,8 @@ static int check_config(const struct hy_engine_config *c)
         return hy_err_set("engine: max_waiting_requests=%d: must be >= 0", c->max_waiting_requests);
     if (hy_spec_config_validate(&c->spec))
         return -1;
+    if (!(c->gpu_memory_utilization >= 0.0f && c->gpu_memory_utilization <= 1.0f))
+        return hy_err_set("engine: gpu_memory_utilization %g: must be in (0, 1]", (double)c->gpu_memory_utilization);
     if (c->kv_cache_dtype != HY_DTYPE_UNKNOWN && c->kv_cache_dtype != HY_DTYPE_F32 &&
         c->kv_cache_dtype != HY_DTYPE_BF16 && c->kv_cache_dtype != HY_DTYPE_F8_E4M3)
         return hy_err_set("engine: kv_cache_dtype %s: not a KV cache dtype (auto, bf16, fp8, fp32)",
@@ -100,7 +130,29 @@ static int32_t size_blocks(const struct hy_model *m, const struct hy_engine_conf
     const int32_t need = cdiv(c->max_model_len, bs);
     size_t budget = c->kv_cache_memory_bytes;
     size_t n = 0;
-    if (budget == 0) {
+    if (budget == 0 && c->gpu_memory_utilization > 0.0f) {
+        const size_t total = mem_total_limit();
+        const double share = (double)c->gpu_memory_utilization * (double)total;
+        const double weights = (double)m->ck.total_bytes;
+        if (total == 0) {
+            hy_err_set("engine: --gpu-memory-utilization needs the machine's memory size, but neither "
+                       "/proc/meminfo nor the cgroup limit gave one; pass --kv-cache-memory-bytes");
+            return 0;
+        }
+        if (share - weights < (double)need * (double)per_block) {
+            hy_err_set("engine: --gpu-memory-utilization %g leaves %.0f bytes for the KV cache (%g x %zu bytes of "
+                       "memory - %.0f bytes of weights), but one max_model_len %d sequence needs %zu bytes; raise "
+                       "it, lower --max-model-len, or pass --kv-cache-memory-bytes",
+                       (double)c->gpu_memory_utilization, share - weights > 0 ? share - weights : 0.0,
+                       (double)c->gpu_memory_utilization, total, weights, c->max_model_len, (size_t)need * per_block);
+            return 0;
+        }
+        budget = (size_t)(share - weights);
+        n = budget / per_block;
+        size_t most = (size_t)c->max_num_seqs * (size_t)need; /* no use for more */
+        if (n > most)
+            n = most;
+    } else if (budget == 0) {
         budget = mem_available() / 2;
         n = budget / per_block;
         size_t most = (size_t)c->max_num_seqs * (size_t)need; /* no use for more */

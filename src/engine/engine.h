@@ -33,8 +33,13 @@ struct hy_engine_config {
     int32_t max_num_batched_tokens; /* tokens per step (default 512); prompts longer than this are chunked */
     int32_t block_size;             /* tokens per KV block (default 16) */
     int enable_prefix_caching;      /* default 1 */
-    size_t kv_cache_memory_bytes;   /* KV budget; 0 = 50% of MemAvailable, capped at what max_num_seqs
-                                        sequences of max_model_len tokens need */
+    size_t kv_cache_memory_bytes;   /* KV budget; 0 = 50% of MemAvailable (or the gpu_memory_utilization
+                                        rule), capped at what max_num_seqs sequences of max_model_len
+                                        tokens need; when set it wins over gpu_memory_utilization */
+    float gpu_memory_utilization;   /* vLLM's --gpu-memory-utilization F in (0, 1]; 0 = unset. KV budget =
+                                        F x total memory (MemTotal, or the cgroup limit when lower) - the
+                                        checkpoint's weight bytes; not positive or too small for one
+                                        max_model_len sequence is an error naming the numbers */
     int32_t max_waiting_requests;   /* add_request beyond this returns HY_ENGINE_QUEUE_FULL (default 1024) */
     enum hy_dtype kv_cache_dtype;   /* HY_DTYPE_UNKNOWN (default) = auto: the compute dtype; BF16, F32,
                                         or F8_E4M3 (FP8 KV cache, kv_cache.h); the budget counts its bytes */
