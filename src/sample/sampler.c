@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -76,8 +77,22 @@ static double rng_uniform(uint64_t st[4])
     return (double)(rng_next(st) >> 11) * 0x1.0p-53;
 }
 
+static _Atomic int g_default_set;
+static _Atomic uint64_t g_default_seed, g_default_next;
+
+void hy_sampler_set_default_seed(uint64_t seed)
+{
+    g_default_seed = seed;
+    g_default_next = 0;
+    g_default_set = 1;
+}
+
 static uint64_t fresh_seed(void)
 {
+    if (g_default_set) { /* --seed N: the i-th unseeded sampler gets the i-th draw of a generator seeded N */
+        uint64_t x = g_default_seed + 0x9E3779B97F4A7C15ULL * (g_default_next++ + 1);
+        return splitmix64(&x);
+    }
     uint64_t s = 0;
     if (getrandom(&s, sizeof(s), GRND_NONBLOCK) == (ssize_t)sizeof(s))
         return s;

@@ -66,6 +66,12 @@ int32_t hy_sampler_sample(struct hy_sampler *s, float *logits);
  * to logits[vocab_size] in place, from the tokens recorded so far. No-op when all are off. */
 void hy_sampler_apply_penalties(const struct hy_sampler *s, float *logits);
 
+/* vLLM's --seed N for a whole process: from now on, a sampler created without its own seed
+ * (has_seed 0) takes the next draw of a generator seeded with N instead of the clock / urandom, so the
+ * same start + the same order of hy_sampler_create calls (the same request order) gives the same
+ * samples. Thread-safe (one atomic counter); without a call: fresh seeds as before. */
+void hy_sampler_set_default_seed(uint64_t seed);
+
 /* The RNG seed in use (p->seed when has_seed, else the one drawn at create), for logs / replay. */
 uint64_t hy_sampler_seed(const struct hy_sampler *s);
 
