@@ -58,6 +58,7 @@ struct gen {
     char id[64];
     long long created;
     double t_start;
+    struct hy_histogram itl; /* gaps between the tokens of every choice (merged by record_metrics) */
     int all_done;
     /* streaming */
     struct MHD_Connection *conn;
@@ -207,16 +208,19 @@ static int is_markup(const struct hy_server *s, int32_t id)
     return 0;
 }
 
-static void process_output(struct gen *g, const struct hy_engine_loop_out *so)
+/* now: when the pump took the outputs; tokens taken together (one step, or MTP drafts accepted
+ * together) make one inter-token gap, as vLLM counts one per engine iteration. */
+static void process_output(struct gen *g, const struct hy_engine_loop_out *so, double now)
 {
     struct choice *c = &g->ch[so->seq];
     const struct hy_engine_output *o = &so->o;
     if (c->finished)
         return;
-    double now = hy_time_now();
     if (o->token_id >= 0) {
         if (c->n_tokens == 0)
             c->t_first = now;
+        else if (now > c->t_last)
+            hy_histogram_observe(&g->itl, now - c->t_last);
         c->t_last = now;
         c->n_tokens++;
         if (g->req.logprobs >= 0)
@@ -257,8 +261,9 @@ static size_t pump(struct gen *g, double timeout_s)
 {
     int all_done = 0;
     size_t n = hy_engine_loop_job_wait(g->s->se, g->job, timeout_s, g->outs, OUT_BATCH, &all_done);
+    const double now = hy_time_now();
     for (size_t i = 0; i < n; i++)
-        process_output(g, &g->outs[i]);
+        process_output(g, &g->outs[i], now);
     if (all_done) {
         g->all_done = 1;
         for (int i = 0; i < g->n; i++)
@@ -276,10 +281,17 @@ static void record_metrics(struct gen *g)
     double now = hy_time_now();
     pthread_mutex_lock(&s->mu);
     hy_histogram_observe(&s->metrics.e2e, now - g->t_start);
+    hy_histogram_merge(&s->metrics.itl, &g->itl);
+    hy_histogram_observe(&s->metrics.params_n, g->n);
+    if (g->req.max_tokens > 0)
+        hy_histogram_observe(&s->metrics.params_max_tokens, g->req.max_tokens);
     for (int i = 0; i < g->n; i++) {
         struct choice *c = &g->ch[i];
+        hy_histogram_observe(&s->metrics.prompt_tokens, (double)g->n_prompt);
+        hy_histogram_observe(&s->metrics.gen_tokens, c->n_tokens);
         if (c->n_tokens > 0) {
             hy_histogram_observe(&s->metrics.ttft, c->t_first - g->t_start);
+            hy_histogram_observe(&s->metrics.decode, c->t_last - c->t_first);
             if (c->n_tokens > 1)
                 hy_histogram_observe(&s->metrics.tpot, (c->t_last - c->t_first) / (c->n_tokens - 1));
         }
@@ -964,6 +976,7 @@ enum MHD_Result hy_server_handle_generate(struct hy_server *s, struct MHD_Connec
     g->s = s;
     g->fd = -1;
     g->t_start = hy_time_now();
+    hy_histogram_init_itl(&g->itl);
     g->created = (long long)time(NULL);
     if (hy_oai_parse(kind, body, len, &s->limits, &g->req, &e))
         goto fail;

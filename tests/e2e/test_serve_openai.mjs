@@ -166,10 +166,10 @@ try {
   if (model.trained) check(validCases > 0, "trained model: outputs were checked byte-exact");
 
   const m = await metrics(srv.base);
-  check(m["hyinfer:num_requests_running"] === 0 && m["hyinfer:kv_cache_blocks_used"] === 0,
+  check(m["vllm:num_requests_running"] === 0 && m["hyinfer:kv_cache_blocks_used"] === 0,
         "idle: nothing running, no KV blocks referenced");
-  check(m["hyinfer:prefix_cache_hits_total"] > 0, "prefix cache hits > 0 after repeated prompts");
-  check(m["hyinfer:time_to_first_token_seconds_count"] > 0, "TTFT histogram filled");
+  check(m["vllm:prefix_cache_hits_total"] > 0, "prefix cache hits > 0 after repeated prompts");
+  check(m["vllm:time_to_first_token_seconds_count"] > 0, "TTFT histogram filled");
 } finally {
   await srv.stop();
 }
