@@ -1,14 +1,86 @@
 /* conn_wait.c - parking generation requests: suspend / resume of their libmicrohttpd connections
- * and the thread that watches parked clients for hang-ups (server_internal.h). */
+ * and the thread that watches parked clients for hang-ups; the request-arrival deadline of every
+ * connection (server_internal.h). */
 #include "server/server_internal.h"
 
 #include "base/log.h"
+#include "base/timing.h"
 
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define WATCH_SLICE_MS 200
+#define TIMEOUT_LOG_EVERY_S 10.0
+
+/* libmicrohttpd's connection timeout restarts on every byte, so a client sending one header byte
+ * a second would hold its socket for ever: the watcher shuts down (SHUT_RDWR) the socket of a
+ * connection past its deadline, and libmicrohttpd, seeing the end of the stream, closes it. The
+ * record leaves the list in the CLOSED notification, before libmicrohttpd closes the descriptor,
+ * and the shutdown happens under the same lock, so it never hits a reused descriptor. */
+static void sweep(struct hy_server *s, double now, double *last_log, unsigned long long *logged)
+{
+    pthread_mutex_lock(&s->cmu);
+    for (struct hy_conn_track *t = s->conns.next; t && t != &s->conns; t = t->next)
+        if (t->deadline > 0 && now >= t->deadline) {
+            t->deadline = 0;
+            shutdown(t->fd, SHUT_RDWR);
+            s->n_timed_out++;
+        }
+    const unsigned long long n = s->n_timed_out;
+    pthread_mutex_unlock(&s->cmu);
+    if (n != *logged && now - *last_log >= TIMEOUT_LOG_EVERY_S) {
+        hy_log_info("serve: closed %llu connections that sent no complete request within the HTTP timeout (%.0f s) "
+                    "or stayed idle past the keep-alive timeout (%.0f s); %llu in all",
+                    n - *logged, s->http_timeout_s, s->keepalive_timeout_s, n);
+        *logged = n;
+        *last_log = now;
+    }
+}
+
+int hy_conn_track_open(struct hy_server *s, struct MHD_Connection *conn, void **socket_context)
+{
+    *socket_context = NULL;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct hy_conn_track *t = ci ? calloc(1, sizeof(*t)) : NULL;
+    if (!t)
+        return -1;
+    t->fd = ci->connect_fd;
+    t->deadline = hy_time_now() + s->http_timeout_s;
+    pthread_mutex_lock(&s->cmu);
+    t->next = s->conns.next;
+    t->prev = &s->conns;
+    s->conns.next->prev = t;
+    s->conns.next = t;
+    pthread_mutex_unlock(&s->cmu);
+    *socket_context = t;
+    return 0;
+}
+
+void hy_conn_track_close(struct hy_server *s, void *socket_context)
+{
+    struct hy_conn_track *t = socket_context;
+    if (!t)
+        return;
+    pthread_mutex_lock(&s->cmu);
+    t->prev->next = t->next;
+    t->next->prev = t->prev;
+    pthread_mutex_unlock(&s->cmu);
+    free(t);
+}
+
+void hy_conn_track_deadline(struct hy_server *s, struct MHD_Connection *conn, double seconds)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct hy_conn_track *t = ci ? ci->socket_context : NULL;
+    if (!t)
+        return;
+    const double d = seconds > 0 ? hy_time_now() + seconds : 0;
+    pthread_mutex_lock(&s->cmu);
+    t->deadline = d;
+    pthread_mutex_unlock(&s->cmu);
+}
 
 static void *watch_main(void *arg)
 {
@@ -17,7 +89,10 @@ static void *watch_main(void *arg)
     struct hy_conn_wait **ws = NULL;
     unsigned long long *ids = NULL;
     size_t cap = 0;
+    double last_log = 0;
+    unsigned long long logged = 0;
     while (!s->watcher_stop) {
+        sweep(s, hy_time_now(), &last_log, &logged);
         size_t n = 0;
         pthread_mutex_lock(&s->wmu);
         if (s->n_waits > cap) {

@@ -28,6 +28,7 @@
 struct conn_ctx {
     struct hy_sbuf body;
     int too_large;
+    int arrived; /* the whole request is in */
     int is_gen;
     void *gen; /* a generation request waiting for the engine (hy_server_handle_generate) */
 };
@@ -81,11 +82,22 @@ static int auth_ok(const struct hy_server *s, struct MHD_Connection *conn)
     return diff == 0;
 }
 
+/* vLLM's ModelCard: id, object, created, owned_by "vllm", root (the model path), parent null,
+ * max_model_len, and one ModelPermission. */
 static enum MHD_Result handle_models(struct hy_server *s, struct MHD_Connection *conn)
 {
-    json_t *root = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s, s:i}]}", "object", "list", "data", "id", s->model_name,
-                             "object", "model", "created", (json_int_t)time(NULL), "owned_by", "hyinfer", "root",
-                             s->cfg->model_dir, "max_model_len", (int)s->limits.max_model_len);
+    const json_int_t now = (json_int_t)time(NULL);
+    char perm_id[48];
+    snprintf(perm_id, sizeof(perm_id), "modelperm-%08x%08x%08x%08x", (unsigned)rand(), (unsigned)rand(),
+             (unsigned)rand(), (unsigned)rand());
+    json_t *perm = json_pack("{s:s, s:s, s:I, s:b, s:b, s:b, s:b, s:b, s:b, s:s, s:n, s:b}", "id", perm_id, "object",
+                             "model_permission", "created", now, "allow_create_engine", 0, "allow_sampling", 1,
+                             "allow_logprobs", 1, "allow_search_indices", 0, "allow_view", 1, "allow_fine_tuning", 0,
+                             "organization", "*", "group", "is_blocking", 0);
+    json_t *root =
+        json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:s, s:n, s:i, s:[o]}]}", "object", "list", "data", "id",
+                  s->model_name, "object", "model", "created", now, "owned_by", "vllm", "root", s->cfg->model_dir,
+                  "parent", "max_model_len", (int)s->limits.max_model_len, "permission", perm);
     char *out = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     enum MHD_Result rc = hy_server_respond_json(conn, MHD_HTTP_OK, out ? out : "{}");
@@ -269,6 +281,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (!cc->arrived) { /* header and body are in: no arrival deadline while it is handled */
+        cc->arrived = 1;
+        hy_conn_track_deadline(s, conn, 0);
+    }
     if (cc->too_large) {
         hy_oai_error_set(&e, 413, NULL, "Request body too large (limit %zu bytes)", max_body);
         return hy_server_respond_error(s, conn, &e);
@@ -287,6 +303,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!get)
             goto bad_method;
         return handle_metrics(s, conn);
+    }
+    if (!strcmp(url, "/version")) { /* vLLM's {"version": ...}: hyinfer's own version */
+        if (!get)
+            goto bad_method;
+        return hy_server_respond_json(conn, MHD_HTTP_OK, "{\"version\":\"" HY_SERVER_VERSION "\"}");
     }
     int is_v1 = !strncmp(url, "/v1/", 4);
     if (is_v1 && !auth_ok(s, conn)) {
@@ -329,9 +350,9 @@ bad_method:
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
-    (void)toe;
     struct hy_server *s = cls;
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) /* kept alive: the next request has a deadline too */
+        hy_conn_track_deadline(s, conn, s->keepalive_timeout_s);
     struct conn_ctx *cc = *con_cls;
     if (cc) {
         hy_server_generate_free(cc->gen);
@@ -359,10 +380,15 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    (void)conn;
-    (void)socket_context;
     struct hy_server *s = cls;
     __atomic_add_fetch(&s->n_conn, toe == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1, __ATOMIC_RELAXED);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        if (hy_conn_track_open(s, conn, socket_context))
+            hy_log_warn("serve: out of memory tracking a connection; it has no request deadline");
+    } else {
+        hy_conn_track_close(s, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static int load(struct hy_server *s)
@@ -386,6 +412,9 @@ static int load(struct hy_server *s)
     s->limits.max_model_len =
         c->engine.max_model_len > 0 ? c->engine.max_model_len : s->model->cfg.max_position_embeddings;
     s->limits.vocab_size = s->model->cfg.vocab_size;
+    pthread_mutex_lock(&s->mu);
+    hy_server_metrics_set_max_model_len(&s->metrics, s->limits.max_model_len);
+    pthread_mutex_unlock(&s->mu);
     int32_t tv = hy_tokenizer_vocab_size(s->tok);
     if (tv < s->limits.vocab_size)
         s->limits.vocab_size = tv; /* ids the tokenizer cannot decode are out of vocabulary */
@@ -445,7 +474,11 @@ int hy_server_run(const struct hy_server_config *cfg)
         max_conn = 1u << 24;
     s.max_conn = max_conn;
     unsigned timeout = cfg->http_timeout_s ? cfg->http_timeout_s : DEFAULT_HTTP_TIMEOUT_S;
+    s.http_timeout_s = timeout;
+    s.keepalive_timeout_s = cfg->keepalive_timeout_s ? cfg->keepalive_timeout_s : timeout;
     pthread_mutex_init(&s.wmu, NULL);
+    pthread_mutex_init(&s.cmu, NULL);
+    s.conns.next = s.conns.prev = &s.conns;
     /* epoll in a pool of HTTP threads; a generation request suspends its connection while the
      * engine works (conn_wait.c), so no thread waits and idle or slow connections cost no thread.
      * libmicrohttpd splits its own connection limit among the pool's threads: it is set above ours. */
@@ -459,11 +492,15 @@ int hy_server_run(const struct hy_server_config *cfg)
     if (!d) {
         hy_log_error("serve: cannot listen on %s:%d (port in use?)", host, cfg->port);
         pthread_mutex_destroy(&s.wmu);
+        pthread_mutex_destroy(&s.cmu);
         return 1;
     }
-    hy_log_info("serve: listening on http://%s:%d (loading the model; up to %u connections, %u per address, "
-                "%u s idle timeout)",
-                host, cfg->port, max_conn, cfg->max_connections_per_ip, timeout);
+    char per_ip[32];
+    snprintf(per_ip, sizeof(per_ip), "%u", cfg->max_connections_per_ip);
+    hy_log_info("serve: listening on http://%s:%d (loading the model; up to %u connections, %s per address; a "
+                "request must arrive within %u s, a kept-alive connection idles up to %.0f s)",
+                host, cfg->port, max_conn, cfg->max_connections_per_ip ? per_ip : "no limit", timeout,
+                s.keepalive_timeout_s);
     int rc = 0;
     if (hy_conn_wait_start(&s) || load(&s)) {
         hy_log_error("serve: %s", s.watcher_on ? hy_err_msg() : "cannot start the watcher thread");
@@ -527,6 +564,7 @@ out:
     hy_tokenizer_free(s.tok);
     free(s.waits);
     pthread_mutex_destroy(&s.wmu);
+    pthread_mutex_destroy(&s.cmu);
     pthread_mutex_destroy(&s.mu);
     if (!rc)
         hy_log_info("serve: stopped");

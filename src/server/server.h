@@ -1,7 +1,8 @@
 /* server.h - `hyinfer serve`: the OpenAI-compatible HTTP server (libmicrohttpd) over the engine.
  *
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health (503 while
- * the model loads), GET /metrics (Prometheus text), POST /tokenize, POST /detokenize.
+ * the model loads), GET /metrics (Prometheus text, vLLM's names), GET /version ({"version": ...}),
+ * POST /tokenize, POST /detokenize.
  * With api_key set, the /v1 routes need "Authorization: Bearer KEY" (health, metrics, tokenize stay public).
  * Threads: libmicrohttpd runs epoll in a pool of 4 HTTP threads; a generation request suspends its
  * connection while the engine works and is resumed by the engine thread's notify hook, so idle,
@@ -20,6 +21,9 @@
 #include <signal.h>
 #include <stddef.h>
 
+/* What GET /version answers. */
+#define HY_SERVER_VERSION "0.1.0"
+
 struct hy_server_config {
     const char *model_dir;
     const char *host;              /* default "127.0.0.1" */
@@ -34,9 +38,14 @@ struct hy_server_config {
     int threads;                      /* OpenMP threads of the engine (<= 0: default) */
     volatile sig_atomic_t *stop_flag; /* set (by a signal handler) to drain and exit */
     unsigned max_connections;         /* open HTTP connections at once (0: 8192); more are refused */
-    unsigned max_connections_per_ip;  /* per client address (0: no limit) */
-    unsigned http_timeout_s;          /* idle / unfinished-request timeout of a connection (0: 15 s); time
+    unsigned max_connections_per_ip;  /* per client address (0: no limit, as vLLM); beyond it a new
+                                         connection is refused, /health included */
+    unsigned http_timeout_s;          /* (0: 15 s) a request's header and body must have arrived this long
+                                         after the connection opened, however slowly they trickle; also
+                                         libmicrohttpd's inactivity timeout while a response is sent. Time
                                          spent waiting for the engine does not count */
+    unsigned keepalive_timeout_s;     /* (0: http_timeout_s) after a response, a kept-alive connection is
+                                         closed unless its next request has fully arrived within this */
     double shutdown_timeout_s;        /* time running requests get to finish on shutdown (0: abort at once) */
     /* NULL: hy_model_load(model_dir, dtype). Else called to load the model (the CLI's multi-rank
      * loader: returns once every rank holds its shard); 0 and *m, or -1 with hy_err_msg(). */

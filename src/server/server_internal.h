@@ -13,6 +13,16 @@
 #include <microhttpd.h>
 #include <pthread.h>
 
+/* One open HTTP connection (its libmicrohttpd socket context), on s->conns while open. deadline:
+ * when the watcher shuts the socket down (hy_time_now() seconds; 0: none) - the end of the
+ * request-arrival window (connection start + http timeout, or the end of the previous response +
+ * keep-alive timeout); none while a request is handled or its response sent. */
+struct hy_conn_track {
+    struct hy_conn_track *prev, *next;
+    int fd;
+    double deadline;
+};
+
 struct hy_server {
     const struct hy_server_config *cfg;
     const char *model_name;
@@ -41,6 +51,11 @@ struct hy_server {
     pthread_t watcher;
     int watcher_on;
     volatile int watcher_stop;
+    /* every open connection, for the request-arrival deadline (conn_wait.c) */
+    pthread_mutex_t cmu;
+    struct hy_conn_track conns; /* list head (sentinel) */
+    double http_timeout_s, keepalive_timeout_s;
+    unsigned long long n_timed_out; /* connections shut down at their deadline (under cmu) */
 };
 
 /* A generation request's connection parked while it waits for the engine (conn_wait.c). The
@@ -60,7 +75,18 @@ struct hy_conn_wait {
     unsigned long long id; /* registration with the watcher */
 };
 
-/* Starts / stops the disconnect watcher thread. Stopping resumes any connection still suspended
+/* Connection tracking (call from libmicrohttpd's notify callbacks, any HTTP thread). open: a new
+ * connection, whose request must arrive within s->http_timeout_s; stores its record in
+ * *socket_context (0, or -1 when out of memory: the connection is then never timed out by us).
+ * close: the connection ended (frees the record; NULL is ignored). */
+int hy_conn_track_open(struct hy_server *s, struct MHD_Connection *conn, void **socket_context);
+void hy_conn_track_close(struct hy_server *s, void *socket_context);
+
+/* The connection's deadline: seconds from now (> 0), or 0 for none (its request is complete). */
+void hy_conn_track_deadline(struct hy_server *s, struct MHD_Connection *conn, double seconds);
+
+/* Starts / stops the disconnect watcher thread, which also shuts down the sockets of connections
+ * past their deadline (within WATCH_SLICE_MS). Stopping resumes any connection still suspended
  * (MHD_stop_daemon must find none). */
 int hy_conn_wait_start(struct hy_server *s);
 void hy_conn_wait_stop(struct hy_server *s);

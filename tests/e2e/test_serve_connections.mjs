@@ -1,7 +1,8 @@
 // Connection handling and shutdown of `hyinfer serve` (raw sockets, no openai client):
 //   - 2,000 idle connections (from 127.0.0.2..5) plus 520 slowloris connections (a request header
-//     that grows by one byte a second) stay open while GET /health and a small chat completion from
-//     127.0.0.1 answer within 2 s, and an old idle connection still serves a request;
+//     that grows by one byte a second), inside their --http-timeout 60 window, stay open while GET
+//     /health and a small chat completion from 127.0.0.1 answer within 2 s, and an old idle
+//     connection still serves a request (test_serve_slowloris.mjs: what happens past the window);
 //   - --max-connections-per-ip 20: the 21st connection from one address is closed at once while
 //     the 20 work; --http-timeout 2 closes an idle connection after about 2 s;
 //   - --max-connections 40: of 100 connections at most 40 stay open, the rest are closed at once;
@@ -109,7 +110,7 @@ async function sse(res) {
 
 try {
   // ---- text_offset ---------------------------------------------------------------------------------
-  const a = await server([], "conn-a");
+  const a = await server(["--http-timeout", "60"], "conn-a"); // the slowloris connections stay within their window
   if (model.trained) {
     const req = { model: "hy3", prompt: "JULIET:", max_tokens: 12, temperature: 0, logprobs: 0 };
     const plain = await (await post(a.base, "/v1/completions", req)).json();
@@ -207,12 +208,12 @@ try {
   }
   for (let i = 0; i < 300; i++) {
     const m = await metrics(c.base);
-    if (m["hyinfer:num_requests_running"] === 8 && m["hyinfer:num_requests_waiting"] === 8 &&
-        m["hyinfer:generation_tokens_total"] >= 16) break;
+    if (m["vllm:num_requests_running"] === 8 && m["vllm:num_requests_waiting"] === 8 &&
+        m["vllm:generation_tokens_total"] >= 16) break;
     await sleep(20);
   }
   const m0 = await metrics(c.base);
-  eq([m0["hyinfer:num_requests_running"], m0["hyinfer:num_requests_waiting"]], [8, 8], "16 streams: 8 running, 8 queued");
+  eq([m0["vllm:num_requests_running"], m0["vllm:num_requests_waiting"]], [8, 8], "16 streams: 8 running, 8 queued");
   const ka1 = await open(c.port), ka2 = await open(c.port);
   const exited = new Promise((r) => c.proc.on("exit", (code, sig) => r({ code, sig, t: Date.now() })));
   const tTerm = Date.now();
@@ -256,7 +257,7 @@ try {
   const d = await server(["--shutdown-timeout", "30"], "conn-d");
   const long = post(d.base, "/v1/completions", { model: "hy3", prompt: "x", max_tokens: 900, ignore_eos: true, stream: true })
     .then(sse, () => []);
-  for (let i = 0; i < 200; i++) { if ((await metrics(d.base))["hyinfer:num_requests_running"] === 1) break; await sleep(10); }
+  for (let i = 0; i < 200; i++) { if ((await metrics(d.base))["vllm:num_requests_running"] === 1) break; await sleep(10); }
   const dExit = new Promise((r) => d.proc.on("exit", (code, sig) => r({ code, sig, t: Date.now() })));
   d.proc.kill("SIGTERM");
   await sleep(300);
