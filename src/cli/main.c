@@ -5,6 +5,7 @@
  * (exit 2 for bad flags). */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/launch.h"
 
 #include "base/cpu.h"
 #include "base/env.h"
@@ -179,6 +180,13 @@ int main(int argc, char **argv)
     if (!help && hy_env_params_read(&ep)) {
         fprintf(stderr, "hyinfer: %s\n", hy_err_msg());
         return 2;
+    }
+    if (!strcmp(argv[1], "__launch-agent")) /* the ssh stand-in of a multi-node job (cli/join.h) */
+        return hy_cli_launch_agent(argc, argv);
+    if (!help) { /* more ranks than this process without mpirun: start the job (cli/launch.h) */
+        const int lrc = hy_cli_launch(argc, argv);
+        if (lrc >= 0)
+            return lrc;
     }
     if (hy_dist_init(&argc, &argv)) {
         fprintf(stderr, "hyinfer: %s\n", hy_err_msg());

@@ -10,11 +10,13 @@
 /* The multi-rank flags every model command takes (vLLM's names; docs/distributed.md). */
 struct hy_cli_par {
     int tp, dp, ep;                   /* --tensor-parallel-size, --data-parallel-size, --enable-expert-parallel */
-    int dp_local, dp_start, headless; /* accepted; ranks come from mpirun (see the help text) */
+    int dp_local, dp_start, headless; /* this node's part of a multi-node job (cli/launch.h) */
     const char *dp_address;
-    const char *combine;  /* --tp-combine exact|sum */
-    const char *dispatch; /* --all2all-backend auto|allgather_reducescatter|alltoall */
-    int given;            /* any of the layout flags was given */
+    int rpc_port, join_timeout, node_rank; /* --data-parallel-rpc-port, --dist-join-timeout, --node-rank */
+    const char *ips;                       /* --ips: the cann-recipes host list */
+    const char *combine;                   /* --tp-combine exact|sum */
+    const char *dispatch;                  /* --all2all-backend auto|allgather_reducescatter|alltoall */
+    int given;                             /* any of the layout flags was given */
 };
 
 /* clang-format off */
@@ -30,13 +32,21 @@ struct hy_cli_par {
     {"--all2all-backend", NULL, HY_ARG_STR, &(p).dispatch, NULL, \
      "MoE exchange: auto (the recipe's rule) | allgather_reducescatter | alltoall"}, \
     {"--data-parallel-size-local", NULL, HY_ARG_INT, &(p).dp_local, NULL, \
-     "accepted for vLLM compatibility; ranks per host come from mpirun (--map-by)"}, \
+     "DP groups on this node; below --data-parallel-size the nodes join into one job (docs/distributed.md)"}, \
     {"--data-parallel-start-rank", NULL, HY_ARG_INT, &(p).dp_start, NULL, \
-     "accepted for vLLM compatibility; ranks come from mpirun"}, \
+     "this node's first DP group (0 = the leader, which serves HTTP; others need --headless)"}, \
     {"--data-parallel-address", NULL, HY_ARG_STR, &(p).dp_address, NULL, \
-     "accepted for vLLM compatibility; hosts come from mpirun (--host / --hostfile)"}, \
+     "the leader's address: it listens there on --data-parallel-rpc-port for the other nodes"}, \
+    {"--data-parallel-rpc-port", NULL, HY_ARG_INT, &(p).rpc_port, NULL, \
+     "the port the nodes meet on (default 29550)"}, \
     {"--headless", NULL, HY_ARG_FLAG, &(p).headless, NULL, \
-     "accepted for vLLM compatibility; only world rank 0 serves HTTP"}
+     "a node without the API server (its ranks join the leader's job)"}, \
+    {"--ips", NULL, HY_ARG_STR, &(p).ips, NULL, \
+     "cann-recipes form: every node's address, the leader first (A,B,...); the same command on each node"}, \
+    {"--node-rank", NULL, HY_ARG_INT, &(p).node_rank, NULL, \
+     "with --ips: this node's index in the list (default: the listed address this host has)"}, \
+    {"--dist-join-timeout", NULL, HY_ARG_INT, &(p).join_timeout, NULL, \
+     "seconds the nodes wait for each other at start-up (default 300)"}
 /* clang-format on */
 
 /* The layout for the job's world size: from the flags of p; with from_yaml = 1 and no layout flag

@@ -199,7 +199,7 @@ static int check_root(const struct hy_comm *c, int root, const char *what)
 
 /* ---- start-up, world, abort ----------------------------------------------------------------------- */
 
-static const char *mpirun_var(void)
+const char *hy_dist_launcher_var(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK"};
     for (int i = 0; i < 2; i++)
@@ -212,7 +212,7 @@ int hy_dist_init(int *argc, char ***argv)
 {
     if (dist_inited)
         return dist_init_rc ? hy_err_set("the distributed runtime failed to start earlier (MPI thread level)") : 0;
-    const char *var = mpirun_var();
+    const char *var = hy_dist_launcher_var();
 #ifndef HY_HAVE_MPI
     (void)argc;
     (void)argv;
@@ -245,6 +245,15 @@ int hy_dist_init(int *argc, char ***argv)
                                          MPI_THREAD_SERIALIZED);
 #endif
     return 0;
+}
+
+int hy_dist_built_with_mpi(void)
+{
+#ifdef HY_HAVE_MPI
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 int hy_dist_mpi(void)

@@ -48,6 +48,13 @@ const char *hy_coll_name(enum hy_coll k);
  * level). Safe to call again (no-op). */
 int hy_dist_init(int *argc, char ***argv);
 
+/* The Open MPI variable that says this process was started by mpirun (OMPI_COMM_WORLD_SIZE or
+ * PMIX_RANK, a static string), or NULL when it was not. Needs no initialization. */
+const char *hy_dist_launcher_var(void);
+
+/* 1 when this binary was built with Open MPI (HY_HAVE_MPI), else 0. */
+int hy_dist_built_with_mpi(void);
+
 /* 1 when MPI was initialized (started by mpirun, even with -np 1), else 0. */
 int hy_dist_mpi(void);
 
