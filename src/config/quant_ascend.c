@@ -40,6 +40,41 @@ static int global_string(const char *key, const char *val, struct hy_quant_confi
     return 0;
 }
 
+/* 1 for the global keys whose value is a type name (a string): model_quant_type, version, the KV /
+ * attention quantization types. Tensor entries are the keys with a '.'. */
+static int is_string_global(const char *key)
+{
+    static const char *const keys[] = {"model_quant_type", "version",           "kv_cache_type",     "kv_quant_type",
+                                       "fa_quant_type",    "reduce_quant_type", "indexer_quant_type"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (!strcmp(key, keys[i]))
+            return 1;
+    return 0;
+}
+
+/* "an integer", "an object", ... for an error message */
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
+    case JSON_STRING:
+        break;
+    }
+    return "a string";
+}
+
 static int check_type(const char *name, const char *type)
 {
     if (!strcmp(type, "FLOAT") || !strcmp(type, "W8A8") || !strcmp(type, "W8A8_DYNAMIC"))
@@ -107,7 +142,13 @@ static int parse(json_t *root, struct hy_quant_config *qc)
     json_t *v;
     json_object_foreach(root, key, v)
     {
-        if (!json_is_string(v)) { /* non-string globals: group_size, metadata, optional */
+        if (!json_is_string(v)) {                            /* non-string globals: group_size, metadata, optional */
+            if (strchr(key, '.') || is_string_global(key)) { /* a tensor entry or a type-valued global */
+                rc = hy_err_set("\"%s\": %s where a type name belongs (a string such as \"W8A8_DYNAMIC\", "
+                                "\"W8A8\" or \"FLOAT\")",
+                                key, json_kind(v));
+                break;
+            }
             if (!strcmp(key, "optional") && json_is_object(v) && json_object_get(v, "quarot")) {
                 rc = hy_err_set("\"optional\": a QuaRot rotation (optional.quarot) is not supported");
                 break;

@@ -23,8 +23,8 @@
    the global, a C8 layer missing a tensor, and C8 on hy_v4 are refused.
 6. Broken descriptions / tensors are refused naming the tensor (or module) and the reason: an int8 tensor
    without an entry, an entry whose tensor is missing, a type mismatch inside a fused q/k/v group, an
-   unsupported type, a KV cache type other than C8, a C8 type on a weight, QuaRot, a -128 weight, a non-zero
-   weight_offset, two shard indexes. A float
+   unsupported type, a KV cache type other than C8, a C8 type on a weight, QuaRot, a type name of the wrong
+   JSON type (a global's or an int8 / float entry's), a -128 weight, a non-zero weight_offset, two shard indexes. A float
    (MTP) tensor without an entry loads as FLOAT; a module typed FLOAT and stored as BF16 inside an int8 model
    loads and runs.
 """
@@ -285,6 +285,14 @@ def main():
         c8_kv(tmp, q3, q4)
         refused(q3, tmp, "quarot", lambda d: edit_desc(d, lambda j: j.update({"optional": {"quarot": {}}})),
                 "QuaRot")
+        # a value of the wrong JSON type where a type name belongs: named, never taken as FLOAT
+        refused(q3, tmp, "global-type-integer", lambda d: edit_desc(d, lambda j: j.update({"model_quant_type": 5})),
+                '"model_quant_type": an integer where a type name belongs')
+        refused(q3, tmp, "int8-entry-wrong-type", lambda d: edit_desc(d, lambda j: j.update({qk + ".weight": 8})),
+                qk + '.weight": an integer where a type name belongs')
+        refused(q3, tmp, "float-entry-wrong-type",
+                lambda d: edit_desc(d, lambda j: j.update({"model.norm.weight": ["FLOAT"]})),
+                'model.norm.weight": an array where a type name belongs')
 
         def minus128(t):
             a = t[qk + ".weight"][1].copy()

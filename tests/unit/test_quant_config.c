@@ -1,6 +1,7 @@
 /* test_quant_config.c - quantization_config parsing / target matching (config/quant_config.h) and
  * the linear binder (model/load_quant.h) on hand-built in-memory checkpoints: plain, fp8 per-tensor,
- * MXFP8, MXFP4, fused stacks (incl. fp8 per-expert scales) and their error messages. */
+ * MXFP8, MXFP4, fused stacks (incl. fp8 per-expert scales) and their error messages; an Ascend
+ * quant_model_description.json whose entry has the wrong JSON type is refused naming it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int lookup(const struct hy_quant_config *qc, const char *m)
 {
@@ -227,13 +229,59 @@ static void test_bind_fused_fp8_stack(void **state)
     hy_quant_config_free(&qc);
 }
 
+/* Writes desc_json as DIR/quant_model_description.json of a fresh temp directory; loads it. */
+static int load_desc(const char *desc_json, struct hy_quant_config *qc)
+{
+    char dir[] = "/tmp/hy-qdesc-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/%s", dir, HY_ASCEND_DESCRIPTION);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(desc_json, f);
+    fclose(f);
+    memset(qc, 0, sizeof(*qc));
+    const int rc = hy_quant_config_load(dir, qc);
+    remove(path);
+    rmdir(dir);
+    return rc;
+}
+
+static void test_ascend_entry_types(void **state)
+{
+    (void)state;
+    struct hy_quant_config qc;
+    /* the valid form: type names as strings, non-string globals (group_size, metadata) accepted */
+    assert_int_equal(load_desc("{\"model_quant_type\": \"W8A8_DYNAMIC\", \"group_size\": 0, \"metadata\": {}, "
+                               "\"model.layers.0.mlp.down_proj.weight\": \"W8A8_DYNAMIC\", "
+                               "\"model.norm.weight\": \"FLOAT\"}",
+                               &qc),
+                     0);
+    int g;
+    assert_int_equal(hy_quant_config_lookup(&qc, "model.layers.0.mlp.down_proj", &g), HY_QF_W8A8_DYN);
+    hy_quant_config_free(&qc);
+    /* a type name of the wrong JSON type is an error naming the entry, never a silent FLOAT */
+    static const char *const bad[][2] = {
+        {"{\"model_quant_type\": 5}", "\"model_quant_type\": an integer where a type name belongs"},
+        {"{\"model.layers.0.mlp.down_proj.weight\": 8}",
+         "\"model.layers.0.mlp.down_proj.weight\": an integer where a type name belongs"},
+        {"{\"model.norm.weight\": [\"FLOAT\"]}", "\"model.norm.weight\": an array where a type name belongs"},
+        {"{\"kv_cache_type\": null}", "\"kv_cache_type\": null where a type name belongs"},
+        {"{\"lm_head.weight\": true}", "\"lm_head.weight\": a boolean where a type name belongs"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(load_desc(bad[i][0], &qc), -1);
+        if (!strstr(hy_err_msg(), bad[i][1]))
+            fail_msg("%s: got \"%s\"", bad[i][0], hy_err_msg());
+        hy_quant_config_free(&qc);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fp8_config),
-        cmocka_unit_test(test_ct_config),
-        cmocka_unit_test(test_bind_mx_and_fp8),
-        cmocka_unit_test(test_bind_fused_fp8_stack),
+        cmocka_unit_test(test_fp8_config),         cmocka_unit_test(test_ct_config),
+        cmocka_unit_test(test_bind_mx_and_fp8),    cmocka_unit_test(test_bind_fused_fp8_stack),
+        cmocka_unit_test(test_ascend_entry_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
