@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# `make run` the first time on a fresh Debian bookworm machine: a minimal bookworm root
-# (debootstrap --variant=minbase, plus `make`, which the user types), a clean `git archive HEAD` of
-# the repository in /root/hyinfer, and one `make run` inside it with chroot. The Makefile's own
-# install step (scripts/install_deps.sh run: apt-get update + apt-get install) has to bring the
-# compiler and the libraries; the test passes only when that first `make run` exits 0 and prints
-# the run report.
+# A newcomer's first screen on a fresh Debian bookworm machine: a minimal bookworm root
+# (debootstrap --variant=minbase: no make, git, curl or compiler), the repository as a clone source
+# (/root/hyinfer.git, a shallow bare clone of HEAD), and the README's first-screen shell blocks run as
+# written inside it with chroot, as root: the blocks marked "tests/fresh/test_fresh_machine.sh runs"
+# in README.md, extracted here (so README and test cannot drift), REPO_URL replaced by the clone source.
+# They install git/make/curl, clone, `make run` (whose own install step, scripts/install_deps.sh run,
+# has to bring the compiler and libraries), `make install`, then the quick start (generate, generate
+# with tools, serve + curl). The test passes when the script exits 0, make run printed its report,
+# and the server answered the curl with a chat completion.
 #   Exit 0 pass, 1 fail, 77 skip (not root, or HYINFER_SKIP_FRESH=1).
 #   HYINFER_FRESH_ROOT   where the root goes (default build/fresh-root; wiped first, removed on pass)
 #   HYINFER_FRESH_KEEP=1 keep the root after a pass too (it is always kept after a failure)
-#   HYINFER_FRESH_TIMEOUT seconds for the `make run` phase (default 900)
-# Mounts: debootstrap and `make run` run in private mount namespaces (unshare), so the proc, sysfs,
-# devpts and tmpfs mounts they need inside the root (never a bind of the host's /dev) are never
+#   HYINFER_FRESH_TIMEOUT seconds for the README phase (default 900)
+# Mounts: debootstrap and the README phase run in private mount namespaces (unshare), so the proc,
+# sysfs, devpts and tmpfs mounts they need inside the root (never a bind of the host's /dev) are never
 # visible on the host (a `grep -r`, `find` or `make clean` from the repository root does not walk
 # into them) and vanish with the last process inside, even if this script is killed with SIGKILL.
-# `make run` also gets its own PID namespace: when it ends, nothing it started survives. Every exit
-# path still kills what runs in the root and unmounts anything mounted below it on the host before
-# any rm -rf (rm -rf --one-file-system besides), and a stale root from an earlier run is wiped so.
-# Takes ~3-5 minutes on 2 cores with a fast mirror (debootstrap ~1-1.5 min, apt ~15-30 s, the
-# serial build ~1.5 min, the run ~5-20 s, removing the root ~5-30 s); prints each phase's time.
+# The README phase also gets its own PID namespace: when it ends, nothing it started (the quick
+# start's server) survives. Every exit path still kills what runs in the root and unmounts anything
+# mounted below it on the host before any rm -rf (rm -rf --one-file-system besides), and a stale root
+# from an earlier run is wiped so.
+# The apt mirror comes from this machine's own apt sources (none: the test fails saying so).
+# Takes ~4-6 minutes on 2 cores with a fast mirror (debootstrap ~1-1.5 min, apt ~30-60 s, the
+# build ~1 min, the run and quick start ~10-30 s, removing the root ~5-30 s); prints each phase's time.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 REPO="$PWD"
@@ -36,7 +41,7 @@ case "$ROOT" in /|/bin|/boot|/dev|/etc|/home|/lib*|/proc|/root|/run|/sbin|/sys|/
 LOGDIR="$(dirname "$ROOT")"
 mkdir -p "$LOGDIR"
 DBS_LOG="$ROOT.debootstrap.log"
-RUN_LOG="$ROOT.make-run.log"
+RUN_LOG="$ROOT.readme.log"
 
 T_START=$SECONDS
 phase_t0=$SECONDS
@@ -148,23 +153,25 @@ mirror_for() {  # suite -> first URI that serves it
     sed -E 's/\[[^]]*\]//' "$f" | awk -v s="$suite" '$1 == "deb" && $3 == s { print $2; exit }'
   done
 }
-MIRROR="$(mirror_for "$SUITE" | head -1)"; MIRROR="${MIRROR:-http://deb.debian.org/debian}"
-SEC_MIRROR="$(mirror_for "$SUITE-security" | head -1)"; SEC_MIRROR="${SEC_MIRROR:-http://deb.debian.org/debian-security}"
-echo "mirror: $MIRROR (security: $SEC_MIRROR)"
+# Only the machine's own apt configuration names the mirrors: the repository names no package host.
+MIRROR="$(mirror_for "$SUITE" | head -1)"
+SEC_MIRROR="$(mirror_for "$SUITE-security" | head -1)"
+[ -n "$MIRROR" ] || fail "no apt source for $SUITE in /etc/apt/sources.list or /etc/apt/sources.list.d/ (a 'deb URI $SUITE main' line or a deb822 paragraph): the test takes its mirror from there"
+echo "mirror: $MIRROR (security: ${SEC_MIRROR:-none configured on this machine})"
 
 # ---- phase 2: a fresh minimal root ----
 wipe_root || fail "could not wipe the stale root $ROOT"
 phase_end "wipe stale root"
 mkdir -p "$(dirname "$ROOT")"
-# --include: only `make` (the user types `make run`); the compiler, pkg-config and the libraries
-# must come from the Makefile's own install step.
+# minbase only: git, make and curl come from the README's first line, the compiler, pkg-config and
+# the libraries from the Makefile's own install step.
 # Its /proc and /sys mounts in the target stay inside a private mount namespace; --pdeathsig: it
 # stops if this script dies without its trap (SIGKILL).
 # A failed download (a mirror's hiccup) gets one more try on a wiped root after 30 s; the free
 # disk is printed with a failure, since a full disk fails the downloads the same way.
 for attempt in 1 2; do
   setpriv --pdeathsig TERM unshare --mount --propagation private -- \
-    debootstrap --variant=minbase --include=make "$SUITE" "$ROOT" "$MIRROR" >"$DBS_LOG" 2>&1 9>&- &
+    debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >"$DBS_LOG" 2>&1 9>&- &
   BG_PID=$!; wait $BG_PID; dbs_rc=$?; BG_PID=
   [ $dbs_rc -eq 0 ] && break
   echo "debootstrap (try $attempt) exited $dbs_rc; $(df -Pm "$(dirname "$ROOT")" | awk 'NR == 2 { print $4 }') MiB free;" \
@@ -188,6 +195,8 @@ URIs: $MIRROR
 Suites: $SUITE $SUITE-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+[ -z "$SEC_MIRROR" ] || cat >>"$ROOT/etc/apt/sources.list.d/debian.sources" <<EOF
 
 Types: deb
 URIs: $SEC_MIRROR
@@ -202,25 +211,37 @@ cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
 # A chroot, not a booted machine: package scripts must not start daemons in it.
 printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"; chmod 755 "$ROOT/usr/sbin/policy-rc.d"
 
-for p in gcc cc pkg-config; do
+for p in gcc cc pkg-config make git curl; do
   if chroot "$ROOT" /bin/sh -c "command -v $p" >/dev/null 2>&1; then
     fail "the fresh root already has $p: the test would not prove that make run installs it"
   fi
 done
 
-# ---- phase 3: the repository, as committed ----
-mkdir -p "$ROOT/root/hyinfer"
-if ! git -C "$REPO" archive --format=tar HEAD | tar -x -C "$ROOT/root/hyinfer"; then
-  fail "git archive HEAD | tar failed"
+# ---- phase 3: the repository, as committed, and the README's first-screen commands ----
+if ! git clone -q --bare --depth 1 "file://$REPO" "$ROOT/root/hyinfer.git" 2>"$ROOT.clone.err"; then
+  fail "git clone --bare --depth 1 of $REPO failed: $(cat "$ROOT.clone.err")"
 fi
-echo "repository: $(git -C "$REPO" rev-parse --short HEAD) -> /root/hyinfer ($(du -sh "$ROOT/root/hyinfer" | cut -f1))"
-phase_end "copy git archive HEAD"
+echo "repository: $(git -C "$REPO" rev-parse --short HEAD) -> /root/hyinfer.git ($(du -sh "$ROOT/root/hyinfer.git" | cut -f1))"
+# the fenced blocks that follow a "<!-- tests/fresh/test_fresh_machine.sh runs ... -->" line
+SCRIPT="$ROOT/root/first-screen.sh"
+{
+  echo "set -ex"
+  awk '/^<!-- tests\/fresh\/test_fresh_machine.sh runs/ { want = 1; next }
+       want && /^```/ { if (inside) { inside = 0; want = 0 } else inside = 1; next }
+       inside { print }' "$REPO/README.md" | sed 's|REPO_URL|/root/hyinfer.git|g'
+  echo 'kill $(jobs -p) 2>/dev/null; wait; echo "first screen: done"'  # the quick start's server
+} >"$SCRIPT"
+n_cmds=$(grep -vc '^\(set -ex\|kill .*\)$' "$SCRIPT")
+grep -q "make run" "$SCRIPT" && grep -q "git clone" "$SCRIPT" && grep -q "curl" "$SCRIPT" ||
+  fail "README.md's marked blocks lack git clone / make run / curl; extracted:$(sed 's/^/ | /' "$SCRIPT")"
+echo "README first screen: $n_cmds commands:"; sed -n '2,$p' "$SCRIPT" | sed 's/^/   $ /'
+phase_end "clone source + README commands"
 
 # ---- phase 4: make run, once ----
 # What apt and the build need inside (and a fresh machine has): /proc, /sys (read-only), /dev/pts,
 # /dev/shm; debootstrap made the static nodes in /dev (null, zero, random, urandom, tty, ...).
 # In a private mount namespace and a new PID namespace: see the top of this file.
-echo "running 'make run' in the fresh root (log: $RUN_LOG)"
+echo "running README's first screen in the fresh root (log: $RUN_LOG)"
 # In the background, and waited for, so that a signal to this script runs its trap at once (the trap
 # kills what runs in the root); --pdeathsig: if this script dies without its trap (SIGKILL), timeout
 # gets SIGTERM and ends make run. Each line of output is stamped with the seconds since the start.
@@ -235,38 +256,51 @@ setpriv --pdeathsig TERM timeout -k 10 "${HYINFER_FRESH_TIMEOUT:-900}" \
     set +e
     chroot "$r" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      /bin/bash -c "cd /root/hyinfer && make run" 2>&1 |
+      /bin/bash -c "cd /root && bash /root/first-screen.sh" 2>&1 |
       while IFS= read -r line || [ -n "$line" ]; do printf "[%4ds] %s\n" $SECONDS "$line"; done
     exit "${PIPESTATUS[0]}"' _ "$ROOT" </dev/null >"$RUN_LOG" 2>&1 9>&- &
 BG_PID=$!; wait $BG_PID; run_rc=$?; BG_PID=
-phase_end "make run (in the chroot)"
+phase_end "README first screen (chroot)"
 kill_root_procs
 unmount_all || fail "could not unmount everything under $ROOT"
 
-# Where the time went inside make run: the install step, the build, the run itself.
+# Where the time went: the README's apt line, make run's install step / build / run, the quick start.
 awk '
   function ts(l) { sub(/^\[ */, "", l); sub(/s\].*/, "", l); return l + 0 }
-  !b && /^\[ *[0-9]+s\] (gcc|cc) / { b = ts($0) }
+  !c && /^\[ *[0-9]+s\] \+ git clone/ { c = ts($0) }
+  !m && /^\[ *[0-9]+s\] \+ make run/ { m = ts($0) }
+  m && !b && /^\[ *[0-9]+s\] (gcc|cc) / { b = ts($0) }
   !r && /^\[ *[0-9]+s\] \.\/build\/hyinfer run / { r = ts($0) }
+  !i && /^\[ *[0-9]+s\] \+ make install/ { i = ts($0) }
+  !q && /^\[ *[0-9]+s\] \+ hyinfer / { q = ts($0) }
   { e = ts($0) }
-  END { if (b) printf "   %-26s %4ds\n   %-26s %4ds\n", "  apt (install_deps.sh run)", b, "  build", (r ? r : e) - b
-        if (r) printf "   %-26s %4ds\n", "  hyinfer run", e - r }' "$RUN_LOG" >"$ROOT.split" 2>/dev/null
+  function row(name, v) { printf "   %-26s %4ds\n", name, v }
+  END { if (c) row("  apt-get git make curl", c)
+        if (m && b) row("  make run: install_deps", b - m)
+        if (b && r) row("  make run: build", r - b)
+        if (r && i) row("  make run: hyinfer run", i - r)
+        if (q) row("  quick start", e - q) }' "$RUN_LOG" >"$ROOT.split" 2>/dev/null
 while IFS= read -r l; do phases+=("${l#   }"); done <"$ROOT.split"
 rm -f "$ROOT.split"
 
-if [ "$run_rc" -eq 0 ] && grep -q '==================== hyinfer run report ====================' "$RUN_LOG" &&
-   grep -q 'peak RSS' "$RUN_LOG"; then
+missing=""
+grep -q '==================== hyinfer run report ====================' "$RUN_LOG" && grep -q 'peak RSS' "$RUN_LOG" ||
+  missing="$missing; make run printed no run report"
+grep -q '^\[ *[0-9]*s\] \[hyinfer\] load ' "$RUN_LOG" || missing="$missing; generate printed no stats line"
+grep -q '"object": *"chat.completion"' "$RUN_LOG" || missing="$missing; the curl got no chat completion"
+grep -q 'first screen: done' "$RUN_LOG" || missing="$missing; the script did not reach its end"
+if [ "$run_rc" -eq 0 ] && [ -z "$missing" ]; then
   print_phases
-  echo "== the first 'make run' on a fresh $SUITE root (tail of $RUN_LOG):"
+  echo "== README's first screen on a fresh $SUITE root (tail of $RUN_LOG):"
   tail -16 "$RUN_LOG"
   RESULT=0
-  FINAL="PASS: 'make run' works the first time on a fresh Debian $SUITE (minbase + make)"
+  FINAL="PASS: README's first screen works as written on a fresh Debian $SUITE (minbase)"
   exit 0
 fi
 print_phases
 if [ "$run_rc" -eq 124 ] || [ "$run_rc" -eq 137 ]; then why="timed out after ${HYINFER_FRESH_TIMEOUT:-900}s"
 elif [ "$run_rc" -ne 0 ]; then why="exited $run_rc"
-else why="exited 0 but printed no run report"; fi
+else why="exited 0 but${missing#;}"; fi
 echo "== last lines of $RUN_LOG:"
 tail -40 "$RUN_LOG"
-fail "the first 'make run' on a fresh $SUITE root $why"
+fail "README's first screen on a fresh $SUITE root $why"
