@@ -11,6 +11,7 @@
 #include "text/prompt.h"
 
 #include <arpa/inet.h>
+#include <stdarg.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,6 +392,21 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     }
 }
 
+/* libmicrohttpd's messages, as warnings; a peer that closed (or whose socket the deadline shut
+ * down, counted in the watcher's own log line) is not news, one line per socket would flood. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    size_t n = strlen(buf);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = 0;
+    if (strstr(buf, "connection closure") || strstr(buf, "Connection socket is closed"))
+        return;
+    hy_log_warn("serve: libmicrohttpd: %s", buf);
+}
+
 static int load(struct hy_server *s)
 {
     const struct hy_server_config *c = s->cfg;
@@ -484,11 +500,11 @@ int hy_server_run(const struct hy_server_config *cfg)
      * libmicrohttpd splits its own connection limit among the pool's threads: it is set above ours. */
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, (uint16_t)cfg->port,
-        on_accept, &s, on_request, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, &s, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, &s, MHD_OPTION_CONNECTION_LIMIT, (max_conn + 1) * HTTP_THREADS,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
+        on_accept, &s, on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, (void *)NULL, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)HTTP_THREADS, MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s, MHD_OPTION_CONNECTION_LIMIT,
+        (max_conn + 1) * HTTP_THREADS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_connections_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
     if (!d) {
         hy_log_error("serve: cannot listen on %s:%d (port in use?)", host, cfg->port);
         pthread_mutex_destroy(&s.wmu);
