@@ -713,6 +713,7 @@ int hy_cli_join_follow(const struct hy_join_plan *p)
                 d = fork();
                 if (d == 0) {
                     setpgid(0, 0);
+                    prctl(PR_SET_PDEATHSIG, SIGTERM); /* this node's process gone: its daemon goes too */
                     signal(SIGINT, SIG_DFL);
                     signal(SIGTERM, SIG_DFL);
                     execvp(av[0], av);
