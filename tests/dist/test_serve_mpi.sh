@@ -3,7 +3,7 @@
 #   - servers: 1 plain process; mpirun -np 2 --enable-expert-parallel (attention TP2 + EP2);
 #     mpirun -np 4 -tp 2 -dp 2 --enable-expert-parallel with --max-num-batched-tokens 32 (prompts
 #     are chunked), prefix caching on (the default) and a KV cache small enough that requests get
-#     preempted (hyinfer:num_preemptions_total > 0);
+#     preempted (vllm:num_preemptions_total > 0);
 #   - /health answers 503 while the ranks load their shards, then 200 (the multi-rank servers must
 #     show the 503; codes are polled every 50 ms);
 #   - the same greedy chat and completion requests through the npm openai client
@@ -53,9 +53,9 @@ for s in ep2 tp2dp2; do
     bad "$s: outputs differ from the one-process server's:"; sed 's/^/    /' "$W/$s.cmp"
   fi
 done
-pre=$(curl -s "http://127.0.0.1:${PORT[tp2dp2]}/metrics" | sed -n 's/^hyinfer:num_preemptions_total{[^}]*} //p')
+pre=$(curl -s "http://127.0.0.1:${PORT[tp2dp2]}/metrics" | sed -n 's/^vllm:num_preemptions_total{[^}]*} //p')
 if [ "${pre:-0}" != 0 ]; then ok "tp2dp2: the small KV cache preempted ${pre} time(s) (prefill chunked at 32 tokens)"
-else bad "tp2dp2: no preemption (hyinfer:num_preemptions_total '${pre}'): the test no longer covers it"; fi
+else bad "tp2dp2: no preemption (vllm:num_preemptions_total '${pre}'): the test no longer covers it"; fi
 
 # shutdown: -np 2 by SIGTERM to mpirun (what a process manager does), -np 4 by SIGTERM to the leader
 kill -TERM "${MPI[ep2]}"

@@ -55,7 +55,7 @@ try {
   const ref = await runAll(off.base, false);
   check(ref.every((t) => typeof t === "string" && t.length > 0), "reference outputs present");
   let m = await metrics(off.base);
-  eq(m["hyinfer:prefix_cache_hits_total"], 0, "caching off: no prefix-cache hits");
+  eq(m["vllm:prefix_cache_hits_total"], 0, "caching off: no prefix-cache hits");
   await off.stop();
 
   // prefix caching on: sequential (shared system prompt -> hits), then the same prompts again
@@ -63,12 +63,12 @@ try {
   const seq = await runAll(on.base, false);
   eq(seq, ref, "prefix caching on == off (greedy, shared system prompt)");
   m = await metrics(on.base);
-  const hits1 = m["hyinfer:prefix_cache_hits_total"];
+  const hits1 = m["vllm:prefix_cache_hits_total"];
   check(hits1 > 0, `shared system prompt gives prefix-cache hits (${hits1} tokens)`);
   const again = await runAll(on.base, false);
   eq(again, ref, "same prompts a second time (cache hits) give the same text");
   m = await metrics(on.base);
-  check(m["hyinfer:prefix_cache_hits_total"] > hits1, `repeated prompts add hits (${m["hyinfer:prefix_cache_hits_total"]})`);
+  check(m["vllm:prefix_cache_hits_total"] > hits1, `repeated prompts add hits (${m["vllm:prefix_cache_hits_total"]})`);
   check(m["hyinfer:max_batch_seqs"] >= 1, `sequential max batch ${m["hyinfer:max_batch_seqs"]}`);
 
   // 8 concurrent (repeated up to 4 times when, on a busy machine, the 8 requests did not all arrive
@@ -83,7 +83,7 @@ try {
 
   // client disconnect mid-stream
   const base0 = (await metrics(on.base))["hyinfer:kv_cache_blocks_used"];
-  const aborted0 = m['hyinfer:request_success_total{model_name="hy3",finished_reason="abort"}'] || 0;
+  const aborted0 = m['vllm:request_success_total{model_name="hy3",finished_reason="abort"}'] || 0;
   const ac = new AbortController();
   const resp = await fetch(`${on.base}/v1/completions`, { method: "POST", signal: ac.signal,
     headers: { "content-type": "application/json" },
@@ -93,20 +93,20 @@ try {
   let got = 0;
   while (got < 3) { const { done } = await reader.read(); if (done) break; got++; }
   const mid = await metrics(on.base);
-  check(mid["hyinfer:num_requests_running"] === 1 && mid["hyinfer:kv_cache_blocks_used"] > 0,
+  check(mid["vllm:num_requests_running"] === 1 && mid["hyinfer:kv_cache_blocks_used"] > 0,
         `mid-stream: 1 running, ${mid["hyinfer:kv_cache_blocks_used"]} KV blocks in use`);
   ac.abort();
   let freed = false;
   for (let i = 0; i < 100 && !freed; i++) {
     await sleep(100);
     const mm = await metrics(on.base);
-    freed = mm["hyinfer:num_requests_running"] === 0 && mm["hyinfer:kv_cache_blocks_used"] === base0;
+    freed = mm["vllm:num_requests_running"] === 0 && mm["hyinfer:kv_cache_blocks_used"] === base0;
     m = mm;
   }
   check(freed, `after disconnect: running 0, KV blocks back to ${base0} (now ${m["hyinfer:kv_cache_blocks_used"]})`);
-  check((m['hyinfer:request_success_total{model_name="hy3",finished_reason="abort"}'] || 0) > aborted0,
+  check((m['vllm:request_success_total{model_name="hy3",finished_reason="abort"}'] || 0) > aborted0,
         "the disconnected request finished as aborted");
-  check(m["hyinfer:generation_tokens_total"] > 0, "server still counting");
+  check(m["vllm:generation_tokens_total"] > 0, "server still counting");
 
   // client disconnect while waiting for a non-streamed response
   const ac2 = new AbortController();
@@ -116,24 +116,24 @@ try {
                            ignore_eos: true }) }).catch(() => null);
   let running = false;
   for (let i = 0; i < 200 && !running; i++) {
-    running = (await metrics(on.base))["hyinfer:num_requests_running"] === 1;
+    running = (await metrics(on.base))["vllm:num_requests_running"] === 1;
     if (!running) await sleep(10);
   }
-  const ab1 = (await metrics(on.base))['hyinfer:request_success_total{model_name="hy3",finished_reason="abort"}'];
+  const ab1 = (await metrics(on.base))['vllm:request_success_total{model_name="hy3",finished_reason="abort"}'];
   ac2.abort();
   await pending;
   freed = false;
   for (let i = 0; i < 100 && !freed; i++) {
     await sleep(100);
     m = await metrics(on.base);
-    freed = m["hyinfer:num_requests_running"] === 0 && m["hyinfer:kv_cache_blocks_used"] === base0;
+    freed = m["vllm:num_requests_running"] === 0 && m["hyinfer:kv_cache_blocks_used"] === base0;
   }
   check(running && freed, "non-streamed request: disconnect aborts it and frees its KV blocks");
-  check(m['hyinfer:request_success_total{model_name="hy3",finished_reason="abort"}'] === ab1 + 1,
+  check(m['vllm:request_success_total{model_name="hy3",finished_reason="abort"}'] === ab1 + 1,
         "the non-streamed request finished as aborted");
-  const gen0 = m["hyinfer:generation_tokens_total"];
+  const gen0 = m["vllm:generation_tokens_total"];
   await sleep(300);
-  check((await metrics(on.base))["hyinfer:generation_tokens_total"] === gen0, "nothing generates after the abort");
+  check((await metrics(on.base))["vllm:generation_tokens_total"] === gen0, "nothing generates after the abort");
   await on.stop();
 
   // chunked prefill
@@ -158,9 +158,9 @@ try {
       const pre = await runAll(small.base, true);
       eq(pre, ref, `small KV budget, 8 concurrent == reference (round ${attempt})`);
       m = await metrics(small.base);
-      if (m["hyinfer:num_preemptions_total"] > 0) break;
+      if (m["vllm:num_preemptions_total"] > 0) break;
     }
-    check(m["hyinfer:num_preemptions_total"] > 0, `preemptions happened (${m["hyinfer:num_preemptions_total"]})`);
+    check(m["vllm:num_preemptions_total"] > 0, `preemptions happened (${m["vllm:num_preemptions_total"]})`);
     eq(m["hyinfer:kv_cache_blocks_total"], 24, "KV pool has the 24 blocks the budget buys");
     await small.stop();
   }
@@ -173,11 +173,11 @@ try {
     body: JSON.stringify({ model: "hy3", prompt, max_tokens, temperature: 0, ignore_eos: true }) });
   const acq = new AbortController();
   const first = long("first request", 900, acq.signal).catch(() => null);
-  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["hyinfer:num_requests_running"] === 1) break; await sleep(10); }
+  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["vllm:num_requests_running"] === 1) break; await sleep(10); }
   const second = long("second request", 900, acq.signal).catch(() => null);
-  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["hyinfer:num_requests_waiting"] === 1) break; await sleep(10); }
+  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["vllm:num_requests_waiting"] === 1) break; await sleep(10); }
   const mq = await metrics(q.base);
-  eq([mq["hyinfer:num_requests_running"], mq["hyinfer:num_requests_waiting"]], [1, 1], "one running, one waiting");
+  eq([mq["vllm:num_requests_running"], mq["vllm:num_requests_waiting"]], [1, 1], "one running, one waiting");
   const third = await long("third request", 10);
   const body3 = await third.json();
   eq(third.status, 503, "a request beyond --max-waiting-requests gets 503");
@@ -189,7 +189,7 @@ try {
   for (let i = 0; i < 100 && !idle; i++) {
     await sleep(50);
     const mm = await metrics(q.base);
-    idle = mm["hyinfer:num_requests_running"] === 0 && mm["hyinfer:num_requests_waiting"] === 0 &&
+    idle = mm["vllm:num_requests_running"] === 0 && mm["vllm:num_requests_waiting"] === 0 &&
            mm["hyinfer:kv_cache_blocks_used"] === 0;
   }
   check(idle, "disconnecting the running and the waiting request leaves the engine idle");
@@ -198,7 +198,7 @@ try {
 
   // SIGTERM drains: a request in flight still completes, then the server exits 0
   const inflight = long("drain me", 200);
-  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["hyinfer:num_requests_running"] === 1) break; await sleep(10); }
+  for (let i = 0; i < 200; i++) { if ((await metrics(q.base))["vllm:num_requests_running"] === 1) break; await sleep(10); }
   const stopping = q.stop();
   const dr = await inflight;
   const dj = await dr.json();

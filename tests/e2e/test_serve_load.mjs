@@ -86,7 +86,7 @@ try {
   check(errors === 0, `zero errors (${errors})`);
   check(rss1 - rss0 < RSS_BOUND, `RSS growth ${((rss1 - rss0) / 2 ** 20).toFixed(1)} MiB < ${RSS_BOUND / 2 ** 20} MiB`);
   const m = await metrics(srv.base);
-  check(m["hyinfer:num_requests_running"] === 0 && m["hyinfer:num_requests_waiting"] === 0 &&
+  check(m["vllm:num_requests_running"] === 0 && m["vllm:num_requests_waiting"] === 0 &&
         m["hyinfer:kv_cache_blocks_used"] === 0, "idle afterwards: no running/waiting requests, no KV blocks in use");
   check(m["hyinfer:max_batch_seqs"] >= 8, `batched up to ${m["hyinfer:max_batch_seqs"]} sequences`);
   check(m["hyinfer:request_errors_total"] === 0, "server counted no errors");

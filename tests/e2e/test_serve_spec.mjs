@@ -79,15 +79,15 @@ for (const p of PROMPTS) {
 }
 
 const m = await metrics(on.base);
-const drafts = m["hyinfer:spec_decode_num_drafts_total"];
+const drafts = m["vllm:spec_decode_num_drafts_total"];
 check(drafts > 0, `spec_decode_num_drafts_total ${drafts}`);
-check(m["hyinfer:spec_decode_num_draft_tokens_total"] >= drafts, "spec_decode_num_draft_tokens_total");
-const acc = m["hyinfer:spec_decode_num_accepted_tokens_total"];
-const pos = [0, 1, 2].map((i) => m[`hyinfer:spec_decode_num_accepted_tokens_per_pos_total{model_name="hy3",position="${i}"}`]);
+check(m["vllm:spec_decode_num_draft_tokens_total"] >= drafts, "spec_decode_num_draft_tokens_total");
+const acc = m["vllm:spec_decode_num_accepted_tokens_total"];
+const pos = [0, 1, 2].map((i) => m[`vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="hy3",position="${i}"}`]);
 check(pos.every((v) => v !== undefined) && pos[0] + pos[1] + pos[2] === acc && pos[0] >= pos[1] && pos[1] >= pos[2],
   `per-position accepted ${JSON.stringify(pos)} sum to accepted ${acc} and do not increase`);
 if (model.trained) check(acc > 0, "drafts are accepted on the trained model");
 const m0 = await metrics(off.base);
-check(m0["hyinfer:spec_decode_num_drafts_total"] === undefined, "no spec_decode counters without drafting");
+check(m0["vllm:spec_decode_num_drafts_total"] === undefined, "no spec_decode counters without drafting");
 await Promise.all([off.stop(), on.stop()]);
 finish();

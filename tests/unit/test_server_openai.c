@@ -241,17 +241,17 @@ static void test_metrics(void **st)
     es.max_batch_seqs = 8;
     struct hy_sbuf o = {0};
     assert_int_equal(hy_metrics_render(&m, &es, "hy\"3", &o), 0);
-    assert_non_null(strstr(o.p, "hyinfer:num_requests_running{model_name=\"hy\\\"3\"} 3\n"));
+    assert_non_null(strstr(o.p, "vllm:num_requests_running{model_name=\"hy\\\"3\"} 3\n"));
     assert_non_null(strstr(o.p, "hyinfer:prefix_cache_hit_rate{model_name=\"hy\\\"3\"} 0.25\n"));
-    assert_non_null(strstr(o.p, "hyinfer:num_preemptions_total{model_name=\"hy\\\"3\"} 7\n"));
+    assert_non_null(strstr(o.p, "vllm:num_preemptions_total{model_name=\"hy\\\"3\"} 7\n"));
     assert_non_null(strstr(o.p, "hyinfer:max_batch_seqs{model_name=\"hy\\\"3\"} 8\n"));
     /* cumulative buckets */
-    assert_non_null(strstr(o.p, "hyinfer:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"0.001\"} 0\n"));
-    assert_non_null(strstr(o.p, "hyinfer:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"0.005\"} 1\n"));
-    assert_non_null(strstr(o.p, "hyinfer:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"0.5\"} 2\n"));
-    assert_non_null(strstr(o.p, "hyinfer:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"80\"} 2\n"));
-    assert_non_null(strstr(o.p, "hyinfer:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"+Inf\"} 3\n"));
-    assert_non_null(strstr(o.p, "hyinfer:time_to_first_token_seconds_count{model_name=\"hy\\\"3\"} 3\n"));
+    assert_non_null(strstr(o.p, "vllm:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"0.001\"} 0\n"));
+    assert_non_null(strstr(o.p, "vllm:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"0.005\"} 1\n"));
+    assert_non_null(strstr(o.p, "vllm:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"0.5\"} 2\n"));
+    assert_non_null(strstr(o.p, "vllm:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"80.0\"} 2\n"));
+    assert_non_null(strstr(o.p, "vllm:time_to_first_token_seconds_bucket{model_name=\"hy\\\"3\",le=\"+Inf\"} 3\n"));
+    assert_non_null(strstr(o.p, "vllm:time_to_first_token_seconds_count{model_name=\"hy\\\"3\"} 3\n"));
     assert_non_null(strstr(o.p, "finished_reason=\"stop\"} 2\n"));
     hy_sbuf_free(&o);
 }
