@@ -8,7 +8,9 @@
 #include "comm/comm.h"
 #include "config/run_config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
@@ -189,9 +191,32 @@ static int wanted_world(int argc, char **argv, int *tp_out)
     return w;
 }
 
-static int is_model_command(const char *c)
+static int is_model_command(int argc, char **argv)
 {
-    return !strcmp(c, "serve") || !strcmp(c, "run") || !strcmp(c, "generate") || !strcmp(c, "logits");
+    const char *c = argv[1];
+    return !strcmp(c, "serve") || !strcmp(c, "run") || !strcmp(c, "generate") || !strcmp(c, "logits") ||
+           (!strcmp(c, "bench") && argc > 2 && !strcmp(argv[2], "latency"));
+}
+
+/* The leader's address as dotted IPv4 (a host name is resolved) into out[INET_ADDRSTRLEN]. Returns
+ * 0, or -1 with a message on stderr. */
+static int leader_ipv4(const char *flag, const char *name, char *out)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, name, &a) == 1) {
+        snprintf(out, INET_ADDRSTRLEN, "%s", name);
+        return 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    const int e = getaddrinfo(name, NULL, &hints, &res);
+    if (e || !res) {
+        fprintf(stderr, "hyinfer: %s %s: not an IPv4 address, and the name does not resolve (%s)\n", flag, name,
+                gai_strerror(e));
+        return -1;
+    }
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, out, INET_ADDRSTRLEN);
+    freeaddrinfo(res);
+    return 0;
 }
 
 /* Splits a host list ("A,B" or "A B") into ips[] (pointers into buf). Returns the count. */
@@ -207,7 +232,7 @@ static int split_ips(const char *list, char *buf, size_t cap, char **ips)
 
 int hy_cli_launch(int argc, char **argv)
 {
-    if (argc < 3 || !is_model_command(argv[1]) || hy_dist_launcher_var())
+    if (argc < 3 || !is_model_command(argc, argv) || hy_dist_launcher_var())
         return -1;
     int tp = 1;
     const int world = wanted_world(argc, argv, &tp);
@@ -257,7 +282,18 @@ int hy_cli_launch(int argc, char **argv)
         plan.ips = ips;
         plan.nips = nips;
         multi = 1;
-    } else if (addr && dp_local && dp_local < dp) { /* vLLM's form: one command per node */
+    } else if (dp_local && dp_local < dp) { /* vLLM's form: one command per node */
+        static char leader[INET_ADDRSTRLEN];
+        if (!addr) {
+            fprintf(stderr,
+                    "hyinfer: --data-parallel-size-local %d below --data-parallel-size %d is one node of several: "
+                    "it needs --data-parallel-address (the leader's address)\n",
+                    dp_local, dp);
+            return 2;
+        }
+        if (leader_ipv4("--data-parallel-address", addr, leader))
+            return 2;
+        addr = leader;
         if (dp_start + dp_local > dp) {
             fprintf(stderr,
                     "hyinfer: --data-parallel-start-rank %d + --data-parallel-size-local %d exceed "

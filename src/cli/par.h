@@ -22,7 +22,7 @@ struct hy_cli_par {
 /* clang-format off */
 #define HY_CLI_PAR_ARGS(p) \
     {"--tensor-parallel-size", "-tp", HY_ARG_INT, &(p).tp, &(p).given, \
-     "ranks splitting attention heads, dense MLP, vocabulary (mpirun -np = TP x DP; default: all ranks)"}, \
+     "ranks splitting attention heads, dense MLP, vocabulary (TP x DP ranks: started by hyinfer without mpirun)"}, \
     {"--data-parallel-size", "-dp", HY_ARG_INT, &(p).dp, &(p).given, \
      "attention data-parallel groups, each with its own sequences and KV cache (default 1)"}, \
     {"--enable-expert-parallel", NULL, HY_ARG_FLAG, &(p).ep, &(p).given, \

@@ -8,6 +8,7 @@
 #     started ends the job with exit status 0 and leaves no process;
 #   - run --yaml with parallel_config.world_size 2 (configs/default.yaml cut down): the completions
 #     file equals the world_size 1 run's;
+#   - bench latency -tp 2 runs on 2 ranks; mistakes in the multi-node flags exit 2 with a sentence;
 #   - without mpirun on PATH: exit 2 and the message says what to install.
 # Skipped (77) without mpirun / Open MPI headers.
 source "$(dirname "$0")/lib.sh"
@@ -100,6 +101,27 @@ if [ $rc = 0 ] && [ -s "$W/run1.json" ] && cmp -s "$W/run1.json" "$W/run2.json" 
 else
   bad "run --yaml world_size 2: exit $rc; files $(wc -c <"$W/run1.json" 2>/dev/null) / $(wc -c <"$W/run2.json" 2>/dev/null) bytes"; tail -4 "$W/run2.err" | sed 's/^/    /'
 fi
+
+# --- bench latency -tp 2, and the multi-node flags' mistakes (exit 2, a sentence each) --------------
+timeout 90 "$BIN" bench latency -m "$MODEL" -tp 2 --prompt-lens 16 --batch-sizes 1 --decode-steps 2 >"$W/bl.out" 2>"$W/bl.err"
+rc=$?
+[ $rc = 0 ] && grep -q 'starting 2 ranks' "$W/bl.err" && grep -q 'dist: rank 1 done' "$W/bl.err" \
+  && ok "bench latency -tp 2 without mpirun ran on 2 ranks" || bad "bench latency -tp 2: exit $rc: $(tail -2 "$W/bl.err")"
+check2() { # check2 WHAT EXPECTED-TEXT FLAGS...: exit 2 with the text in the message
+  local what=$1 want=$2; shift 2
+  timeout 20 "$BIN" generate -m "$MODEL" -p hi -n 2 "$@" >/dev/null 2>"$W/e.err"
+  local rc=$?
+  [ $rc = 2 ] && grep -qF -- "$want" "$W/e.err" && ok "$what: exit 2: $(head -1 "$W/e.err" | cut -c1-110)" \
+    || bad "$what: exit $rc: $(head -2 "$W/e.err")"
+}
+check2 "--data-parallel-size-local without an address" "needs --data-parallel-address" -dp 2 --data-parallel-size-local 1
+check2 "--headless on start rank 0" "--headless needs --data-parallel-start-rank" -dp 2 --data-parallel-size-local 1 \
+  --data-parallel-address 127.0.0.1 --headless
+check2 "start rank past the DP size" "exceed --data-parallel-size 2" -dp 2 --data-parallel-size-local 1 \
+  --data-parallel-address 127.0.0.1 --headless --data-parallel-start-rank 2
+check2 "--ips naming no address of this host" "none of these addresses is on this host" -tp 2 --ips 192.0.2.77,192.0.2.78
+check2 "an address that does not resolve" "does not resolve" -dp 2 --data-parallel-size-local 1 \
+  --data-parallel-address no-such-host.invalid
 
 # --- no mpirun ------------------------------------------------------------------------------------
 mkdir -p "$W/emptypath"

@@ -3,8 +3,8 @@
 # "hosts": network namespaces A (10.203.0.1) and B (10.203.0.2) joined by a veth pair, each with its
 # own hostname (the namespace setup of test_two_hosts.sh). No mpirun and no ssh are given: node 1
 # (the leader) runs mpirun itself, whose daemon on B is started over B's registered connection.
-#   - vLLM's two node scripts (the Hy4 guide's, scaled to -tp 2 -dp 2 = 4 ranks, 2 per host, on
-#     hy3-tiny in float32): node 1 `serve ... --data-parallel-size 2 --data-parallel-size-local 1
+#   - vLLM's two node scripts (the Hy4 guide's, every flag but --quantization ascend, scaled to -tp 2
+#     -dp 2 = 4 ranks, 2 per host, on hy3-tiny in float32, MTP 3 drafts): node 1 `serve ... --data-parallel-size 2 --data-parallel-size-local 1
 #     --data-parallel-address 10.203.0.1 --data-parallel-rpc-port 12890`, node 2 the same plus
 #     `--headless --data-parallel-start-rank 1`: two greedy requests at once answer exactly like one
 #     process; the start-up time (leader start -> first /health 200) is printed; SIGTERM to node 1
@@ -62,9 +62,14 @@ alive() { local p out=""; for p in "$@"; do kill -0 "$p" 2>/dev/null && out="$ou
 wait_gone() { local t_end=$((SECONDS + $1)); shift; while [ -n "$(alive "$@")" ] && [ $SECONDS -lt $t_end ]; do sleep 0.1; done; [ -z "$(alive "$@")" ]; }
 ns_left() { echo "$(ip netns pids "$NSA" | paste -sd' ') $(ip netns pids "$NSB" | paste -sd' ')" | sed 's/^ *//;s/ *$//'; }
 
-# The guide's two node scripts, addresses substituted and scaled to 4 ranks (TP 2 x DP 2).
-NODE=(serve "$ROOT/$MODEL" --host 127.0.0.1 --port 8000 --tensor-parallel-size 2 --served-model-name hy3
-      --max-num-seqs 8 --max-model-len 256 --max-num-batched-tokens 512 --enable-expert-parallel --seed 1024
+# The Hy4 guide's two node scripts with `hyinfer serve` for `vllm serve`, the addresses substituted and
+# scaled to 4 ranks (-tp 16 -> 2); on hy3-tiny (Hy4-preview refuses attention-DP groups, docs/hy4.md)
+# without --quantization ascend (not a W8A8 checkpoint), in float32 so the answers can be compared.
+GUIDE=(--max-num-seqs 8 --max-model-len 512 --max-num-batched-tokens 512 --enable-expert-parallel --trust-remote-code
+       --gpu-memory-utilization 0.92 --seed 1024 --compilation-config '{"cudagraph_mode": "FULL_DECODE_ONLY"}'
+       --speculative-config '{"method": "mtp","num_speculative_tokens": 3}'
+       --additional-config '{"enable_mlapo": true, "enable_fused_mc2": 1, "ascend_compilation_config": {"enable_npugraph_ex": true}}')
+NODE=(serve "$ROOT/$MODEL" --host 127.0.0.1 --port 8000 --tensor-parallel-size 2 --served-model-name hy3 "${GUIDE[@]}"
       --data-parallel-size 2 --data-parallel-size-local 1 --data-parallel-address $A --data-parallel-rpc-port 12890
       --dtype float32 --dist-join-timeout 30)
 NODE2=("${NODE[@]}" --headless --data-parallel-start-rank 1)
@@ -90,7 +95,7 @@ print(json.dumps([c.get("message",{}).get("content", c.get("text")), c["finish_r
 }
 
 # --- reference: one process ------------------------------------------------------------------------
-dist_serve one 0 --dtype float32 --max-model-len 256
+dist_serve one 0 --dtype float32 "${GUIDE[@]}"
 if wait_healthy one 60; then ask here "${PORT[one]}" one; kill -TERM "${RANKS[one]}"; wait_exit one 20
 else bad "one-process server not healthy"; fi
 
