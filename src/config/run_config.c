@@ -70,7 +70,7 @@ static const struct key_spec specs[] = {
     {"model_config", "dtype", V_ENUM, 0, F(dtype), 0, 0, 0, dtype_choices},
     {"model_config", "kv_cache_dtype", V_ENUM, 0, F(kv_cache_dtype), 0, 0, 0, kv_dtype_choices},
     {"model_config", "with_ckpt", V_BOOL, 0, F(with_ckpt), 0, 0, 0, NULL},
-    {"model_config", "next_n", V_INT, 0, F(next_n), 0, 16, 0, NULL},
+    {"model_config", "next_n", V_INT, 0, F(next_n), 0, 8, 0, NULL},
     {"model_config", "output_path", V_STR, 0, F(output_path), 0, 0, 0, NULL},
     {"model_config", "platform_version", V_STR, 1, NO_FIELD, 0, 0, 0, NULL},
     {"model_config", "exe_mode", V_STR, 1, NO_FIELD, 0, 0, 0, NULL},
@@ -103,7 +103,7 @@ static const struct key_spec specs[] = {
     {"scheduler_config", "mem_fraction_static", V_FLOAT, 1, NO_FIELD, 0, 1, 1, NULL},
     {"scheduler_config", "max_prefill_tokens", V_INT, 0, F(max_prefill_tokens), 0, I32MAX, 0, NULL},
     {"scheduler_config", "block_size", V_INT, 0, F(block_size), 1, I32MAX, 0, NULL},
-    {"scheduler_config", "num_reserved_decode_tokens", V_INT, 0, F(num_reserved_decode_tokens), 0, I32MAX, 0, NULL},
+    {"scheduler_config", "num_reserved_decode_tokens", V_INT, 1, F(num_reserved_decode_tokens), 0, I32MAX, 0, NULL},
 
     SAMPLING_KEYS("sampling"),
     SAMPLING_KEYS("scheduler_config.sampling"),
@@ -527,6 +527,102 @@ static int check_and_finish(struct ctx *c)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Public API                                                                                   */
+
+/* What hyinfer does with a key beyond its value rule (docs/cli.md prints these). */
+static const struct {
+    const char *key, *note;
+} key_notes[] = {
+    {"model_config.model_name", "a label in the report"},
+    {"model_config.model_path", "the checkpoint directory (required)"},
+    {"model_config.dtype", "the compute mode, as --dtype"},
+    {"model_config.kv_cache_dtype", "hyinfer extension: as --kv-cache-dtype"},
+    {"model_config.with_ckpt", "False (random weights) is refused"},
+    {"model_config.next_n", "MTP speculative tokens (0 = off)"},
+    {"model_config.output_path", "writes the completions as JSON"},
+    {"model_config.platform_version", "Ascend SoC name"},
+    {"model_config.exe_mode", "Ascend graph mode: decode already runs without per-step allocation"},
+    {"model_config.enable_profiler", "Ascend profiler"},
+    {"model_config.enable_cache_compile", "Ascend graph cache"},
+    {"model_config.enable_static_kernel", "Ascend static kernels"},
+    {"model_config.force_eplb", "Ascend expert load balancing"},
+    {"model_config.enable_weight_nz", "Ascend NZ weight layout"},
+    {"model_config.custom_params.enable_online_split_weight", "Ascend weight split at load"},
+    {"model_config.custom_params.enable_multi_streams", "Ascend multi-stream overlap"},
+    {"model_config.custom_params.enable_sp", "sequence-parallel o_proj"},
+    {"data_config.dataset", "the prompt source"},
+    {"data_config.dataset_path", "the prompt file"},
+    {"data_config.input_truncated_len", "longer prompts are cut from the middle"},
+    {"data_config.apply_chat_template", "render each prompt as a user turn"},
+    {"parallel_config.world_size", "ranks; must match the job's"},
+    {"parallel_config.o_proj_tp_size", "1 or attn_tp_size; other values are refused"},
+    {"parallel_config.shared_tp_size", "1 or dense_tp_size; other values are refused"},
+    {"parallel_config.cp_size", "only 1: context parallelism is not implemented"},
+    {"scheduler_config.mem_fraction_static", "Ascend memory share (serve's equivalent: --gpu-memory-utilization)"},
+    {"scheduler_config.max_new_tokens", "tokens generated per prompt"},
+    {"scheduler_config.batch_size", "prompts decoded together"},
+    {"scheduler_config.block_size", "tokens per KV block"},
+    {"scheduler_config.max_prefill_tokens", "prefill token budget per step (0 = input_truncated_len x batch_size)"},
+    {"scheduler_config.num_reserved_decode_tokens",
+     "decode slots reserved in Ascend graphs: the KV cache holds each sequence's full length"},
+};
+
+static const char *key_note(const struct key_spec *k, const char *full)
+{
+    for (size_t j = 0; j < sizeof(key_notes) / sizeof(key_notes[0]); j++)
+        if (!strcmp(key_notes[j].key, full))
+            return key_notes[j].note;
+    if (strstr(k->section, "sampling"))
+        return "hyinfer extension: sampling (unset: generation_config.json)";
+    if (!strcmp(k->section, "parallel_config"))
+        return "must divide world_size";
+    return "";
+}
+
+void hy_run_config_print_keys(FILE *f)
+{
+    size_t n_impl = 0, n_ascend = 0, n_noop = 0;
+    for (size_t i = 0; i < N_SPECS; i++) {
+        char full[160];
+        snprintf(full, sizeof(full), "%s.%s", specs[i].section, specs[i].name);
+        if (specs[i].ascend_only)
+            n_ascend++;
+        else if (!strncmp(key_note(&specs[i], full), "no effect", 9))
+            n_noop++;
+        else
+            n_impl++;
+    }
+    fprintf(f,
+            "%zu keys: %zu implemented (some values refused, as noted), %zu accepted with a warning line naming "
+            "them (no effect on a CPU); any other key is an error.\n\n",
+            N_SPECS, n_impl + n_noop, n_ascend);
+    fprintf(f, "| YAML key | hyinfer | value | note |\n| --- | --- | --- | --- |\n");
+    for (size_t i = 0; i < N_SPECS; i++) {
+        const struct key_spec *k = &specs[i];
+        char full[160], val[256];
+        snprintf(full, sizeof(full), "%s.%s", k->section, k->name);
+        switch (k->kind) {
+        case V_STR:
+            snprintf(val, sizeof(val), "string");
+            break;
+        case V_BOOL:
+            snprintf(val, sizeof(val), "true / false");
+            break;
+        case V_ENUM:
+            val[0] = '\0';
+            for (int j = 0; k->choices[j]; j++)
+                snprintf(val + strlen(val), sizeof(val) - strlen(val), "%s`%s`", j ? ", " : "", k->choices[j]);
+            break;
+        default:
+            describe_range(val, sizeof(val), k);
+            break;
+        }
+        const char *note = key_note(k, full);
+        const char *status = k->ascend_only                   ? "warning, no effect"
+                             : !strncmp(note, "no effect", 9) ? "accepted, no effect"
+                                                              : "implemented";
+        fprintf(f, "| `%s` | %s | %s | %s |\n", full, status, val, note);
+    }
+}
 
 int hy_run_config_init(struct hy_run_config *cfg)
 {

@@ -14,7 +14,7 @@
  *   parallel_config:  world_size, attn_tp_size, dense_tp_size, moe_tp_size, embed_tp_size,
  *                     lmhead_tp_size, o_proj_tp_size, cp_size, shared_tp_size
  *   scheduler_config: max_new_tokens, batch_size, max_prefill_tokens, block_size,
- *                     num_reserved_decode_tokens, [Ascend-only] mem_fraction_static,
+ *                     [Ascend-only] num_reserved_decode_tokens, mem_fraction_static,
  *                     sampling: {...}   (same keys as the top-level map below)
  *   sampling:         (hyinfer extension) temperature, top_p, top_k, min_p, repetition_penalty, seed
  *
@@ -30,6 +30,7 @@
 #define HY_CONFIG_RUN_CONFIG_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 struct hy_run_config {
     /* model_config */
@@ -39,7 +40,7 @@ struct hy_run_config {
     char *dtype;          /* "bfloat16" (default) | "float32" */
     char *kv_cache_dtype; /* "auto" (default) | "bf16" | "fp8" | ... (hy_kv_dtype_parse names) */
     int with_ckpt;        /* default 1; 0 = random weights: rejected ("not supported") */
-    int next_n;           /* MTP speculative tokens, default 0; 0..16 */
+    int next_n;           /* MTP speculative tokens, default 0; 0..8 (HY_SPEC_MAX_TOKENS) */
     char *output_path;    /* optional: write completions as JSON here (NULL = none) */
     /* data_config */
     char *dataset;               /* "default" | "LongBench" | "InfiniteBench" */
@@ -69,6 +70,10 @@ struct hy_run_config {
     char *ignored_keys; /* NULL, or "model_config.exe_mode, ..." (the Ascend-only keys
                                     present, in file order; also printed as the warning) */
 };
+
+/* Prints every key of the schema as a Markdown table (key, implemented or Ascend-only warning, value
+ * rule, note), the counts first; docs/cli.md holds the same text. */
+void hy_run_config_print_keys(FILE *f);
 
 /* Fills *cfg with the defaults above (strings strdup'd; model_path NULL). Returns 0, -1 on OOM. */
 int hy_run_config_init(struct hy_run_config *cfg);

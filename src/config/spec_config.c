@@ -18,7 +18,7 @@ void hy_spec_config_init(struct hy_spec_config *c)
 int hy_spec_config_validate(const struct hy_spec_config *c)
 {
     if (c->num_speculative_tokens < 0 || c->num_speculative_tokens > HY_SPEC_MAX_TOKENS)
-        return hy_err_set("speculative-config: num_speculative_tokens=%d: must be in [1, %d] (0 = off)",
+        return hy_err_set("speculative-config: num_speculative_tokens=%d: must be in [0, %d] (0 = off)",
                           c->num_speculative_tokens, HY_SPEC_MAX_TOKENS);
     if (!(c->draft_p_min >= 0.0f && c->draft_p_min <= 1.0f))
         return hy_err_set("speculative-config: draft_p_min=%g: must be in [0, 1]", (double)c->draft_p_min);
@@ -51,8 +51,8 @@ int hy_spec_config_set(struct hy_spec_config *c, const char *key, const char *va
     if (!strcmp(key, "num_speculative_tokens")) {
         long v = strtol(value, &end, 10);
         if (!*value || *end || v < 0 || v > HY_SPEC_MAX_TOKENS)
-            return hy_err_set("speculative-config: num_speculative_tokens=%s: must be an integer in [1, %d]", value,
-                              HY_SPEC_MAX_TOKENS);
+            return hy_err_set("speculative-config: num_speculative_tokens=%s: must be an integer in [0, %d] (0 = off)",
+                              value, HY_SPEC_MAX_TOKENS);
         c->num_speculative_tokens = (int32_t)v;
         return 0;
     }
@@ -86,7 +86,7 @@ int hy_spec_config_parse_json(struct hy_spec_config *c, const char *json)
     json_error_t jerr;
     json_t *root = json_loads(json, 0, &jerr);
     if (!root)
-        return hy_err_set("speculative-config: not valid JSON: %s (at column %d)", jerr.text, jerr.column);
+        return hy_err_set("--speculative-config '%s' is not valid JSON: %s (column %d)", json, jerr.text, jerr.column);
     int rc = 0;
     if (!json_is_object(root)) {
         rc = hy_err_set("speculative-config: must be a JSON object, e.g. "

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#define HY_SPEC_MAX_TOKENS 8 /* most drafts per step (num_speculative_tokens range 1..8) */
+#define HY_SPEC_MAX_TOKENS 8 /* most drafts per step (num_speculative_tokens 0..8, 0 = off) */
 
 struct hy_spec_config {
     int32_t num_speculative_tokens; /* 0: off; 1..HY_SPEC_MAX_TOKENS: MTP layer chained that many times */
