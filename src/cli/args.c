@@ -93,8 +93,79 @@ int hy_args_help_requested(int argc, char **argv, int first, const struct hy_arg
     return 0;
 }
 
-int hy_args_parse(int argc, char **argv, int first, const struct hy_arg *args, int n, const char **positional,
-                  int max_pos, int *n_pos)
+static const struct hy_arg_compat *find_compat(const char *flag, const struct hy_arg_compat *c, int n, int *negated,
+                                               int *by_alias)
+{
+    *negated = 0;
+    *by_alias = 0;
+    for (int k = 0; k < n; k++) {
+        if (!strcmp(flag, c[k].name))
+            return &c[k];
+        if (c[k].alias && !strcmp(flag, c[k].alias)) {
+            *by_alias = 1;
+            return &c[k];
+        }
+        if (c[k].vals == HY_COMPAT_SWITCH && !strncmp(flag, "--no-", 5) && !strcmp(flag + 5, c[k].name + 2)) {
+            *negated = 1;
+            return &c[k];
+        }
+    }
+    return NULL;
+}
+
+/* 1 when value v is one of the comma-separated list ok. */
+static int value_ok(const char *ok, const char *v)
+{
+    size_t lv = strlen(v);
+    for (const char *p = ok; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == lv && !strncmp(p, v, l))
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* Handles compat flag c given as token argv[*i] (flag name `flag`, '=' value eq): consumes its
+ * values, prints the notice or sets the error. */
+static int take_compat(int argc, char **argv, int *i, const char *flag, const char *eq, const struct hy_arg_compat *c,
+                       int negated, unsigned char *noticed)
+{
+    const char *v = eq ? eq + 1 : NULL;
+    const char *name = negated ? flag : c->name; /* "-pp" is named --pipeline-parallel-size */
+    if (c->vals == HY_COMPAT_SWITCH || negated) {
+        if (eq)
+            return hy_err_set("%s takes no value", flag);
+    } else if (c->vals == HY_COMPAT_ONE || (c->vals == HY_COMPAT_MANY && !eq)) {
+        if (!eq) {
+            if (*i + 1 >= argc)
+                return hy_err_set("%s needs a value", flag);
+            v = argv[++*i];
+        }
+        if (c->vals == HY_COMPAT_MANY)
+            while (*i + 1 < argc && !is_flag_token(argv[*i + 1]))
+                ++*i; /* nargs='+': the rest up to the next flag */
+    } else if (c->vals == HY_COMPAT_OPT && !eq && *i + 1 < argc && !is_flag_token(argv[*i + 1])) {
+        v = argv[++*i];
+    }
+    if (c->kind == HY_COMPAT_REFUSED && !negated)
+        return hy_err_set("%s is not supported by hyinfer: %s", name, c->reason);
+    if (c->ok_values && v && !value_ok(c->ok_values, v))
+        return hy_err_set("%s %s is not supported by hyinfer (accepted: %s): %s", name, v, c->ok_values, c->reason);
+    if (!*noticed) {
+        fprintf(stderr, "notice: %s is accepted and has no effect on a CPU: %s\n", name,
+                negated && c->kind == HY_COMPAT_REFUSED ? "that is hyinfer's only mode" : c->reason);
+        *noticed = 1;
+    }
+    return 0;
+}
+
+int hy_args_parse_compat(int argc, char **argv, int first, const struct hy_arg *args, int n,
+                         const struct hy_arg_compat *compat, int n_compat, const char **positional, int max_pos,
+                         int *n_pos)
 {
     *n_pos = 0;
     if (hy_args_help_requested(argc, argv, first, args, n)) {
@@ -104,6 +175,7 @@ int hy_args_parse(int argc, char **argv, int first, const struct hy_arg *args, i
             *help->seen = 1;
         return 0;
     }
+    unsigned char noticed[512] = {0};
     for (int i = first; i < argc; i++) {
         const char *s = argv[i];
         if (!is_flag_token(s)) {
@@ -117,6 +189,31 @@ int hy_args_parse(int argc, char **argv, int first, const struct hy_arg *args, i
         if (flag_name(s, flag, sizeof(flag), &eq))
             return hy_err_set("unknown flag \"%.60s...\" (see --help)", s);
         const struct hy_arg *a = find_arg(flag, args, n);
+        if (!a && compat) {
+            int negated, by_alias;
+            const struct hy_arg_compat *c = find_compat(flag, compat, n_compat, &negated, &by_alias);
+            if (c && c->kind != HY_COMPAT_IMPL) {
+                const int k = (int)(c - compat);
+                if (take_compat(argc, argv, &i, flag, eq, c, negated, k < 512 ? &noticed[k] : &noticed[511]))
+                    return -1;
+                continue;
+            }
+            if (c && by_alias)
+                a = find_arg(c->name, args, n);
+            for (int k = 0; !c && k < n_compat; k++) { /* "-O3": a short alias with its value attached */
+                const char *al = compat[k].alias;
+                if (compat[k].kind == HY_COMPAT_IMPL && al && strlen(al) == 2 && !strncmp(s, al, 2) && s[2] >= '0' &&
+                    s[2] <= '9' && (a = find_arg(compat[k].name, args, n))) {
+                    if (a->seen)
+                        *a->seen = 1;
+                    if (a->type == HY_ARG_FLAG || set_value(a, compat[k].name, s + 2))
+                        return a->type == HY_ARG_FLAG ? hy_err_set("%s takes no value", al) : -1;
+                    break;
+                }
+            }
+            if (a && s[1] != '-' && strlen(s) > 2 && s[2] >= '0' && s[2] <= '9' && !find_arg(flag, args, n))
+                continue; /* the "-O3" form, taken above */
+        }
         if (!a)
             return hy_err_set("unknown flag \"%s\" (see --help)", flag);
         if (a->seen)
@@ -139,6 +236,12 @@ int hy_args_parse(int argc, char **argv, int first, const struct hy_arg *args, i
             return -1;
     }
     return 0;
+}
+
+int hy_args_parse(int argc, char **argv, int first, const struct hy_arg *args, int n, const char **positional,
+                  int max_pos, int *n_pos)
+{
+    return hy_args_parse_compat(argc, argv, first, args, n, NULL, 0, positional, max_pos, n_pos);
 }
 
 static void print_usage(FILE *f, const char *usage, const struct hy_arg *args, int n)

@@ -15,6 +15,30 @@ struct hy_arg {
     const char *help;
 };
 
+/* Foreign flags (vLLM's spellings) a command does not implement itself, looked up by
+ * hy_args_parse_compat for a flag its own table lacks. */
+enum hy_compat_kind {
+    HY_COMPAT_IMPL,    /* implemented by the commands that list it in their own table (docs only) */
+    HY_COMPAT_NOOP,    /* accepted, consumed, a notice on stderr: it has no effect here */
+    HY_COMPAT_REFUSED, /* an error naming the reason */
+};
+
+enum hy_compat_vals {
+    HY_COMPAT_SWITCH, /* no value; "--no-NAME" is accepted too (argparse's BooleanOptionalAction) */
+    HY_COMPAT_ONE,    /* one value */
+    HY_COMPAT_MANY,   /* one or more values (argparse nargs='+'): up to the next flag */
+    HY_COMPAT_OPT,    /* an optional value (nargs='?'): the next token unless it is a flag */
+};
+
+struct hy_arg_compat {
+    const char *name;  /* "--enable-lora" */
+    const char *alias; /* "-pp" or NULL */
+    enum hy_compat_vals vals;
+    enum hy_compat_kind kind;
+    const char *ok_values; /* NOOP / ONE: "auto,generate": other values are refused; NULL: any value */
+    const char *reason;    /* one sentence fragment: why it has no effect / is refused / what it does */
+};
+
 /* Parses argv[first..argc) against args[n]. Accepts "--name value" and "--name=value".
  * Returns 0, or -1 with hy_err_msg() naming the unknown flag, missing value or bad number.
  * Positional arguments are collected into positional[] (up to max_pos), else an error.
@@ -22,6 +46,15 @@ struct hy_arg {
  * is set and 0 is returned whatever else argv holds: help wins over any other flag or error. */
 int hy_args_parse(int argc, char **argv, int first, const struct hy_arg *args, int n, const char **positional,
                   int max_pos, int *n_pos);
+
+/* hy_args_parse, with compat[n_compat] consulted for a flag args lacks: a HY_COMPAT_NOOP one is
+ * consumed with its values and prints "notice: FLAG is accepted and has no effect on a CPU: REASON" to
+ * stderr (once per flag); a HY_COMPAT_REFUSED one (or a NOOP given a value outside ok_values) is an
+ * error "FLAG is not supported by hyinfer: REASON"; a HY_COMPAT_IMPL one reached through its alias is
+ * parsed as its long name in args, else it is an unknown flag of this command. */
+int hy_args_parse_compat(int argc, char **argv, int first, const struct hy_arg *args, int n,
+                         const struct hy_arg_compat *compat, int n_compat, const char **positional, int max_pos,
+                         int *n_pos);
 
 /* 1 when argv[first..argc) holds the table's "--help" flag (or its alias) as a flag: walked as
  * hy_args_parse walks it, so a flag's value ("-p --help") is not taken for it; unknown flags are

@@ -85,9 +85,11 @@ int hy_cmd_generate(int argc, char **argv)
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
+    int n_compat;
+    const struct hy_arg_compat *compat = hy_cli_vllm_flags(&n_compat);
     const char *usage = "hyinfer generate -m DIR (-p TEXT | --prompt-ids 1,2,3) [-n 128] [--temperature T ...]";
     int np;
-    if (hy_args_parse(argc, argv, 2, args, na, NULL, 0, &np)) {
+    if (hy_args_parse_compat(argc, argv, 2, args, na, compat, n_compat, NULL, 0, &np)) {
         fprintf(stderr, "hyinfer generate: %s\n", hy_err_msg());
         return 2;
     }
@@ -111,10 +113,18 @@ int hy_cmd_generate(int argc, char **argv)
     size_t n = 0;
     struct hy_gen_request req = {0};
     struct gen_ctx g = {0};
-    int rc = 1;
+    int rc = 2; /* a bad flag value or input file (the model's included); 1 once generation runs */
     enum hy_compute_dtype cd;
     enum hy_dtype kv_dtype;
     hy_sampling_params_init(&sp);
+    if (hy_cli_check_reasoning_effort(effort, chat))
+        goto fail;
+    if (tools_path && (!chat || prompt_ids)) {
+        hy_err_set(prompt_ids ? "--tools needs a text prompt (-p), not --prompt-ids" : "--tools needs --chat");
+        goto fail;
+    }
+    if (tools_path && hy_cli_load_tools(tools_path, &tools))
+        goto fail;
     struct hy_spec_config spec;
     hy_spec_config_init(&spec);
     if (hy_cli_spec_resolve(&spec_args, &spec))
@@ -160,11 +170,6 @@ int hy_cmd_generate(int argc, char **argv)
             goto fail;
         n = (size_t)nn;
     } else {
-        if (tools_path && (!chat || hy_cli_load_tools(tools_path, &tools))) {
-            if (!chat)
-                hy_err_set("--tools needs --chat");
-            goto fail;
-        }
         if ((chat && hy_cli_load_chat(model_dir, chat_template, &chat_tpl)) ||
             hy_cli_encode_prompt(tok, chat ? &chat_tpl : NULL, prompt, effort, tools, &ids, &n, &thinking))
             goto fail;
@@ -173,6 +178,11 @@ int hy_cmd_generate(int argc, char **argv)
         hy_err_set("the prompt encodes to no tokens");
         goto fail;
     }
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= m->cfg.vocab_size) {
+            hy_err_set("prompt token id %d is outside the model's vocabulary [0, %d)", ids[i], m->cfg.vocab_size);
+            goto fail;
+        }
     /* The detokenizer sees the prompt first, so the first completion token decodes in context. */
     g.print_text = !print_ids && !tools; /* with tools the text prints once parsed */
     if (tok) {
@@ -191,6 +201,7 @@ int hy_cmd_generate(int argc, char **argv)
     req.params = sp;
     struct hy_gen_opts opts = {1, (int32_t)n, 16, 0, on_token, NULL, &g, kv_dtype, &spec};
     struct hy_gen_stats st;
+    rc = 1;
     if (hy_generate(m, &req, 1, &opts, &st))
         goto fail;
     if (tok && hy_detok_flush(&g.detok, &g.buf, &g.len, &g.cap) == 0)

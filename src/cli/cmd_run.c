@@ -153,7 +153,7 @@ int hy_cmd_run(int argc, char **argv)
     struct hy_chat chat = {0};
     json_t *tools = NULL, **calls = NULL;
     int *thinking = NULL;
-    int threads = 0, help = 0, np = 0;
+    int threads = 0, help = 0, np = 0, list_keys = 0;
     const char *pos[1];
     struct hy_cli_par par = {0};
     struct hy_cli_spec spec_args = {0};
@@ -169,16 +169,24 @@ int hy_cmd_run(int argc, char **argv)
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "worker threads"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd_flag, NULL,
          "auto | bf16 | fp8 (fp8_e4m3) | fp32; overrides model_config.kv_cache_dtype"},
+        {"--list-yaml-keys", NULL, HY_ARG_FLAG, &list_keys, NULL,
+         "print every key of the YAML schema with what hyinfer does with it (Markdown), then exit"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
     const int na = (int)(sizeof(args) / sizeof(args[0]));
-    if (hy_args_parse(argc, argv, 2, args, na, pos, 0, &np)) {
+    int n_compat;
+    const struct hy_arg_compat *compat = hy_cli_vllm_flags(&n_compat);
+    if (hy_args_parse_compat(argc, argv, 2, args, na, compat, n_compat, pos, 0, &np)) {
         fprintf(stderr, "hyinfer run: %s\n", hy_err_msg());
         return 2;
     }
     const char *usage = "hyinfer run --yaml CONFIG.yaml [--kv-cache-dtype auto|bf16|fp8|fp32] [--threads N]";
     if (help) {
         hy_args_help(usage, args, na);
+        return 0;
+    }
+    if (list_keys) {
+        hy_run_config_print_keys(stdout);
         return 0;
     }
     if (!yaml) {
@@ -197,7 +205,7 @@ int hy_cmd_run(int argc, char **argv)
     struct hy_gen_request *reqs = NULL;
     int32_t **ids = NULL;
     char **texts = NULL;
-    int rc = 1;
+    int rc = 2; /* a bad flag value or input file (YAML, tools, dataset, model); 1 once generation runs */
     struct run_ctx ctx = {0, 0, isatty(2)};
     memset(&cfg, 0, sizeof(cfg));
     if (hy_run_config_load(yaml, &cfg))
@@ -278,6 +286,7 @@ int hy_cmd_run(int argc, char **argv)
     ctx.n_reqs = ds.n;
     progress(&ctx, "generate");
     double tg = hy_time_now();
+    rc = 1;
     if (hy_generate(m, reqs, ds.n, &opts, &st))
         goto fail;
     double t_gen = hy_time_now() - tg;

@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "comm/comm.h"
+#include "sample/sampler.h"
 #include "server/server.h"
 
 #include <signal.h>
@@ -38,6 +39,16 @@ static int serve_load_model(void *ctx, struct hy_model **m)
     return hy_cli_load_model(sl->dir, &sl->lp, &sl->par, sl->argc, sl->argv, m);
 }
 
+/* 1 when argv holds flag (alone or as "flag=..."). */
+static int has_flag(int argc, char **argv, const char *flag)
+{
+    size_t l = strlen(flag);
+    for (int i = 2; i < argc; i++)
+        if (!strncmp(argv[i], flag, l) && (argv[i][l] == '\0' || argv[i][l] == '='))
+            return 1;
+    return 0;
+}
+
 int hy_cmd_serve(int argc, char **argv)
 {
     struct hy_server_config c;
@@ -49,7 +60,10 @@ int hy_cmd_serve(int argc, char **argv)
     int max_batched = c.engine.max_num_batched_tokens, block_size = c.engine.block_size;
     int prefix_on = 0, prefix_off = 0, max_waiting = c.engine.max_waiting_requests, threads = 0, help = 0;
     uint64_t kv_bytes = 0, max_body = 4u << 20;
-    int max_conn = 8192, max_conn_ip = 1024, http_timeout = 15;
+    int max_conn = 8192, max_conn_ip = 0, http_timeout = 15, seen_seed = 0, list_flags = 0;
+    uint64_t seed = 0;
+    float gpu_util = 0;
+    const char *compilation = NULL, *additional = NULL;
     float shutdown_timeout = 5;
     struct hy_cli_par par = {0};
     struct hy_cli_spec spec_args = {0};
@@ -72,7 +86,17 @@ int hy_cmd_serve(int argc, char **argv)
         {"--enable-prefix-caching", NULL, HY_ARG_FLAG, &prefix_on, NULL, "reuse cached prompt blocks (default on)"},
         {"--no-enable-prefix-caching", NULL, HY_ARG_FLAG, &prefix_off, NULL, "turn prefix caching off"},
         {"--kv-cache-memory-bytes", NULL, HY_ARG_U64, &kv_bytes, NULL,
-         "KV cache budget in bytes (default: 50% of available memory)"},
+         "KV cache budget in bytes (default: 50% of available memory; wins over --gpu-memory-utilization)"},
+        {"--gpu-memory-utilization", NULL, HY_ARG_FLOAT, &gpu_util, NULL,
+         "F in (0, 1]: weights + KV cache may use F x the machine's memory (or the cgroup limit); the KV cache "
+         "gets F x total - weight bytes"},
+        {"--seed", NULL, HY_ARG_U64, &seed, &seen_seed,
+         "requests without their own seed draw from a generator seeded with N (same start + same request order "
+         "= same output; default: fresh seeds)"},
+        {"--compilation-config", NULL, HY_ARG_STR, &compilation, NULL,
+         "vLLM's JSON (or -O LEVEL): parsed; its keys map to what a CPU does (docs/cli.md)"},
+        {"--additional-config", NULL, HY_ARG_STR, &additional, NULL,
+         "vLLM-Ascend's JSON (enable_mlapo, ...): parsed; its keys map to what a CPU does (docs/cli.md)"},
         {"--kv-cache-dtype", NULL, HY_ARG_STR, &kvd, NULL,
          "auto (compute dtype) | bf16 | fp8 (fp8_e4m3: about half the bytes of bf16 per token) | fp32"},
         {"--max-waiting-requests", NULL, HY_ARG_INT, &max_waiting, NULL,
@@ -90,7 +114,7 @@ int hy_cmd_serve(int argc, char **argv)
         {"--max-connections", NULL, HY_ARG_INT, &max_conn, NULL,
          "open HTTP connections at once; more are refused (default 8192)"},
         {"--max-connections-per-ip", NULL, HY_ARG_INT, &max_conn_ip, NULL,
-         "open connections per client address (default 1024; 0: no limit)"},
+         "open connections per client address (default 0: no limit, as vLLM)"},
         {"--http-timeout", NULL, HY_ARG_INT, &http_timeout, NULL,
          "seconds an idle connection or an unfinished request may stay silent (default 15; "
          "waiting for tokens does not count)"},
@@ -101,18 +125,26 @@ int hy_cmd_serve(int argc, char **argv)
         {"--quantization", "-q", HY_ARG_STR, &quantization, NULL,
          "ascend | fp8 | compressed-tensors: confirms the checkpoint's method (detected from its files)"},
         {"--threads", "-t", HY_ARG_INT, &threads, NULL, "engine worker threads"},
+        {"--list-vllm-flags", NULL, HY_ARG_FLAG, &list_flags, NULL,
+         "print every vllm serve flag with what hyinfer does with it (Markdown), then exit"},
         {"--help", "-h", HY_ARG_FLAG, &help, NULL, "this help"},
     };
+    int n_compat;
+    const struct hy_arg_compat *compat = hy_cli_vllm_flags(&n_compat);
     const int na = (int)(sizeof(args) / sizeof(args[0]));
     const char *usage = "hyinfer serve MODEL_DIR [--host 127.0.0.1 --port 8000 --served-model-name NAME ...]";
     const char *pos[1] = {NULL};
     int np = 0;
-    if (hy_args_parse(argc, argv, 2, args, na, pos, 1, &np)) {
+    if (hy_args_parse_compat(argc, argv, 2, args, na, compat, n_compat, pos, 1, &np)) {
         fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
         return 2;
     }
     if (help) {
         hy_args_help(usage, args, na);
+        return 0;
+    }
+    if (list_flags) {
+        hy_cli_print_vllm_table(stdout);
         return 0;
     }
     c.model_dir = np ? pos[0] : model_flag;
@@ -130,6 +162,16 @@ int hy_cmd_serve(int argc, char **argv)
         fprintf(stderr, "hyinfer serve: --port must be 0..65535; --max-num-seqs, --max-num-batched-tokens, "
                         "--block-size, --max-connections, --http-timeout >= 1; --max-model-len, "
                         "--max-waiting-requests, --max-connections-per-ip, --shutdown-timeout >= 0\n");
+        return 2;
+    }
+    if (!(gpu_util >= 0.0f && gpu_util <= 1.0f) ||
+        (gpu_util == 0.0f && has_flag(argc, argv, "--gpu-memory-utilization"))) {
+        fprintf(stderr, "hyinfer serve: --gpu-memory-utilization %g: must be in (0, 1]\n", (double)gpu_util);
+        return 2;
+    }
+    if (hy_cli_check_json_config("--compilation-config", compilation) ||
+        hy_cli_check_json_config("--additional-config", additional)) {
+        fprintf(stderr, "hyinfer serve: %s\n", hy_err_msg());
         return 2;
     }
     if (tool_parser && strcmp(tool_parser, "hy_v3") && strcmp(tool_parser, "hunyuan") && strcmp(tool_parser, "hy_v4")) {
@@ -167,6 +209,9 @@ int hy_cmd_serve(int argc, char **argv)
     c.engine.block_size = block_size;
     c.engine.enable_prefix_caching = !prefix_off;
     c.engine.kv_cache_memory_bytes = (size_t)kv_bytes;
+    c.engine.gpu_memory_utilization = kv_bytes ? 0.0f : gpu_util; /* vLLM: the byte budget wins */
+    if (seen_seed)
+        hy_sampler_set_default_seed(seed);
     c.engine.max_waiting_requests = max_waiting;
     c.stop_flag = &g_stop;
     c.max_connections = (unsigned)max_conn;

@@ -43,12 +43,19 @@ int hy_cli_encode_prompt(const struct hy_tokenizer *tok, const struct hy_chat *c
                          const char *reasoning_effort, const json_t *tools, int32_t **ids, size_t *n,
                          int *start_in_reasoning);
 
+/* --reasoning-effort (NULL: not given): one of no_think, low, high, and only with --chat (chat 1).
+ * Returns 0, or -1 with hy_err_msg() as a sentence naming the value and the choices. */
+int hy_cli_check_reasoning_effort(const char *effort, int chat);
+
 /* hy_chat_load for a command that renders chat prompts: no template found is an error naming the
  * model directory and --chat-template. 0 (free with hy_chat_free) or -1 with hy_err_msg(). */
 int hy_cli_load_chat(const char *model_dir, const char *chat_template, struct hy_chat *chat);
 
 /* Writes a human-readable byte count ("12.3 MiB") into buf. */
 const char *hy_cli_fmt_bytes(double bytes, char *buf, size_t len);
+
+#define HY_CLI_STR_(x) #x
+#define HY_CLI_STR(x) HY_CLI_STR_(x)
 
 /* --speculative-config in vLLM's JSON and dotted forms (serve, generate, bench latency). */
 struct hy_cli_spec {
@@ -66,7 +73,7 @@ struct hy_cli_spec {
      "MTP speculative decoding, vLLM's JSON: '{\"method\":\"mtp\",\"num_speculative_tokens\":1}' (also " \
      "draft_p_min 0..1, gate auto|off, mtp_zero_pos0)"}, \
     {"--speculative-config.method", NULL, HY_ARG_STR, &(s).method, NULL, "mtp (dotted form of the JSON keys)"}, \
-    {"--speculative-config.num_speculative_tokens", NULL, HY_ARG_STR, &(s).k, NULL, "drafts per step, 1..8"}, \
+    {"--speculative-config.num_speculative_tokens", NULL, HY_ARG_STR, &(s).k, NULL, "drafts per step, 0 (off) .. " HY_CLI_STR(HY_SPEC_MAX_TOKENS)}, \
     {"--speculative-config.draft_p_min", NULL, HY_ARG_STR, &(s).p_min, NULL, \
      "draft only while the MTP's top probability >= this (default 0.6)"}, \
     {"--speculative-config.gate", NULL, HY_ARG_STR, &(s).gate, NULL, \
@@ -83,5 +90,20 @@ struct hy_spec_stats;
 /* Writes one line "<prefix>spec decode: k K, drafts N, draft tokens D, accepted A (R%), mean acceptance
  * length L, per-position acceptance [a0, a1, ...], gate ..." to f (nothing when k is 0). */
 void hy_cli_print_spec(FILE *f, const char *prefix, int32_t k, const struct hy_spec_stats *st);
+
+/* vLLM's `vllm serve` flags (v0.11 line, the newest stored), each implemented (by the commands that list
+ * it), a no-op with a notice, or refused with its reason: the table serve, run and generate pass to
+ * hy_args_parse_compat. Returns it and sets *n. */
+const struct hy_arg_compat *hy_cli_vllm_flags(int *n);
+
+/* --compilation-config / --additional-config (flag names which): parses json (NULL: nothing to do)
+ * with jansson; every known key prints one notice naming what it maps to on a CPU, unknown keys one
+ * warning line naming them. Returns 0, or -1 with hy_err_msg() for malformed JSON or a non-object
+ * (--compilation-config also takes a bare level, e.g. 3, as vLLM's -O3). */
+int hy_cli_check_json_config(const char *flag, const char *json);
+
+/* Prints the flag table and the two JSON key tables as Markdown (docs/cli.md holds the same text),
+ * with the counts implemented / no-op / refused first. */
+void hy_cli_print_vllm_table(FILE *f);
 
 #endif
