@@ -131,7 +131,7 @@ int hy_cmd_logits(int argc, char **argv)
     struct hy_tokenizer *tok = NULL;
     int32_t *ids = NULL, n = 0;
     float *logits = NULL, *mtp_logits = NULL;
-    int rc = 1;
+    int rc = 2; /* a bad flag value or input file (the model's included); 1 once the forward pass runs */
     if ((hy_kv_dtype_parse(kvd, &kv_dtype) && hy_err_prefix("--kv-cache-dtype")) ||
         hy_cli_check_quantization(quantization, model_dir) || hy_cli_parse_dtype(dtype, model_dir, &cd) ||
         hy_cli_load(model_dir, cd, &par, argc, argv, &m))
@@ -154,10 +154,16 @@ int hy_cmd_logits(int argc, char **argv)
             goto fail;
         }
     }
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] >= m->cfg.vocab_size) {
+            hy_err_set("prompt token id %d is outside the model's vocabulary [0, %d)", ids[i], m->cfg.vocab_size);
+            goto fail;
+        }
     if (n > m->cfg.max_position_embeddings) {
         hy_err_set("Input length %d exceeds the model's maximum context length %d", n, m->cfg.max_position_embeddings);
         goto fail;
     }
+    rc = 1;
     if (compute(m, ids, n, all, mtp, kv_dtype, &logits, &mtp_logits))
         goto fail;
     printf("{\"prompt_ids\": [");

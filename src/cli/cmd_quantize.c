@@ -285,12 +285,19 @@ int hy_cmd_quantize(int argc, char **argv)
     if (co.data) {
         if (hy_quantize_check_out(in, out) || calibrate(in, &co, &calib, &cm)) {
             fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
-            return 1;
+            return 2; /* the input model, the calibration text or the output path */
         }
         o.calib = &calib;
         o.gptq = (struct hy_gptq_opts){.dampening_frac = co.damp, .actorder = !co.no_actorder};
         o.no_gptq = co.no_gptq;
     }
+    struct hy_checkpoint ck;
+    if (!co.data && (hy_quantize_check_out(in, out) || hy_checkpoint_open(in, &ck))) {
+        fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
+        return 2; /* the input model or the output path */
+    }
+    if (!co.data)
+        hy_checkpoint_close(&ck);
     struct hy_quantize_stats st;
     const int qrc = hy_quantize_model(in, out, &o, &st);
     if (co.data && !qrc && co.no_gptq) {
@@ -361,7 +368,7 @@ int hy_cmd_info_model(const char *model_dir)
     struct hy_model *m = NULL;
     if (hy_cli_single_rank("hyinfer info -m") || hy_model_load(model_dir, HY_COMPUTE_F32, &m)) {
         fprintf(stderr, "hyinfer info: %s\n", hy_err_msg());
-        return 1;
+        return 2; /* the model directory */
     }
     const struct hy_quant_config *q = &m->quant;
     printf("model: %s (%s, %d layers%s)\n", model_dir, m->cfg.model_type, m->cfg.num_hidden_layers,

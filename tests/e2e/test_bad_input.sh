@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bad input end to end (issue #2 item 11): broken model directories (made from copies of
 # hy3-golden-b under build/), bad flags and bad run configs. Every case must
-#   - exit non-zero, and not by a signal (no abort/segfault) nor by hanging (timeout),
+#   - exit with status 2 (a bad flag value or input file; docs/cli.md), not by a signal (no abort/segfault)
+#     nor by hanging (timeout),
 #   - print nothing on stdout (no partial output),
 #   - print exactly one stderr line starting with "hyinfer", naming the file / key / flag and the problem.
 set -uo pipefail
@@ -29,6 +30,7 @@ expect() {
   if [ $rc -eq 124 ]; then bad "$name" "timed out"; return; fi
   if [ $rc -ge 126 ]; then bad "$name" "exit status $rc (signal $((rc - 128))?); stderr: $(tail -3 "$err")"; return; fi
   if grep -q 'Sanitizer\|runtime error:' "$err"; then bad "$name" "sanitizer report: $(grep -m3 'Sanitizer\|runtime error:' "$err")"; return; fi
+  if [ $rc -ne 2 ]; then bad "$name" "exit status $rc (bad input exits 2); stderr: $(tail -2 "$err")"; return; fi
   if [ -s "$out" ]; then bad "$name" "stdout not empty: $(head -c 200 "$out")"; return; fi
   local n; n=$(grep -c '^hyinfer' "$err")
   if [ "$n" != 1 ]; then bad "$name" "$n stderr lines start with 'hyinfer' (want 1): $(head -5 "$err")"; return; fi
