@@ -2,7 +2,7 @@
 # hyinfer generate end to end on the hy3-golden-b checkpoint (real tokenizer.json, MoE, MTP):
 # stops on an EOS id from generation_config.json (list form), counts -n as new tokens, same seed
 # gives the same sampled text and a different seed a different one, sampling defaults come from
-# generation_config.json, --print-ids and text output agree.
+# generation_config.json, --print-ids and text output agree; examples/tools.json renders through --chat --tools.
 set -euo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
@@ -39,4 +39,10 @@ c=$($BIN generate -m "$SRC" -p "Good morrow" -n 24 --temperature 1.0 --top-p 0.9
 # text output equals the decoded ids (the tokenizer's own decode through logits' prompt path)
 txt=$($BIN generate -m "$SRC" -p "O, what a rogue" -n 16 --temperature 0 --dtype float32 2>/dev/null)
 [ -n "$txt" ] || fail "no text output"
-echo "ok: -n, EOS list stop, --ignore-eos, seeds, text"
+# examples/tools.json (an OpenAI tools list of two functions) renders through --chat --tools
+out=$($BIN generate -m models/hy4-tiny --chat --tools examples/tools.json -p "What is the weather like in Paris?" -n 48 \
+      --temperature 0 2>"$W/tools.err") || fail "generate --chat --tools examples/tools.json: $(cat "$W/tools.err")"
+echo "$out" | tail -1 | grep -q '^tool_calls: \[' || fail "examples/tools.json: no tool_calls line: $out"
+python3 -c 'import json,sys; t=json.load(open("examples/tools.json")); assert [x["function"]["name"] for x in t]==["get_weather","search_web"]' ||
+  fail "examples/tools.json is not the two-function list the docs describe"
+echo "ok: -n, EOS list stop, --ignore-eos, seeds, text, examples/tools.json"
