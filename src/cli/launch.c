@@ -5,6 +5,7 @@
 #include "cli/join.h"
 
 #include "base/env.h"
+#include "base/log.h"
 #include "comm/comm.h"
 #include "config/run_config.h"
 
@@ -181,7 +182,11 @@ static int wanted_world(int argc, char **argv, int *tp_out)
     if (!yaml)
         return 1;
     struct hy_run_config cfg;
-    if (hy_run_config_load(yaml, &cfg)) { /* `run` says what is wrong */
+    const enum hy_log_level lvl = hy_log_get_level();
+    hy_log_set_level(HY_LOG_ERROR); /* its warnings are `run`'s to print, once */
+    const int bad = hy_run_config_load(yaml, &cfg);
+    hy_log_set_level(lvl);
+    if (bad) { /* `run` says what is wrong */
         hy_run_config_free(&cfg);
         return -1;
     }
