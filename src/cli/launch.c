@@ -117,8 +117,8 @@ static void set_rank_env(int argc, char **argv, int ranks_here)
 static int no_mpi(const char *why)
 {
     fprintf(stderr,
-            "hyinfer: %s needs Open MPI, but %s. Install it with `apt-get install -y libopenmpi-dev openmpi-bin`, "
-            "then rebuild (make build/hyinfer)\n",
+            "hyinfer: %s needs Open MPI, but %s. In the repository, `make mpi` installs it (libopenmpi-dev, "
+            "openmpi-bin) and rebuilds\n",
             why, hy_dist_built_with_mpi() ? "mpirun is not on PATH" : "this hyinfer was built without it");
     return 2;
 }
