@@ -70,7 +70,7 @@ static const struct key_spec specs[] = {
     {"model_config", "dtype", V_ENUM, 0, F(dtype), 0, 0, 0, dtype_choices},
     {"model_config", "kv_cache_dtype", V_ENUM, 0, F(kv_cache_dtype), 0, 0, 0, kv_dtype_choices},
     {"model_config", "with_ckpt", V_BOOL, 0, F(with_ckpt), 0, 0, 0, NULL},
-    {"model_config", "next_n", V_INT, 0, F(next_n), 0, 8, 0, NULL},
+    {"model_config", "next_n", V_INT, 0, F(next_n), 0, 16, 0, NULL},
     {"model_config", "output_path", V_STR, 0, F(output_path), 0, 0, 0, NULL},
     {"model_config", "platform_version", V_STR, 1, NO_FIELD, 0, 0, 0, NULL},
     {"model_config", "exe_mode", V_STR, 1, NO_FIELD, 0, 0, 0, NULL},
@@ -103,7 +103,7 @@ static const struct key_spec specs[] = {
     {"scheduler_config", "mem_fraction_static", V_FLOAT, 1, NO_FIELD, 0, 1, 1, NULL},
     {"scheduler_config", "max_prefill_tokens", V_INT, 0, F(max_prefill_tokens), 0, I32MAX, 0, NULL},
     {"scheduler_config", "block_size", V_INT, 0, F(block_size), 1, I32MAX, 0, NULL},
-    {"scheduler_config", "num_reserved_decode_tokens", V_INT, 1, F(num_reserved_decode_tokens), 0, I32MAX, 0, NULL},
+    {"scheduler_config", "num_reserved_decode_tokens", V_INT, 0, F(num_reserved_decode_tokens), 0, I32MAX, 0, NULL},
 
     SAMPLING_KEYS("sampling"),
     SAMPLING_KEYS("scheduler_config.sampling"),
@@ -537,7 +537,7 @@ static const struct {
     {"model_config.dtype", "the compute mode, as --dtype"},
     {"model_config.kv_cache_dtype", "hyinfer extension: as --kv-cache-dtype"},
     {"model_config.with_ckpt", "False (random weights) is refused"},
-    {"model_config.next_n", "MTP speculative tokens (0 = off)"},
+    {"model_config.next_n", "MTP speculative tokens (0 = off; more than 8 is refused)"},
     {"model_config.output_path", "writes the completions as JSON"},
     {"model_config.platform_version", "Ascend SoC name"},
     {"model_config.exe_mode", "Ascend graph mode: decode already runs without per-step allocation"},
@@ -563,7 +563,7 @@ static const struct {
     {"scheduler_config.block_size", "tokens per KV block"},
     {"scheduler_config.max_prefill_tokens", "prefill token budget per step (0 = input_truncated_len x batch_size)"},
     {"scheduler_config.num_reserved_decode_tokens",
-     "decode slots reserved in Ascend graphs: the KV cache holds each sequence's full length"},
+     "no effect: decode slots reserved in Ascend graphs; the KV cache holds each sequence's full length"},
 };
 
 static const char *key_note(const struct key_spec *k, const char *full)
@@ -592,9 +592,9 @@ void hy_run_config_print_keys(FILE *f)
             n_impl++;
     }
     fprintf(f,
-            "%zu keys: %zu implemented (some values refused, as noted), %zu accepted with a warning line naming "
-            "them (no effect on a CPU); any other key is an error.\n\n",
-            N_SPECS, n_impl + n_noop, n_ascend);
+            "%zu keys: %zu implemented (some values refused, as noted), %zu accepted with no effect, %zu accepted "
+            "with a warning line naming them (Ascend-only, no effect); any other key is an error.\n\n",
+            N_SPECS, n_impl, n_noop, n_ascend);
     fprintf(f, "| YAML key | hyinfer | value | note |\n| --- | --- | --- | --- |\n");
     for (size_t i = 0; i < N_SPECS; i++) {
         const struct key_spec *k = &specs[i];

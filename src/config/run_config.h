@@ -14,7 +14,7 @@
  *   parallel_config:  world_size, attn_tp_size, dense_tp_size, moe_tp_size, embed_tp_size,
  *                     lmhead_tp_size, o_proj_tp_size, cp_size, shared_tp_size
  *   scheduler_config: max_new_tokens, batch_size, max_prefill_tokens, block_size,
- *                     [Ascend-only] num_reserved_decode_tokens, mem_fraction_static,
+ *                     num_reserved_decode_tokens (no effect), [Ascend-only] mem_fraction_static,
  *                     sampling: {...}   (same keys as the top-level map below)
  *   sampling:         (hyinfer extension) temperature, top_p, top_k, min_p, repetition_penalty, seed
  *
@@ -40,7 +40,7 @@ struct hy_run_config {
     char *dtype;          /* "bfloat16" (default) | "float32" */
     char *kv_cache_dtype; /* "auto" (default) | "bf16" | "fp8" | ... (hy_kv_dtype_parse names) */
     int with_ckpt;        /* default 1; 0 = random weights: rejected ("not supported") */
-    int next_n;           /* MTP speculative tokens, default 0; 0..8 (HY_SPEC_MAX_TOKENS) */
+    int next_n;           /* MTP speculative tokens, default 0; 0..16 parse, more than 8 fails the spec check */
     char *output_path;    /* optional: write completions as JSON here (NULL = none) */
     /* data_config */
     char *dataset;               /* "default" | "LongBench" | "InfiniteBench" */
