@@ -129,6 +129,14 @@ static int value_ok(const char *ok, const char *v)
     return 0;
 }
 
+int hy_args_notices_muted(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r)
+        r = getenv("PMIX_RANK");
+    return r && strcmp(r, "0") != 0;
+}
+
 /* Handles compat flag c given as token argv[*i] (flag name `flag`, '=' value eq): consumes its
  * values, prints the notice or sets the error. */
 static int take_compat(int argc, char **argv, int *i, const char *flag, const char *eq, const struct hy_arg_compat *c,
@@ -155,7 +163,7 @@ static int take_compat(int argc, char **argv, int *i, const char *flag, const ch
         return hy_err_set("%s is not supported by hyinfer: %s", name, c->reason);
     if (c->ok_values && v && !value_ok(c->ok_values, v))
         return hy_err_set("%s %s is not supported by hyinfer (accepted: %s): %s", name, v, c->ok_values, c->reason);
-    if (!*noticed) {
+    if (!*noticed && !hy_args_notices_muted()) {
         fprintf(stderr, "notice: %s is accepted and has no effect on a CPU: %s\n", name,
                 negated && c->kind == HY_COMPAT_REFUSED ? "that is hyinfer's only mode" : c->reason);
         *noticed = 1;

@@ -56,6 +56,10 @@ int hy_args_parse_compat(int argc, char **argv, int first, const struct hy_arg *
                          const struct hy_arg_compat *compat, int n_compat, const char **positional, int max_pos,
                          int *n_pos);
 
+/* 1 in an MPI rank other than world rank 0 (OMPI_COMM_WORLD_RANK / PMIX_RANK set and not 0): the start-up
+ * notices of the compatibility flags are printed once per job, by rank 0; 0 otherwise. */
+int hy_args_notices_muted(void);
+
 /* 1 when argv[first..argc) holds the table's "--help" flag (or its alias) as a flag: walked as
  * hy_args_parse walks it, so a flag's value ("-p --help") is not taken for it; unknown flags are
  * stepped over. 0 otherwise, or when the table has no "--help" flag. */

@@ -467,7 +467,8 @@ static void walk_json_keys(const char *flag, const json_t *o, const char *pre, c
             walk_json_keys(flag, v, sub, t, n, unk, cap);
             continue;
         }
-        fprintf(stderr, "notice: %s %s is accepted and has no effect on a CPU: %s\n", flag, full, jk->cpu);
+        if (!hy_args_notices_muted())
+            fprintf(stderr, "notice: %s %s is accepted and has no effect on a CPU: %s\n", flag, full, jk->cpu);
     }
 }
 
@@ -484,7 +485,8 @@ int hy_cli_check_json_config(const char *flag, const char *json)
     if (!root)
         return hy_err_set("%s '%s' is not valid JSON: %s (column %d)", flag, json, je.text, je.column);
     if (compilation && json_is_integer(root)) { /* -O3: the level */
-        fprintf(stderr, "notice: %s %s is accepted and has no effect on a CPU: %s\n", flag, json, t[0].cpu);
+        if (!hy_args_notices_muted())
+            fprintf(stderr, "notice: %s %s is accepted and has no effect on a CPU: %s\n", flag, json, t[0].cpu);
         json_decref(root);
         return 0;
     }
@@ -494,7 +496,7 @@ int hy_cli_check_json_config(const char *flag, const char *json)
     }
     char unk[1024] = "";
     walk_json_keys(flag, root, "", t, n, unk, sizeof(unk));
-    if (*unk)
+    if (*unk && !hy_args_notices_muted())
         fprintf(stderr, "warning: %s: unknown keys, ignored: %s\n", flag, unk);
     json_decref(root);
     return 0;

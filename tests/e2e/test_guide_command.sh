@@ -63,6 +63,8 @@ for want in "notice: --trust-remote-code is accepted" "notice: --compilation-con
   "notice: --additional-config ascend_compilation_config.enable_npugraph_ex"; do
   grep -qF -- "$want" "$W/serve1.log" && ok "start-up: $want" || bad "start-up log lacks \"$want\": $(head -20 "$W/serve1.log")"
 done
+n=$(grep -c "notice: --trust-remote-code" "$W/serve1.log")
+[ "$n" = 1 ] && ok "one notice per flag, whatever the ranks" || bad "--trust-remote-code notice printed $n times (tp $TP)"
 grep -q "warning: .*unknown keys" "$W/serve1.log" && bad "the guide's JSON keys got an unknown-key warning: $(grep warning "$W/serve1.log")"
 
 post() { curl -s -m 120 "$B/v1/chat/completions" -H 'Content-Type: application/json' -d "$1"; }
