@@ -196,6 +196,10 @@ int hy_args_parse_compat(int argc, char **argv, int first, const struct hy_arg *
         const char *eq;
         if (flag_name(s, flag, sizeof(flag), &eq))
             return hy_err_set("unknown flag \"%.60s...\" (see --help)", s);
+        if (compat && flag[0] == '-' && flag[1] == '-')
+            for (char *p = flag + 2; *p && *p != '.'; p++)
+                if (*p == '_')
+                    *p = '-'; /* vLLM's parser takes --max_model_len for --max-model-len */
         const struct hy_arg *a = find_arg(flag, args, n);
         if (!a && compat) {
             int negated, by_alias;

@@ -51,7 +51,8 @@ int hy_args_parse(int argc, char **argv, int first, const struct hy_arg *args, i
  * consumed with its values and prints "notice: FLAG is accepted and has no effect on a CPU: REASON" to
  * stderr (once per flag); a HY_COMPAT_REFUSED one (or a NOOP given a value outside ok_values) is an
  * error "FLAG is not supported by hyinfer: REASON"; a HY_COMPAT_IMPL one reached through its alias is
- * parsed as its long name in args, else it is an unknown flag of this command. */
+ * parsed as its long name in args, else it is an unknown flag of this command. As vLLM's parser, it
+ * reads '_' as '-' in a flag's name (up to a '.'): --max_model_len is --max-model-len. */
 int hy_args_parse_compat(int argc, char **argv, int first, const struct hy_arg *args, int n,
                          const struct hy_arg_compat *compat, int n_compat, const char **positional, int max_pos,
                          int *n_pos);

@@ -78,6 +78,9 @@ one 2 "notice: --trust-remote-code is accepted" -- generate -m "$NOPE" -p hi --t
 one 2 "--enable-lora is not supported by hyinfer" -- run --yaml "$W/none.yaml" --enable-lora
 one 2 'unknown flag "--port"' -- generate -m "$NOPE" -p hi --port 1
 one 2 "--cudagraph-capture-sizes" -- serve "$NOPE" --cudagraph-capture-sizes 1 2 4 --enable-lora
+one 2 "notice: --enforce-eager is accepted" -- serve "$NOPE" --enforce_eager
+one 2 'unknown flag "--max-model-lenx"' -- serve "$NOPE" --max_model_lenx 5
+one 2 "--max-model-len" -- serve "$NOPE" --max_model_len notanumber
 "$BIN" serve --help | grep -q -- "--enable-lora" && bad "serve --help lists a refused flag"
 [ "$fails" = 0 ] || exit 1
 echo "ok: every vllm serve flag accounted for"
