@@ -5,7 +5,7 @@
 # and get past flag parsing (the run then stops at the missing model directory, exit 2); every refused
 # flag must exit 2 naming the flag and its reason before anything loads. Also: --no-FLAG of a switch,
 # a value outside a no-op's accepted list, -O3, the table on generate and run, and --help listing none
-# of the compatibility rows. No model is loaded: a few seconds.
+# of the compatibility rows; --gpu-memory-utilization's budget rule on models/hy4-tiny. Seconds.
 set -uo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
@@ -82,5 +82,19 @@ one 2 "notice: --enforce-eager is accepted" -- serve "$NOPE" --enforce_eager
 one 2 'unknown flag "--max-model-lenx"' -- serve "$NOPE" --max_model_lenx 5
 one 2 "--max-model-len" -- serve "$NOPE" --max_model_len notanumber
 "$BIN" serve --help | grep -q -- "--enable-lora" && bad "serve --help lists a refused flag"
+# --gpu-memory-utilization sizes the KV cache (F x memory - weights); too small names the numbers, and
+# --kv-cache-memory-bytes wins when both are given (vLLM's rule). These two load models/hy4-tiny.
+if [ -f models/hy4-tiny/model.safetensors ]; then
+  timeout 60 "$BIN" serve models/hy4-tiny --port 0 --gpu-memory-utilization 0.00001 --max-model-len 4096 >"$W/out" 2>"$W/err"
+  rc=$?
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || bad "--gpu-memory-utilization 0.00001 started (exit $rc)"
+  grep -q "gpu-memory-utilization 1e-05 leaves .* bytes of weights), but one max_model_len 4096 sequence needs" "$W/err" ||
+    bad "--gpu-memory-utilization too small: $(cat "$W/err")"
+  "$BIN" serve models/hy4-tiny --port 0 --gpu-memory-utilization 0.00001 --kv-cache-memory-bytes 100000000 >"$W/out" 2>"$W/err" &
+  spid=$!
+  for _ in $(seq 1 100); do grep -q "kv cache:" "$W/err" && break; kill -0 $spid 2>/dev/null || break; sleep 0.1; done
+  kill $spid 2>/dev/null; wait $spid 2>/dev/null
+  grep -q "kv cache: .*95.4 MiB" "$W/err" || bad "--kv-cache-memory-bytes did not win over --gpu-memory-utilization: $(cat "$W/err")"
+fi
 [ "$fails" = 0 ] || exit 1
 echo "ok: every vllm serve flag accounted for"
