@@ -91,7 +91,7 @@ struct hy_spec_stats;
  * length L, per-position acceptance [a0, a1, ...], gate ..." to f (nothing when k is 0). */
 void hy_cli_print_spec(FILE *f, const char *prefix, int32_t k, const struct hy_spec_stats *st);
 
-/* vLLM's `vllm serve` flags (v0.11 line, the newest stored), each implemented (by the commands that list
+/* vLLM's `vllm serve` flags (arg_utils.py + cli_args.py of its v0.11 line), each implemented (by the commands that list
  * it), a no-op with a notice, or refused with its reason: the table serve, run and generate pass to
  * hy_args_parse_compat. Returns it and sets *n. */
 const struct hy_arg_compat *hy_cli_vllm_flags(int *n);
