@@ -60,7 +60,7 @@ int hy_cmd_serve(int argc, char **argv)
     int max_batched = c.engine.max_num_batched_tokens, block_size = c.engine.block_size;
     int prefix_on = 0, prefix_off = 0, max_waiting = c.engine.max_waiting_requests, threads = 0, help = 0;
     uint64_t kv_bytes = 0, max_body = 4u << 20;
-    int max_conn = 8192, max_conn_ip = 0, http_timeout = 15, seen_seed = 0, list_flags = 0;
+    int max_conn = 8192, max_conn_ip = 0, http_timeout = 15, keepalive_timeout = 0, seen_seed = 0, list_flags = 0;
     uint64_t seed = 0;
     float gpu_util = 0;
     const char *compilation = NULL, *additional = NULL;
@@ -114,10 +114,13 @@ int hy_cmd_serve(int argc, char **argv)
         {"--max-connections", NULL, HY_ARG_INT, &max_conn, NULL,
          "open HTTP connections at once; more are refused (default 8192)"},
         {"--max-connections-per-ip", NULL, HY_ARG_INT, &max_conn_ip, NULL,
-         "open connections per client address (default 0: no limit, as vLLM)"},
+         "open connections per client address (default 0: no limit, as vLLM; over a cap a new connection is "
+         "refused, /health included)"},
         {"--http-timeout", NULL, HY_ARG_INT, &http_timeout, NULL,
-         "seconds an idle connection or an unfinished request may stay silent (default 15; "
-         "waiting for tokens does not count)"},
+         "seconds a request's header and body may take to arrive after the connection opens, however slowly "
+         "they trickle (default 15; waiting for tokens does not count)"},
+        {"--keep-alive-timeout", NULL, HY_ARG_INT, &keepalive_timeout, NULL,
+         "seconds a kept-alive connection may wait for its next complete request (default 0: --http-timeout)"},
         {"--shutdown-timeout", NULL, HY_ARG_FLOAT, &shutdown_timeout, NULL,
          "on SIGTERM/SIGINT, seconds running requests get to finish before they are aborted (default 5; "
          "0: at once); a second signal exits at once"},
@@ -158,10 +161,12 @@ int hy_cmd_serve(int argc, char **argv)
         return 2;
     }
     if (port < 0 || port > 65535 || max_num_seqs < 1 || max_model_len < 0 || max_batched < 1 || block_size < 1 ||
-        max_waiting < 0 || max_conn < 1 || max_conn_ip < 0 || http_timeout < 1 || !(shutdown_timeout >= 0)) {
-        fprintf(stderr, "hyinfer serve: --port must be 0..65535; --max-num-seqs, --max-num-batched-tokens, "
-                        "--block-size, --max-connections, --http-timeout >= 1; --max-model-len, "
-                        "--max-waiting-requests, --max-connections-per-ip, --shutdown-timeout >= 0\n");
+        max_waiting < 0 || max_conn < 1 || max_conn_ip < 0 || http_timeout < 1 || keepalive_timeout < 0 ||
+        !(shutdown_timeout >= 0)) {
+        fprintf(stderr,
+                "hyinfer serve: --port must be 0..65535; --max-num-seqs, --max-num-batched-tokens, "
+                "--block-size, --max-connections, --http-timeout >= 1; --max-model-len, "
+                "--max-waiting-requests, --max-connections-per-ip, --keep-alive-timeout, --shutdown-timeout >= 0\n");
         return 2;
     }
     if (!(gpu_util >= 0.0f && gpu_util <= 1.0f) ||
@@ -217,6 +222,7 @@ int hy_cmd_serve(int argc, char **argv)
     c.max_connections = (unsigned)max_conn;
     c.max_connections_per_ip = (unsigned)max_conn_ip;
     c.http_timeout_s = (unsigned)http_timeout;
+    c.keepalive_timeout_s = (unsigned)keepalive_timeout;
     c.shutdown_timeout_s = shutdown_timeout;
     struct serve_load sl = {.dir = c.model_dir, .argc = argc, .argv = argv};
     hy_load_params_default(&sl.lp, c.dtype);

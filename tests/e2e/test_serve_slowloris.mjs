@@ -3,7 +3,8 @@
 //     every 2 s are all closed by the server within 6 s of opening, while GET /health and a chat
 //     completion from other connections keep answering; a body that trickles the same way is cut
 //     at the same deadline; a request sent in three pieces over 3 s is still served;
-//   - a kept-alive connection idle after its response is closed after the keep-alive timeout
+//   - a kept-alive connection idle after its response is closed after the keep-alive timeout (the HTTP
+//     timeout by default, --keep-alive-timeout S when given)
 //     (the HTTP timeout by default);
 //   - 1,100 idle connections from one address (a proxy, a load balancer, NAT), then GET /health
 //     from that same address answers: there is no per-address cap by default (vLLM has none).
@@ -103,6 +104,19 @@ try {
   check(ka.closed && idleMs >= 4500 && idleMs <= 6000, `an idle kept-alive connection is closed ${idleMs} ms after its response`);
   for (const c of [...slow, body, patient, ka]) c.sock.destroy();
   await s.stop();
+
+  // ---- --keep-alive-timeout: its own idle time after a response --------------------------------------
+  const kas = await startServer(model.dir, ["--http-timeout", "5", "--keep-alive-timeout", "2"], "slowloris-ka");
+  const ka2 = await open(kas.port);
+  ka2.sock.write(req);
+  for (let t = 0; t < 2000 && !statusOf(ka2); t += 20) await sleep(20);
+  const tResp2 = Date.now();
+  check(statusOf(ka2) === 200, "--keep-alive-timeout 2: the first request is answered");
+  await waitClosed([ka2], 8000);
+  const idle2 = ka2.closedAt - tResp2;
+  check(ka2.closed && idle2 >= 1500 && idle2 <= 3000, `--keep-alive-timeout 2: closed ${idle2} ms after its response`);
+  ka2.sock.destroy();
+  await kas.stop();
 
   // ---- 1,100 idle connections from one address, then /health from it ---------------------------------
   const d = await startServer(model.dir, [], "slowloris-ip");
