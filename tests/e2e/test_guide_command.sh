@@ -11,16 +11,17 @@
 #
 # Substituted: the model path (a W8A8_DYNAMIC copy of models/hy4-tiny made here with `hyinfer quantize
 # --quant-dtype w8a8-dynamic`, the Ascend layout the guide's checkpoint has: docs/ascend-w8a8.md), the
-# port (a free one), and the scale: --tensor-parallel-size 16 becomes TP (default 1) because 16 ranks
-# need 16 processes; with TP=2 the same line runs 2 ranks once `-tp N` without mpirun starts the ranks
-# itself. Every other flag is the guide's. A chat request, a tools request and a request under MTP
+# port (a free one), and the scale: --tensor-parallel-size 16 becomes 2 (HYINFER_GUIDE_TP), because 16
+# ranks of even the tiny model oversubscribe a 2-core machine 8-fold; `-tp 2` without mpirun starts its 2
+# ranks itself (1 rank where the build or the machine has no Open MPI). Every other flag is the guide's. A chat request, a tools request and a request under MTP
 # (k = 3, the guide's) are answered; the start-up notices name the no-op flags and keys; the same
 # --seed and request order give the same sampled text after a restart.
 set -uo pipefail
 cd "${HYINFER_ROOT:-.}"
 BIN=build/hyinfer
 SRC=models/hy4-tiny
-TP="${HYINFER_GUIDE_TP:-1}"
+if command -v mpirun >/dev/null && ldd "$BIN" 2>/dev/null | grep -q libmpi; then TP="${HYINFER_GUIDE_TP:-2}"
+else TP="${HYINFER_GUIDE_TP:-1}"; echo "note: no Open MPI here: the guide's command runs on 1 rank"; fi
 [ -x "$BIN" ] || { echo "skip: $BIN is not built"; exit 77; }
 [ -f "$SRC/model.safetensors" ] || { echo "skip: $SRC missing"; exit 77; }
 command -v curl >/dev/null || { echo "skip: curl missing"; exit 77; }
