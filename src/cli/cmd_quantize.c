@@ -10,6 +10,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "bench/quality.h"
+#include "config/quant_config.h"
 #include "model/model.h"
 #include "model/place.h"
 #include "quantize/calib.h"
@@ -261,6 +262,25 @@ int hy_cmd_quantize(int argc, char **argv)
                       co.no_qk_weight || co.no_route_weight || co.no_attn_hessian || co.tokenizer || co.no_gptq;
     if (!co.data && given) {
         fprintf(stderr, "hyinfer quantize: the calibration options need --calib-data FILE\n");
+        return 2;
+    }
+    if (!co.data && (o.dtype == HY_QD_W8A8 || o.dtype == HY_QD_W8A8_MIX)) {
+        fprintf(stderr,
+                "hyinfer quantize: --quant-dtype %s needs --calib-data: static W8A8 takes each linear's activation "
+                "scale and offset from the range of its inputs over calibration text\n",
+                dtype);
+        return 2;
+    }
+    struct hy_quant_config in_q; /* an input that is quantized already is a bad input, refused before any work */
+    memset(&in_q, 0, sizeof(in_q));
+    const int qerr = hy_quant_config_load(in, &in_q);
+    const int quantized = !qerr && in_q.method != HY_QM_NONE;
+    hy_quant_config_free(&in_q);
+    if (quantized) {
+        fprintf(stderr,
+                "hyinfer quantize: %s already has a quantization_config: quantize reads an unquantized "
+                "(BF16/F16/F32) checkpoint\n",
+                in);
         return 2;
     }
     const char *bad = co.samples != -1 && co.samples < 1           ? "--num-calibration-samples must be >= 1"

@@ -289,20 +289,20 @@ def main():
     base = ["quantize", "-m", TINY, "-o", out_bad, "--quant-dtype", "fp8"]
     cases = [
         (["--num-calibration-samples", "8"], 2, "need --calib-data"),
-        (["--calib-data", os.path.join(WORK, "nope.txt")], 1, "nope.txt"),
-        (["--calib-data", empty], 1, "calibration text has 0 tokens"),
-        (["--calib-data", train, "--max-seq-length", "5000"], 1, "must be in [2, 1024]"),
+        (["--calib-data", os.path.join(WORK, "nope.txt")], 2, "nope.txt"),
+        (["--calib-data", empty], 2, "calibration text has 0 tokens"),
+        (["--calib-data", train, "--max-seq-length", "5000"], 2, "must be in [2, 1024]"),
         (["--calib-data", train, "--num-calibration-samples", "0"], 2, "--num-calibration-samples"),
         (["--calib-data", train, "--dampening-frac", "-1"], 2, "--dampening-frac"),
         (["--calib-data", train, "--calib-memory-gib", "0.000001"], 1, "GPTQ calibration needs"),
         (["--mx-scale", "max"], 2, "--mx-scale max: expected ocp or mse"),
         (["--num-calibration-samples", "64"], 2, "need --calib-data"),
         (["--no-qk-norm-weighting"], 2, "need --calib-data"),
-        (["--calib-data", garbage], 1, "invalid UTF-8 at byte 0"),
-        (["--calib-data", "/dev/zero"], 1, "not a regular file"),
-        (["--calib-data", WORK], 1, "not a regular file"),
+        (["--calib-data", garbage], 2, "invalid UTF-8 at byte 0"),
+        (["--calib-data", "/dev/zero"], 2, "not a regular file"),
+        (["--calib-data", WORK], 2, "not a regular file"),
         (["--calib-data", train, "--max-seq-length", "0"], 2, "--max-seq-length must be >= 2"),
-        (["--calib-data", train, "--tokenizer", WORK], 1, "--tokenizer"),
+        (["--calib-data", train, "--tokenizer", WORK], 2, "--tokenizer"),
     ]
     for extra, want_rc, want_msg in cases:
         rc, _, err = run(base + extra)
@@ -310,17 +310,17 @@ def main():
               "bad input %s: exit %d, %r (got %d: %s)" % (extra, want_rc, want_msg, rc, err.strip()[-160:]))
     rc, _, err = run(["quantize", "-m", TINY, "-o", os.path.join(WORK, "no", "such", "out"), "--quant-dtype", "fp8",
                       "--calib-data", train])
-    check(rc == 1 and "parent directory" in err, "OUT without a parent directory: %s" % err.strip()[-160:])
+    check(rc == 2 and "parent directory" in err, "OUT without a parent directory: %s" % err.strip()[-160:])
     rc, _, err = run(["quantize", "-m", os.path.join(WORK, "fp8-rtn"), "-o", out_bad, "--quant-dtype", "fp8",
                       "--calib-data", train])
-    check(rc == 1 and "already has a quantization_config" in err and not os.path.exists(out_bad),
+    check(rc == 2 and "already has a quantization_config" in err and not os.path.exists(out_bad),
           "already quantized IN with --calib-data: %s" % err.strip()[-160:])
     # a non-empty OUT is refused before the calibration runs (and left as it was)
     busy = os.path.join(WORK, "busy-out")
     os.makedirs(busy)
     open(os.path.join(busy, "keep"), "w").close()
     rc, out, err = run(["quantize", "-m", TINY, "-o", busy, "--quant-dtype", "fp8", "--calib-data", train])
-    check(rc == 1 and "not empty" in err and "calibration:" not in out and os.listdir(busy) == ["keep"],
+    check(rc == 2 and "not empty" in err and "calibration:" not in out and os.listdir(busy) == ["keep"],
           "non-empty OUT refused before calibrating (got %d: %s)" % (rc, err.strip()[-160:]))
     return 1 if fails else 0
 
