@@ -56,6 +56,22 @@ process.on("SIGTERM", () => { killAll(); process.exit(143); });
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// A raw TCP connection to 127.0.0.1:port (from localAddress) that records what it received and when
+// it closed (c.data, c.closed, c.closedAt, c.err; c.t0 = when it connected); resolves once connected,
+// or closed / failed.
+export function openRaw(port, localAddress = "127.0.0.1") {
+  return new Promise((resolve) => {
+    const c = { sock: null, closed: false, closedAt: 0, err: null, data: "", t0: Date.now() };
+    const sock = net.connect({ host: "127.0.0.1", port, localAddress });
+    c.sock = sock;
+    sock.setEncoding("latin1");
+    sock.on("data", (d) => { c.data += d; });
+    sock.on("error", (e) => { c.err = e.code || String(e); });
+    sock.on("close", () => { c.closed = true; c.closedAt = Date.now(); resolve(c); });
+    sock.on("connect", () => { c.t0 = Date.now(); resolve(c); });
+  });
+}
+
 // Starts `hyinfer serve MODEL --port P --dtype float32 ...extra`; resolves once /health is 200.
 export async function startServer(model, extra = [], tag = "serve") {
   const port = await freePort();

@@ -15,9 +15,8 @@
 //     CJK/emoji checkpoint of utf8_model.py).
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
-import { check, eq, finish, metrics, pickModel, root, sleep, startServer } from "./serve_lib.mjs";
+import { check, eq, finish, metrics, openRaw as open, pickModel, root, sleep, startServer } from "./serve_lib.mjs";
 
 const model = pickModel();
 if (!model) {
@@ -34,19 +33,6 @@ async function server(extra, tag, dir = model.dir) {
   return s;
 }
 
-// A raw TCP connection that records when it closed; resolves once connected (or closed/failed).
-function open(port, localAddress) {
-  return new Promise((resolve) => {
-    const c = { sock: null, closed: false, closedAt: 0, err: null, data: "", t0: Date.now() };
-    const sock = net.connect({ host: "127.0.0.1", port, localAddress });
-    c.sock = sock;
-    sock.setEncoding("latin1");
-    sock.on("data", (d) => { c.data += d; });
-    sock.on("error", (e) => { c.err = e.code || String(e); });
-    sock.on("close", () => { c.closed = true; c.closedAt = Date.now(); resolve(c); });
-    sock.on("connect", () => resolve(c));
-  });
-}
 async function openMany(port, n, addr) {
   const out = [];
   for (let i = 0; i < n; i += 200) {
