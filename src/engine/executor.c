@@ -221,10 +221,15 @@ void hy_executor_exit(struct hy_executor *ex)
         ex->be->finish(ex->be_ctx, ex->rank);
 }
 
+/* Sequence ids of a plan are the step's entry indices, and a step may leave entries out: an MTP
+ * chain step carries only the requests still drafting (engine/spec.c), so one token of entry 1
+ * makes n_seqs 2. The bound only guards the block-table allocation against a corrupt header. */
+#define MAX_PLAN_SEQS (1 << 20)
+
 /* A forward plan's header as the leader could have sent it; -1 with hy_err_msg() naming the field. */
 static int check_forward_hdr(const struct hy_kv_cache *kvs, const struct plan_hdr *h)
 {
-    if (h->n_tokens < 1 || h->n_logits < 0 || h->n_logits > h->n_tokens || h->n_seqs < 1 || h->n_seqs > h->n_tokens ||
+    if (h->n_tokens < 1 || h->n_logits < 0 || h->n_logits > h->n_tokens || h->n_seqs < 1 || h->n_seqs > MAX_PLAN_SEQS ||
         h->table_total < 0)
         return hy_err_set("executor: forward plan with %d tokens, %d logits rows, %d sequences, %d table entries",
                           h->n_tokens, h->n_logits, h->n_seqs, h->table_total);

@@ -246,6 +246,10 @@ static void test_plans_reach_every_rank(void **state)
     assert_true(logits[0] == 4.0f && logits[1] == 7.0f);
     assert_int_equal(hy_executor_forward(&j.ex, &b, &bt, NULL, NULL), 0); /* logits not taken */
     assert_int_equal(hy_executor_forward_mtp(&j.ex, &a, &bt, bb.hidden, logits, NULL), 0);
+    /* an MTP chain step with only entry 1 still drafting: one token of sequence 1 (n_seqs 2 > n_tokens 1) */
+    const int32_t row0 = 0;
+    const struct hy_batch chain = {1, bb.tok + 5, bb.pos + 5, bb.slot + 5, bb.seq + 5, bb.tables, 1, &row0, 1};
+    assert_int_equal(hy_executor_forward_mtp(&j.ex, &a, &chain, bb.hidden + 5 * HID, logits, NULL), 0);
     /* refused before the plan leaves: nothing reaches the workers */
     struct hy_batch big = bt;
     big.n_tokens = 65;
@@ -264,9 +268,9 @@ static void test_plans_reach_every_rank(void **state)
         assert_int_equal(r->n_kv_init, 3);
         assert_int_equal(r->n_reserve, 1);
         assert_int_equal(r->n_forward, 2);
-        assert_int_equal(r->n_mtp, 1);
+        assert_int_equal(r->n_mtp, 2);
         assert_int_equal(r->n_finish, 1);
-        assert_int_equal(r->logits_rows_seen, 4); /* 2 + 0 (not taken) + 2 */
+        assert_int_equal(r->logits_rows_seen, 5); /* 2 + 0 (not taken) + 2 + 1 */
         if (i)
             assert_true(r->hash == j.rk[1].hash);
     }
