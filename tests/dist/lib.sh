@@ -163,6 +163,35 @@ worker_colls() { worker_done_line "$1" "$2" | sed -n 's/.*done: \([0-9]*\) colle
 # cpu_ticks PID: utime + stime in clock ticks
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 
+# two_netns PREFIX ADDR_A ADDR_B: two "hosts" on this machine: network namespaces NSA / NSB
+# (PREFIX"A"$$ / PREFIX"B"$$) joined by a veth pair VA / VB with ADDR_A/24 and ADDR_B/24, loopback up;
+# the EXIT trap then runs dist_cleanup and two_netns_cleanup (kills what runs in them, deletes them).
+# Exits 77 (skip) when the namespaces or the veth pair cannot be made; their errors go under $W.
+two_netns() {
+  NSA="${1}A$$"; NSB="${1}B$$"; VA="${1}a$$"; VB="${1}b$$"
+  trap 'dist_cleanup; two_netns_cleanup' EXIT
+  if ! { ip netns add "$NSA" && ip netns add "$NSB"; } 2>"$W/netns.err"; then
+    echo "skip: cannot create network namespaces: $(cat "$W/netns.err")"; exit 77
+  fi
+  if ! { ip link add "$VA" type veth peer name "$VB" && ip link set "$VA" netns "$NSA" &&
+         ip link set "$VB" netns "$NSB" && ip -n "$NSA" addr add "$2/24" dev "$VA" &&
+         ip -n "$NSB" addr add "$3/24" dev "$VB" && ip -n "$NSA" link set "$VA" up &&
+         ip -n "$NSB" link set "$VB" up && ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up; } 2>"$W/veth.err"; then
+    echo "skip: cannot join the namespaces with a veth pair: $(cat "$W/veth.err")"; exit 77
+  fi
+}
+two_netns_cleanup() {
+  local ns p
+  for ns in "$NSA" "$NSB"; do
+    ip netns list 2>/dev/null | grep -qw "$ns" || continue
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+  done
+  sleep 0.2
+  for ns in "$NSA" "$NSB"; do ip netns del "$ns" 2>/dev/null; done
+  ip link del "$VA" 2>/dev/null
+  return 0
+}
+
 dist_finish() {
   local name=$1
   if [ $fails -eq 0 ]; then echo "$name: all checks passed ($SECONDS s)"; exit 0; fi

@@ -19,30 +19,7 @@ command -v ip >/dev/null || { echo "skip: no ip (iproute2)"; exit 77; }
 W=build/dist-two-hosts
 rm -rf "$W"; mkdir -p "$W"
 ROOT=$(pwd)
-NSA="hyA$$"; NSB="hyB$$"; VA="hyva$$"; VB="hyvb$$"
-
-ns_cleanup() {
-  local ns p
-  for ns in "$NSA" "$NSB"; do
-    ip netns list 2>/dev/null | grep -qw "$ns" || continue
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-  done
-  sleep 0.2
-  for ns in "$NSA" "$NSB"; do ip netns del "$ns" 2>/dev/null; done
-  ip link del "$VA" 2>/dev/null
-  return 0
-}
-trap 'dist_cleanup; ns_cleanup' EXIT
-
-if ! { ip netns add "$NSA" && ip netns add "$NSB"; } 2>"$W/netns.err"; then
-  echo "skip: cannot create network namespaces: $(cat "$W/netns.err")"; exit 77
-fi
-if ! { ip link add "$VA" type veth peer name "$VB" && ip link set "$VA" netns "$NSA" && ip link set "$VB" netns "$NSB" &&
-       ip -n "$NSA" addr add 10.201.0.1/24 dev "$VA" && ip -n "$NSB" addr add 10.201.0.2/24 dev "$VB" &&
-       ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up &&
-       ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up; } 2>"$W/veth.err"; then
-  echo "skip: cannot join the namespaces with a veth pair: $(cat "$W/veth.err")"; exit 77
-fi
+two_netns hy 10.201.0.1 10.201.0.2
 if unshare --uts true 2>/dev/null; then
   UTS=1; BTL=self,vader,tcp
   export HY_NSRSH_HOSTNAME=node-hyB

@@ -23,31 +23,8 @@ unset OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_
 W=build/dist-two-node-join
 rm -rf "$W"; mkdir -p "$W"
 ROOT=$(pwd)
-NSA="hyjA$$"; NSB="hyjB$$"; VA="hyja$$"; VB="hyjb$$"
 A=10.203.0.1; B=10.203.0.2
-
-ns_cleanup() {
-  local ns p
-  for ns in "$NSA" "$NSB"; do
-    ip netns list 2>/dev/null | grep -qw "$ns" || continue
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-  done
-  sleep 0.2
-  for ns in "$NSA" "$NSB"; do ip netns del "$ns" 2>/dev/null; done
-  ip link del "$VA" 2>/dev/null
-  return 0
-}
-trap 'dist_cleanup; ns_cleanup' EXIT
-
-if ! { ip netns add "$NSA" && ip netns add "$NSB"; } 2>"$W/netns.err"; then
-  echo "skip: cannot create network namespaces: $(cat "$W/netns.err")"; exit 77
-fi
-if ! { ip link add "$VA" type veth peer name "$VB" && ip link set "$VA" netns "$NSA" && ip link set "$VB" netns "$NSB" &&
-       ip -n "$NSA" addr add $A/24 dev "$VA" && ip -n "$NSB" addr add $B/24 dev "$VB" &&
-       ip -n "$NSA" link set "$VA" up && ip -n "$NSB" link set "$VB" up &&
-       ip -n "$NSA" link set lo up && ip -n "$NSB" link set lo up; } 2>"$W/veth.err"; then
-  echo "skip: cannot join the namespaces with a veth pair: $(cat "$W/veth.err")"; exit 77
-fi
+two_netns hyj $A $B
 # on_node NS HOSTNAME CMD...: CMD inside namespace NS, with its own hostname when UTS namespaces work
 if unshare --uts true 2>/dev/null; then
   on_node() { local ns=$1 hn=$2; shift 2; ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$hn" "$@"; }
