@@ -527,7 +527,10 @@ int hy_cli_join_lead(const struct hy_join_plan *p, char **argv, int hosts_at)
 /* ---- follower --------------------------------------------------------------------------------- */
 
 /* NAME=value with $NAME / ${NAME} expanded from the environment, set in this process's environment.
- * Returns 0, or -1 when word is not an assignment. */
+ * Only the search paths Open MPI's rsh launcher prefixes to the daemon's command line may be set
+ * (PATH, LD_LIBRARY_PATH, DYLD_LIBRARY_PATH): never LD_PRELOAD or anything else that would change what
+ * the daemon runs beyond where orted and its libraries are found. Returns 0, or -1 when word is not
+ * such an assignment. */
 static int apply_assignment(const char *word)
 {
     const char *eq = strchr(word, '=');
@@ -535,6 +538,8 @@ static int apply_assignment(const char *word)
         return -1;
     char name[64], val[8192];
     snprintf(name, sizeof(name), "%.*s", (int)(eq - word), word);
+    if (strcmp(name, "PATH") && strcmp(name, "LD_LIBRARY_PATH") && strcmp(name, "DYLD_LIBRARY_PATH"))
+        return -1;
     size_t vl = 0;
     for (const char *v = eq + 1; *v && vl < sizeof(val) - 1;) {
         if (*v != '$') {
