@@ -99,6 +99,25 @@ void hy_progress_label(struct hy_progress *p, const char *label)
     snprintf(p->label, sizeof(p->label), "%s", label ? label : "");
 }
 
+void hy_progress_phase(struct hy_progress *p, int64_t n, const char *label)
+{
+    if (!p->active)
+        return;
+    p->done = n;
+    hy_progress_label(p, label);
+    p->t_draw = hy_time_now();
+    draw(p, n);
+}
+
+void hy_progress_clear(struct hy_progress *p)
+{
+    if (!p->active || !p->drawn)
+        return;
+    fputs("\r\033[K", p->out);
+    fflush(p->out);
+    p->drawn = 0;
+}
+
 void hy_progress_end(struct hy_progress *p)
 {
     if (!p->active)

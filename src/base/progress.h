@@ -48,6 +48,14 @@ void hy_progress_set(struct hy_progress *p, int64_t n);
  * NULL clears it. Shown from the next redraw on. Single-threaded callers only. */
 void hy_progress_label(struct hy_progress *p, const char *label);
 
+/* Starts a phase: sets the units done to n and the label, and redraws at once (a phase may be long:
+ * its line must show while it runs). Single-threaded callers only. */
+void hy_progress_phase(struct hy_progress *p, int64_t n, const char *label);
+
+/* Erases the drawn line (if any) so that an ordinary line can be printed; the next redraw draws it
+ * again. */
+void hy_progress_clear(struct hy_progress *p);
+
 /* Ends it: when a line was drawn, it is replaced by a final one ("what: 6.60 GB in 5.1 s (1.29
  * GB/s)") followed by a newline. p may be reused with hy_progress_begin afterwards. */
 void hy_progress_end(struct hy_progress *p);

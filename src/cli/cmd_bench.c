@@ -23,6 +23,7 @@
 #include "cli/common.h"
 
 #include "base/err.h"
+#include "base/progress.h"
 #include "engine/executor.h"
 #include "model/shard.h"
 #include "base/timing.h"
@@ -247,6 +248,7 @@ int hy_cmd_bench(int argc, char **argv)
         return 0;
     }
     int32_t plens[MAX_LIST], batches[MAX_LIST];
+    struct hy_progress phases = {0}; /* on a terminal: which prefill / decode run is under way */
     int n_plens = 0, n_batches = 0;
     size_t bw_bytes = 0;
     if ((!model_dir && !skip_model) || steps < 1 || ctx0 < 0 || bw_reps < 1 || !(flop_s > 0.0f) || proj_layers < 0 ||
@@ -379,14 +381,22 @@ int hy_cmd_bench(int argc, char **argv)
         if (hy_executor_reserve(&ex, max_t, max_ctx))
             goto fail;
     }
+    hy_progress_begin(&phases, "bench phases", n_plens + n_batches, HY_PROGRESS_ITEMS);
     for (int i = 0; i < n_plens; i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "prefill %d tokens", plens[i]);
+        hy_progress_phase(&phases, i, what);
         if (hy_bench_run_prefill(m, kv_dtype, plens[i], (uint64_t)seed + (uint64_t)i, &pre[i]))
             goto fail;
+        hy_progress_clear(&phases);
         fprintf(stderr, "bench: prefill %d tokens: %.3f s, %.2f tokens/s, %.1f GFLOP/s\n", plens[i], pre[i].secs,
                 plens[i] / pre[i].secs, pre[i].flops.total / pre[i].secs / 1e9);
     }
     for (int i = 0; i < n_batches; i++) {
         double before = 0.0, after = 0.0, unused;
+        char what[64];
+        snprintf(what, sizeof(what), "decode batch %d (%d steps)", batches[i], steps);
+        hy_progress_phase(&phases, n_plens + i, what);
         if (hy_bench_mem_bw(bw_bytes, bw_reps, &before, &unused) ||
             hy_bench_run_decode(m, kv_dtype, batches[i], ctx0, synthetic, steps, (uint64_t)seed + 100 + (uint64_t)i,
                                 &dec[i]) ||
@@ -395,12 +405,15 @@ int hy_cmd_bench(int argc, char **argv)
         dec[i].bw_before_gbs = before;
         dec[i].bw_after_gbs = after;
         dec[i].bw_gbs = before > after ? before : after;
+        hy_progress_clear(&phases);
         fprintf(stderr,
                 "bench: decode batch %d: %.4f s/step, %.2f tokens/s, %.3f GB weights/step (read bandwidth %.2f GB/s "
                 "before, %.2f after)\n",
                 batches[i], dec[i].step_s, dec[i].tokens_per_s, dec[i].bytes.weights / 1e9, before, after);
     }
 
+    hy_progress_clear(&phases); /* each phase printed its own line: no final one */
+    phases.active = 0;
     /* ---- ratios ---- */
     const struct hy_bench_decode *d1 = NULL, *dmax = NULL;
     for (int i = 0; i < n_batches; i++) {
@@ -705,6 +718,7 @@ int hy_cmd_bench(int argc, char **argv)
     rc = 0;
     goto out;
 fail:
+    hy_progress_clear(&phases);
     fprintf(stderr, "hyinfer bench: %s\n", hy_err_msg());
 out:
     if (jf)

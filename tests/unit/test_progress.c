@@ -1,5 +1,5 @@
 /* test_progress.c - the terminal progress line: inactive off a terminal, the drawn line's format,
- * throttling, the final line, and concurrent adds. */
+ * throttling, the final line, phases drawn at once, clearing for an ordinary line, and concurrent adds. */
 #include "base/progress.h"
 
 #include <setjmp.h>
@@ -93,6 +93,31 @@ static void test_items_and_no_final_when_never_drawn(void **state)
     fclose(f);
 }
 
+static void test_phases_and_clear(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    struct hy_progress p;
+    hy_progress_begin_to(&p, f, "bench", 4, HY_PROGRESS_ITEMS);
+    hy_progress_phase(&p, 0, "prefill 512 tokens"); /* drawn at once, however soon */
+    char *s = contents(f);
+    assert_non_null(strstr(s, "\rbench: 0/4 (0%), "));
+    assert_non_null(strstr(s, " - prefill 512 tokens\033[K"));
+    free(s);
+    hy_progress_clear(&p); /* an ordinary line may follow */
+    fputs("result line\n", f);
+    s = contents(f);
+    assert_non_null(strstr(s, "\r\033[Kresult line\n"));
+    free(s);
+    hy_progress_phase(&p, 1, "decode batch 16");
+    hy_progress_end(&p); /* drawn: ends with a final line */
+    s = contents(f);
+    assert_non_null(strstr(s, " - decode batch 16\033[K"));
+    assert_non_null(strstr(s, "\rbench: 1 in "));
+    free(s);
+    fclose(f);
+}
+
 static void test_concurrent_adds(void **state)
 {
     (void)state;
@@ -113,6 +138,7 @@ int main(void)
         cmocka_unit_test(test_inactive_off_terminal),
         cmocka_unit_test(test_bytes_line_and_final),
         cmocka_unit_test(test_items_and_no_final_when_never_drawn),
+        cmocka_unit_test(test_phases_and_clear),
         cmocka_unit_test(test_concurrent_adds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
