@@ -10,6 +10,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "bench/quality.h"
+#include "config/model_config.h"
 #include "config/quant_config.h"
 #include "model/model.h"
 #include "model/place.h"
@@ -269,6 +270,11 @@ int hy_cmd_quantize(int argc, char **argv)
                 "hyinfer quantize: --quant-dtype %s needs --calib-data: static W8A8 takes each linear's activation "
                 "scale and offset from the range of its inputs over calibration text\n",
                 dtype);
+        return 2;
+    }
+    struct hy_model_config in_cfg; /* the input is a model (its config.json) before the output path is looked at */
+    if (hy_model_config_load(in, &in_cfg)) {
+        fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 2;
     }
     struct hy_quant_config in_q; /* an input that is quantized already is a bad input, refused before any work */
