@@ -150,12 +150,14 @@ spec_case() { # NP FLAGS...
 }
 spec_case 2 -tp 2 --enable-expert-parallel
 spec_case 4 -tp 2 -dp 2 --enable-expert-parallel
-# world_size must match the job: one process with the 4-rank YAML is refused, naming the key
+# world_size must match the job: an explicit 2-rank mpirun with the 4-rank YAML is refused, naming the
+# key (without mpirun, hyinfer starts the 4 ranks itself: tests/dist/test_self_launch.sh)
 i=$((i + 1))
-if ! "$HY" run --yaml configs/recipe-4ranks.yaml >/dev/null 2>"$W/ws.err" && grep -q "world_size 4 but the job has 1 rank" "$W/ws.err"; then
-  echo "ok: world_size 4 without mpirun is refused: $(head -1 "$W/ws.err")"
+if ! "${MPIRUN[@]}" -np 2 "$HY" run --yaml configs/recipe-4ranks.yaml >/dev/null 2>"$W/ws.err" &&
+   grep -q "world_size 4 but the job has 2 ranks" "$W/ws.err"; then
+  echo "ok: world_size 4 under mpirun -np 2 is refused: $(head -1 "$W/ws.err")"
 else
-  echo "FAIL: world_size 4 without mpirun: $(cat "$W/ws.err")"; failures=$((failures + 1))
+  echo "FAIL: world_size 4 under mpirun -np 2: $(cat "$W/ws.err")"; failures=$((failures + 1))
 fi
 
 # bench comm (alpha / beta fits) and bench latency's per-phase collective report under mpirun
