@@ -13,7 +13,9 @@
  * vdpbf16ps flushes denormals). Two paths compute it, bitwise alike:
  * - prefill (T >= HY_BF16X_MIN_T): each thread takes blocks of 16 weight rows, read in place (BF16,
  *   K % 32 == 0) or written to a zero-padded bf16 panel (FP8 / MX widened by hy_avx512q_widen_rows,
- *   then hy_f32_to_bf16), and runs 4 tokens x 4 rows register tiles over it;
+ *   then hy_f32_to_bf16), and runs 3 tokens x 8 rows register tiles over it, in blocks of 63 tokens
+ *   and of 64 chunks of K; between K blocks the tiles' accumulators are stored and reloaded whole,
+ *   so every lane's order is the chain's;
  * - decode (T < HY_BF16X_MIN_T, and matmul_rows_bf16x for any T): 4 tokens x 4 rows register tiles
  *   decode each 32-element chunk of a weight row in registers to the same bf16 words:
  *   E4M3: sign-extended to words; (w << 4) & 0x07F0 puts exponent and mantissa at bits 4..10, and
@@ -46,6 +48,7 @@
 
 #include "kernels/avx512_bf16.h"
 
+#include "base/assert.h"
 #include "base/cpu.h"
 #include "kernels/avx512_common.h"
 #include "kernels/avx512_quant.h"
@@ -56,8 +59,8 @@
 #include "kernels/w4a8.h"
 
 /* Per-thread buffers of hy_avx512bf16_matmul_bf16x, kept between calls (no allocation per call): the
- * bf16 copy of x (calling thread) and each thread's weight panel and widened row. */
-static _Thread_local struct hy_scratch xb_buf, panel_buf, wrow_buf;
+ * bf16 copy of x (calling thread) and each thread's weight panel, widened row and tile accumulators. */
+static _Thread_local struct hy_scratch xb_buf, panel_buf, wrow_buf, acc_buf;
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -184,81 +187,115 @@ BF16_INLINE void tile_join(const int MR, const int NR, __m512 part[4][4], __m512
             acc[i][j] = _mm512_add_ps(part[i][j], acc[i][j]);
 }
 
-/* acc[i][j] = dpbf16 over chunks [c0, c1) of x row i and w row j, for i < MR, j < NR (<= 4). */
+/* ---- prefill tiles: weight rows read as bf16 (in place or from a panel) ---- */
+
+#define PF_MR 3   /* tokens per prefill register tile (3 x 8: 24 accumulators) */
+#define PF_NR 8   /* weight rows per prefill register tile */
+#define PF_NB 16  /* weight rows per prefill block (a task; the most dp_panel_rows takes) */
+#define PF_TB 63  /* tokens per block of x rows (a multiple of PF_MR) */
+#define PF_KCB 64 /* chunks per K block: a tile group's weight rows stay in L1 while the token groups pass */
+
+/* Accumulators kept between K blocks: per token of a PF_TB block and row of a PF_NB block, one for
+ * the running chain and one for a split output's first chain. */
+#define PF_BUF_VECS (2 * PF_TB * PF_NB)
+
+/* acc[i][j] = dpbf16 over chunks [c0, c1) of x row i and w row j, for i < MR (<= PF_MR), j < NR (<= PF_NR). */
 BF16_INLINE void dp_span(const int MR, const int NR, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
-                         int64_t c0, int64_t c1, __m512 acc[4][4])
+                         int64_t c0, int64_t c1, __m512 acc[PF_MR][PF_NR])
 {
     for (int64_t c = c0; c < c1; c++) {
-        __m512bh xv[4];
-#pragma GCC unroll 4
+        __m512bh xv[PF_MR];
+#pragma GCC unroll 3
         for (int i = 0; i < MR; i++)
             xv[i] = (__m512bh)_mm512_loadu_si512((const void *)(x + i * ldx + 32 * c));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int j = 0; j < NR; j++) {
             const __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + j * ldw + 32 * c));
-#pragma GCC unroll 4
+#pragma GCC unroll 3
             for (int i = 0; i < MR; i++)
                 acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv[i], wv);
         }
     }
 }
 
-/* y[i*ldy + j] = chain(x row i, w row j) for i < MR, j < NR (<= 4), rows of kc chunks of 32 bf16, the
- * first h of them (split_of) in a chain of their own. */
+enum { PF_TO_ACC, PF_TO_PART, PF_TO_Y, PF_TO_Y_JOIN }; /* where a tile's K block leaves its accumulators */
+
+/* Chunks [c0, c1) of the chains of x rows i < MR and w rows j < NR: the accumulators start at zero, or
+ * (cont) at ab[i*ldb + j]; they end in ab, in pb (a split output's first chain), or as
+ * y[i*ldy + j] = hsum(acc) * oscale, after pb + acc lane by lane for PF_TO_Y_JOIN. Stored and
+ * reloaded accumulators keep every lane's order, so a chain cut into K blocks is bitwise one chain. */
 BF16_INLINE void dp_tile(const int MR, const int NR, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
-                         int64_t h, int64_t kc, float oscale, float *y, int64_t ldy)
+                         int64_t c0, int64_t c1, int cont, int to, __m512 *ab, __m512 *pb, int64_t ldb, float oscale,
+                         float *y, int64_t ldy)
 {
-    __m512 acc[4][4], part[4][4];
-    tile_zero(MR, NR, acc);
-    if (h > 0) {
-        dp_span(MR, NR, x, ldx, w, ldw, 0, h, acc);
-        tile_move(MR, NR, part, acc);
-    }
-    dp_span(MR, NR, x, ldx, w, ldw, h, kc, acc);
-    if (h > 0)
-        tile_join(MR, NR, part, acc);
-#pragma GCC unroll 4
+    __m512 acc[PF_MR][PF_NR];
+#pragma GCC unroll 3
     for (int i = 0; i < MR; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int j = 0; j < NR; j++)
-            y[i * ldy + j] = hy_avx512_hsum(acc[i][j]) * oscale;
+            acc[i][j] = cont ? ab[i * ldb + j] : _mm512_setzero_ps();
+    dp_span(MR, NR, x, ldx, w, ldw, c0, c1, acc);
+#pragma GCC unroll 3
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < NR; j++) {
+            if (to == PF_TO_ACC)
+                ab[i * ldb + j] = acc[i][j];
+            else if (to == PF_TO_PART)
+                pb[i * ldb + j] = acc[i][j];
+            else
+                y[i * ldy + j] =
+                    hy_avx512_hsum(to == PF_TO_Y_JOIN ? _mm512_add_ps(pb[i * ldb + j], acc[i][j]) : acc[i][j]) * oscale;
+        }
 }
 
-#define BF_CASES(MR)                                                                                                   \
-    case (MR)*8 + 1:                                                                                                   \
-        dp_tile(MR, 1, x, ldx, w, ldw, h, kc, oscale, y, ldy);                                                         \
-        break;                                                                                                         \
-    case (MR)*8 + 2:                                                                                                   \
-        dp_tile(MR, 2, x, ldx, w, ldw, h, kc, oscale, y, ldy);                                                         \
-        break;                                                                                                         \
-    case (MR)*8 + 3:                                                                                                   \
-        dp_tile(MR, 3, x, ldx, w, ldw, h, kc, oscale, y, ldy);                                                         \
-        break;                                                                                                         \
-    case (MR)*8 + 4:                                                                                                   \
-        dp_tile(MR, 4, x, ldx, w, ldw, h, kc, oscale, y, ldy);                                                         \
+#define BF_CASE(MR, NR)                                                                                                \
+    case (MR)*16 + (NR):                                                                                               \
+        dp_tile(MR, NR, x, ldx, w, ldw, c0, c1, cont, to, ab, pb, ldb, oscale, y, ldy);                                \
         break;
+#define BF_CASES(MR)                                                                                                   \
+    BF_CASE(MR, 1)                                                                                                     \
+    BF_CASE(MR, 2) BF_CASE(MR, 3) BF_CASE(MR, 4) BF_CASE(MR, 5) BF_CASE(MR, 6) BF_CASE(MR, 7) BF_CASE(MR, 8)
 
 static BF16_TARGET void dp_tile_fn(int mr, int nr, const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t ldw,
-                                   int64_t h, int64_t kc, float oscale, float *y, int64_t ldy)
+                                   int64_t c0, int64_t c1, int cont, int to, __m512 *ab, __m512 *pb, int64_t ldb,
+                                   float oscale, float *y, int64_t ldy)
 {
-    switch (mr * 8 + nr) {
+    switch (mr * 16 + nr) {
         BF_CASES(1)
         BF_CASES(2)
         BF_CASES(3)
-        BF_CASES(4)
     default:
         break;
     }
 }
 
-/* y rows t < T (stride ldy), outputs j < nr over the panel rows (stride Kp); h: split_of. */
+/* y rows t < T (stride ldy), outputs j < nr (<= PF_NB) over the panel rows (stride Kp); h: split_of;
+ * buf: PF_BUF_VECS vectors, 64-byte aligned. Blocks of PF_TB tokens; within one, each K block of each
+ * group of PF_NR weight rows meets every token group in turn, so those rows stay in L1 while the
+ * block's x rows pass (docs/tuning.md). */
 static void dp_panel_rows(const uint16_t *xb, int64_t Kp, int64_t T, const uint16_t *wp, int64_t nr, int64_t h,
-                          int64_t kc, float oscale, float *y, int64_t ldy)
+                          int64_t kc, float oscale, float *y, int64_t ldy, __m512 *buf)
 {
-    for (int64_t t = 0; t < T; t += 4)
-        for (int64_t j = 0; j < nr; j += 4)
-            dp_tile_fn((int)(T - t < 4 ? T - t : 4), (int)(nr - j < 4 ? nr - j : 4), xb + t * Kp, Kp, wp + j * Kp, Kp,
-                       h, kc, oscale, y + t * ldy + j, ldy);
+    HY_ASSERT(nr <= PF_NB);
+    __m512 *const ab = buf, *const pb = buf + PF_TB * PF_NB;
+    for (int64_t t0 = 0; t0 < T; t0 += PF_TB) {
+        const int64_t t1 = T - t0 < PF_TB ? T : t0 + PF_TB;
+        for (int64_t c0 = 0; c0 < kc;) {
+            /* the block [c0, c1) lies within one chain: [0, h) or [h, kc) */
+            const int64_t end = c0 < h ? h : kc, c1 = end - c0 < PF_KCB ? end : c0 + PF_KCB;
+            const int cont = c0 != 0 && c0 != h;
+            const int to = c1 < end ? PF_TO_ACC : end == h ? PF_TO_PART : h > 0 ? PF_TO_Y_JOIN : PF_TO_Y;
+            for (int64_t j = 0; j < nr; j += PF_NR)
+                for (int64_t t = t0; t < t1; t += PF_MR) {
+                    const int64_t slot = (t - t0) * PF_NB + j;
+                    dp_tile_fn((int)(t1 - t < PF_MR ? t1 - t : PF_MR), (int)(nr - j < PF_NR ? nr - j : PF_NR),
+                               xb + t * Kp, Kp, wp + j * Kp, Kp, c0, c1, cont, to, ab + slot, pb + slot, PF_NB, oscale,
+                               y + t * ldy + j, ldy);
+                }
+            c0 = c1;
+        }
+    }
 }
 
 /* ---- decode tiles: weights decoded to bf16 in registers ---- */
@@ -769,15 +806,16 @@ static int panel_group(const struct hy_tensor *W, const struct dq *q, const uint
                        int64_t n0, int nr, float *y, int64_t ldy)
 {
     __atomic_fetch_add(&panel_routes, 1, __ATOMIC_RELAXED);
-    uint16_t *panel =
-        hy_scratch_get(&panel_scratch, (size_t)(4 * Kp) * sizeof(uint16_t) + (size_t)(Kp + 16) * sizeof(float) + 64);
-    if (!panel)
+    __m512 *buf = hy_scratch_get(&panel_scratch, PF_BUF_VECS * sizeof(__m512) + (size_t)(4 * Kp) * sizeof(uint16_t) +
+                                                     (size_t)(Kp + 16) * sizeof(float) + 64);
+    if (!buf)
         return -1;
+    uint16_t *panel = (uint16_t *)(buf + PF_BUF_VECS);
     float *wrow = (float *)(panel + 4 * Kp);
     hy_bf16_panel(W, n0, nr, nr, Kp, panel, wrow, hy_avx512q_widen_rows);
     if (q->eo) /* xb is in the E2M1 order too */
         e2m1_order(panel, Kp, nr, q->K);
-    dp_panel_rows(xb, Kp, T, panel, nr, q->h, q->kc, q->oscale, y, ldy);
+    dp_panel_rows(xb, Kp, T, panel, nr, q->h, q->kc, q->oscale, y, ldy, buf);
     return 0;
 }
 
@@ -901,15 +939,13 @@ static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_t
     }
 }
 
-#define NB 16 /* weight rows per block (prefill) */
-
 void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W)
 {
     if (hy_w4a8_on(W) || !hy_bf16_form(W)) {
         hy_avx512_matmul(y, x, T, W);
         return;
     }
-    const int64_t N = W->rows, K = W->cols, kc = (K + 31) / 32, Kp = kc * 32, blocks = (N + NB - 1) / NB;
+    const int64_t N = W->rows, K = W->cols, kc = (K + 31) / 32, Kp = kc * 32, blocks = (N + PF_NB - 1) / PF_NB;
     uint16_t *xb = hy_scratch_get(&xb_buf, (size_t)(T * Kp) * sizeof(uint16_t));
     if (!xb) {
         hy_avx512_matmul(y, x, T, W);
@@ -929,12 +965,13 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
     int failed = 0;
 #pragma omp parallel if (blocks > 1)
     {
-        uint16_t *panel = in_place ? NULL : hy_scratch_get(&panel_buf, (size_t)(NB * Kp) * sizeof(uint16_t));
+        __m512 *acc = hy_scratch_get(&acc_buf, PF_BUF_VECS * sizeof(__m512));
+        uint16_t *panel = in_place ? NULL : hy_scratch_get(&panel_buf, (size_t)(PF_NB * Kp) * sizeof(uint16_t));
         float *wrow = in_place ? NULL : hy_scratch_get(&wrow_buf, (size_t)(Kp + 16) * sizeof(float));
-        const int ok = in_place || (panel && wrow);
+        const int ok = acc && (in_place || (panel && wrow));
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < blocks; b++) {
-            const int64_t n0 = b * NB, nv = N - n0 < NB ? N - n0 : NB;
+            const int64_t n0 = b * PF_NB, nv = N - n0 < PF_NB ? N - n0 : PF_NB;
             if (!ok) {
 #pragma omp atomic write
                 failed = 1;
@@ -947,7 +984,7 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
                     e2m1_order(panel, Kp, nv, K);
                 wp = panel;
             }
-            dp_panel_rows(xb, Kp, T, wp, nv, h, kc, oscale, y + n0, N);
+            dp_panel_rows(xb, Kp, T, wp, nv, h, kc, oscale, y + n0, N, acc);
         }
     }
     if (failed) /* out of memory on a thread: the whole call on the f32 path (one order per call) */

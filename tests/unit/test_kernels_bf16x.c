@@ -20,6 +20,8 @@
  *   NaN, infinities and the largest finite values, T = 1 and T = 40;
  * - T-invariance: rows of a T = 40 call equal the same rows in calls of T = 1, 2, 3, 5, 33 at every
  *   offset (BF16, FP8, MXFP8, MXFP4; K % 32 != 0 and K < 32 included);
+ * - the prefill tiles' token, row and K blocks (T = 130, N = 37, chains over several K blocks) give the
+ *   rows of T = 1, 7 and 65 calls;
  * - matmul_rows_bf16x over bands of 1, 3, 4, 5 and 64 rows equals matmul_bf16x, for T = 1, 3, 40;
  * - 1 and 2 OpenMP threads give the same bits;
  * - E4M3 NaN codes in a tensor not marked nan_free make exactly the outputs of their rows NaN, on both
@@ -435,6 +437,45 @@ static void test_t_invariance_and_rows(void **state)
         }
 }
 
+/* The prefill tiles' blocking: T = 130 (token blocks of 63 with a short last one, token groups of 3
+ * with remainders), N = 37 (weight blocks of 16 and a short one, row groups of 8 with remainders) and
+ * K whose chains span several 64-chunk K blocks, so accumulators are stored and reloaded between blocks
+ * (K = 4200: BF16's two chains of 65 and 67 chunks; the quantized formats' one chain of 132): rows
+ * equal the decode path's (T = 1 calls) and those of calls of 65 and 7 tokens, bitwise. */
+static void test_prefill_blocks(void **state)
+{
+    (void)state;
+    static const int64_t Ks[] = {4200, 2080};
+    const int64_t TT = 130, N = 37;
+    for (size_t ki = 0; ki < sizeof(Ks) / sizeof(Ks[0]); ki++)
+        for (int f = 0; f < W_COUNT; f++) {
+            const int64_t K = Ks[ki];
+            struct hy_tensor W = make_w(f, N, K);
+            float *x = malloc((size_t)(TT * K) * 4), *y = malloc((size_t)(TT * N) * 4),
+                  *ys = malloc((size_t)(TT * N) * 4);
+            bf16_fill(x, TT * K);
+            char what[96];
+            for (int l = 0; l < n_levels; l++) {
+                const struct hy_kernel_table *kt = &levels[l];
+                if (kt->isa == HY_ISA_AMX) /* AMX tiles from 32 tokens: another order, checked in test_kernels_amx */
+                    continue;
+                kt->matmul_bf16x(y, x, TT, &W);
+                static const int64_t sub[] = {1, 7, 65};
+                for (int si = 0; si < 3; si++)
+                    for (int64_t t0 = 0; t0 + sub[si] <= TT; t0 += sub[si]) {
+                        kt->matmul_bf16x(ys, x + t0 * K, sub[si], &W);
+                        snprintf(what, sizeof(what), "%s K=%lld: rows %lld..+%lld (T=%lld) vs T=130", wname[f],
+                                 (long long)K, (long long)t0, (long long)sub[si], (long long)sub[si]);
+                        expect_same_level(ys, y + t0 * N, sub[si] * N, what, kt);
+                    }
+            }
+            free(x);
+            free(y);
+            free(ys);
+            free_w(&W);
+        }
+}
+
 static void test_threads(void **state)
 {
     (void)state;
@@ -633,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_every_code_and_scale),
         cmocka_unit_test(test_x_rounding),
         cmocka_unit_test(test_t_invariance_and_rows),
+        cmocka_unit_test(test_prefill_blocks),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_nan_codes),
         cmocka_unit_test(test_routes),
