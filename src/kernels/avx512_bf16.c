@@ -12,8 +12,9 @@
  * values are exact in fp32; results differ from hy_matmul's f32 chain in rounding order only (and
  * vdpbf16ps flushes denormals). Two paths compute it, bitwise alike:
  * - prefill (T >= HY_BF16X_MIN_T): each thread takes blocks of 16 weight rows, read in place (BF16,
- *   K % 32 == 0) or written to a zero-padded bf16 panel (FP8 / MX widened by hy_avx512q_widen_rows,
- *   then hy_f32_to_bf16), and runs 3 tokens x 8 rows register tiles over it, in blocks of 63 tokens
+ *   K % 32 == 0) or written to a zero-padded bf16 panel (FP8 / MX decoded by the decode tiles'
+ *   decoders below; rows outside their range widened by hy_avx512q_widen_rows, then hy_f32_to_bf16:
+ *   the same words), and runs 3 tokens x 8 rows register tiles over it, in blocks of 63 tokens
  *   and of 64 chunks of K; between K blocks the tiles' accumulators are stored and reloaded whole,
  *   so every lane's order is the chain's;
  * - decode (T < HY_BF16X_MIN_T, and matmul_rows_bf16x for any T): 4 tokens x 4 rows register tiles
@@ -911,6 +912,56 @@ void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int6
 }
 
 /* Decode-sized calls: x converted once, groups of 4 rows over the threads. */
+/* Rows [n0, n0+nv) of W (FP8 / MXFP8 / MXFP4 / FP4) as bf16 panel rows of stride ldp = 32 * q->kc: the
+ * values hy_bf16_panel writes, decoded by the decode tiles' decoders (a few instructions per 32 codes
+ * instead of widening through f32); a row with an MXFP8 scale byte outside [E4M3_S_MIN, E4M3_S_MAX] or
+ * an E4M3 NaN code (tensors not marked nan_free) is written by hy_bf16_panel. Natural element order. */
+static BF16_TARGET void panel_rows(const struct hy_tensor *W, const struct dq *q, int64_t n0, int64_t nv, int64_t ldp,
+                                   uint16_t *panel, float *wrow)
+{
+    const int F = fmt_of(W);
+    HY_ASSERT(ldp == 32 * q->kc);
+    if (F == F_BF16) { /* rows not in place (K % 32 != 0) */
+        hy_bf16_panel(W, n0, nv, nv, ldp, panel, wrow, hy_avx512q_widen_rows);
+        return;
+    }
+    const int e4m3 = F == F_E4M3 || F == F_E4M3_MX, chk = e4m3 && !W->nan_free;
+    for (int64_t r = 0; r < nv; r++) {
+        const int64_t n = n0 + r;
+        uint16_t *d = panel + r * ldp;
+        const uint8_t *row = q->data + n * q->row_bytes, *sb = q->scales ? q->scales + n * q->n_sb : NULL;
+        int slow = F == F_E4M3_MX && !mx8_scales_ok(q, n, 1, E4M3_S_MIN);
+        __mmask32 nan = 0;
+        for (int64_t c = 0; c < q->kf && !slow; c++) {
+            __m512i v;
+            if (e4m3) {
+                const int s = F == F_E4M3_MX ? sb[c] : S_ONE;
+                v = dec_e4m3(row + 32 * c, _mm512_load_si512((const void *)dq_tab_off[s]),
+                             _mm512_load_si512((const void *)dq_tab_sub[s]));
+                if (chk)
+                    nan |= hy_avx512_e4m3_nan32(row + 32 * c);
+            } else
+                v = dec_e2m1(row + 16 * c,
+                             _mm512_load_si512((const void *)dq_tab_e2m1[F == F_E2M1_MX ? sb[c] : S_ONE]));
+            _mm512_storeu_si512((void *)(d + 32 * c), v);
+        }
+        if (slow || nan)
+            hy_bf16_panel(W, n, 1, 1, ldp, d, wrow, hy_avx512q_widen_rows);
+        else if (q->kf < q->kc) /* the last K % 32 elements, zero-padded to ldp */
+            tail_bf16(q, n, d + 32 * q->kf);
+    }
+}
+
+void hy_avx512bf16_panel(const struct hy_tensor *W, int64_t n0, int64_t nv, uint16_t *panel)
+{
+    struct dq q;
+    dq_init(&q, W);
+    float *wrow = malloc((size_t)(32 * q.kc + 16) * sizeof(float));
+    HY_ASSERT(wrow);
+    panel_rows(W, &q, n0, nv, 32 * q.kc, panel, wrow);
+    free(wrow);
+}
+
 static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_tensor *W, const uint16_t *xb,
                           int64_t Kp, int eo)
 {
@@ -960,6 +1011,8 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
         return;
     }
     const int in_place = hy_bf16_in_place(W);
+    struct dq q;
+    dq_init(&q, W);
     const int64_t h = split_of(W);
     const float oscale = hy_bf16_out_scale(W);
     int failed = 0;
@@ -979,7 +1032,7 @@ void hy_avx512bf16_matmul_bf16x(float *y, const float *x, int64_t T, const struc
             }
             const uint16_t *wp = (const uint16_t *)W->data + n0 * K;
             if (!in_place) {
-                hy_bf16_panel(W, n0, nv, nv, Kp, panel, wrow, hy_avx512q_widen_rows);
+                panel_rows(W, &q, n0, nv, Kp, panel, wrow);
                 if (e2m1)
                     e2m1_order(panel, Kp, nv, K);
                 wp = panel;

@@ -265,12 +265,14 @@ static inline __mmask32 emu_cmpeq_epi8_mask(__m256i a, __m256i b)
 #define hy_avx512bf16_panel_routes emu512_bf16x_panel_routes
 #define hy_avx512bf16_set_vbmi emu512_bf16x_set_vbmi
 #define hy_avx512bf16_set_e2m1_order emu512_bf16x_set_e2m1_order
+#define hy_avx512bf16_panel emu512_bf16x_panel
 void emu512_bf16x(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_rows_bf16x(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                        int64_t n1);
 unsigned long emu512_bf16x_panel_routes(void);
 int emu512_bf16x_set_vbmi(int on);
 int emu512_bf16x_set_e2m1_order(int on);
+void emu512_bf16x_panel(const struct hy_tensor *W, int64_t n0, int64_t nv, uint16_t *panel);
 void emu512_matmul(float *y, const float *x, int64_t T, const struct hy_tensor *W);
 void emu512_matmul_rows(float *y, int64_t ldy, const float *x, int64_t T, const struct hy_tensor *W, int64_t n0,
                         int64_t n1);

@@ -31,6 +31,9 @@ int emu512_bf16x_set_vbmi(int on);
 /* hy_avx512bf16_set_e2m1_order of the emulated path (on by default). */
 int emu512_bf16x_set_e2m1_order(int on);
 
+/* hy_avx512bf16_panel of the emulated path. */
+void emu512_bf16x_panel(const struct hy_tensor *W, int64_t n0, int64_t nv, uint16_t *panel);
+
 /* hy_avx512_w8a8_dots (kernels/w8a8.h, the AVX512-VNNI kernel) on the emulated intrinsics. */
 void emu512_w8a8_dots(int32_t *acc, int64_t lda, const int8_t *q, int64_t T, const struct hy_tensor *W, int64_t n0,
                       int64_t n1);

@@ -30,6 +30,8 @@
  *   one out-of-range MXFP8 scale byte or one NaN code sends exactly its 4-row group there;
  * - the E2M1 order (MXFP4 / FP4: x and panels even elements first per 64, two nibble vectors per 64 codes)
  *   and the natural order are each T- and band-invariant and differ by rounding order only.
+ * - the prefill panels of FP8 / MXFP8 / MXFP4 weights (in-register decoders) equal the scalar widening
+ *   word for word, for every code and scale above and K % 32 tails;
  * Accuracy against ref is checked in test_kernels.c / test_kernels_quant.c (matmul_bf16x vs ref).
  */
 #include <setjmp.h>
@@ -40,6 +42,7 @@
 #include "base/cpu.h"
 #include "base/err.h"
 #include "kernels/avx512_bf16.h"
+#include "kernels/bf16_panel.h"
 #include "kernels/kernel_table.h"
 #include "unit/avx512_emu.h"
 #include "unit/kernel_test_util.h"
@@ -114,6 +117,39 @@ static void free_w(struct hy_tensor *W)
     free((void *)W->mx_scales);
 }
 
+/* The prefill panels (hy_avx512bf16_panel: in-register decoders, widening for rows outside their range)
+ * equal hy_bf16_panel's scalar widening (hy_tensor_get, then hy_f32_to_bf16) word for word, NaN bits
+ * included, on the AVX512-BF16 path (the real one and the emulated one, where present). */
+static void check_panel(const struct hy_tensor *W, const char *what)
+{
+    const int64_t N = W->rows, Kp = (W->cols + 31) / 32 * 32;
+    uint16_t *p = malloc((size_t)(N * Kp) * 2), *want = malloc((size_t)(N * Kp) * 2);
+    float *wrow = malloc((size_t)(Kp + 16) * 4);
+    hy_bf16_panel(W, 0, N, N, Kp, want, wrow, NULL);
+    void (*fns[2])(const struct hy_tensor *, int64_t, int64_t, uint16_t *) = {NULL, NULL};
+    if (hy_cpu_caps()->avx512bf16)
+        fns[0] = hy_avx512bf16_panel;
+    for (int l = 0; l < n_levels; l++)
+        if (!strcmp(levels[l].name, "avx512-emu"))
+            fns[1] = emu512_bf16x_panel;
+    for (int f = 0; f < 2; f++) {
+        if (!fns[f])
+            continue;
+        memset(p, 0xa5, (size_t)(N * Kp) * 2);
+        for (int64_t n0 = 0; n0 < N; n0 += 16) /* in blocks of 16 rows, as the prefill calls it */
+            fns[f](W, n0, N - n0 < 16 ? N - n0 : 16, p + n0 * Kp);
+        for (int64_t i = 0; i < N * Kp; i++)
+            if (p[i] != want[i]) {
+                print_error("[%s] %s: panel row %lld, k %lld: 0x%04x, expected 0x%04x\n", f ? "avx512-emu" : "avx512",
+                            what, (long long)(i / Kp), (long long)(i % Kp), p[i], want[i]);
+                fail();
+            }
+    }
+    free(p);
+    free(want);
+    free(wrow);
+}
+
 /* One-hot activations x[t, k] = (k == t) over T = K tokens: y[t, n] is element (n, t) through the
  * chain. Decode (T = 1 calls) == panel (one T = K call); value check where the element is a normal
  * bf16 number (others: bf16 rounding or the dot product's denormal flush decide, alike on both paths). */
@@ -129,6 +165,7 @@ static void check_one_hot(const struct hy_tensor *W, const char *what)
         bare.qscheme = HY_QS_NONE;
         bare.scale = 1.0f;
     }
+    check_panel(W, what);
     for (int l = 0; l < n_levels; l++) {
         levels[l].matmul_bf16x(yp, x, K, W);
         for (int64_t t = 0; t < K; t++)
@@ -401,6 +438,8 @@ static void test_t_invariance_and_rows(void **state)
                   *ys = malloc((size_t)(TT * N) * 4);
             bf16_fill(x, TT * K);
             char what[96];
+            snprintf(what, sizeof(what), "%s K=%lld", wname[f], (long long)K);
+            check_panel(&W, what);
             for (int l = 0; l < n_levels; l++) {
                 const struct hy_kernel_table *kt = &levels[l];
                 const int amx = kt->isa == HY_ISA_AMX; /* AMX tiles from 32 tokens: the reference in 8-token calls */
