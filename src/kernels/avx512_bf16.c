@@ -911,7 +911,6 @@ void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int6
     }
 }
 
-/* Decode-sized calls: x converted once, groups of 4 rows over the threads. */
 /* Rows [n0, n0+nv) of W (FP8 / MXFP8 / MXFP4 / FP4) as bf16 panel rows of stride ldp = 32 * q->kc: the
  * values hy_bf16_panel writes, decoded by the decode tiles' decoders (a few instructions per 32 codes
  * instead of widening through f32); a row with an MXFP8 scale byte outside [E4M3_S_MIN, E4M3_S_MAX] or
@@ -962,6 +961,7 @@ void hy_avx512bf16_panel(const struct hy_tensor *W, int64_t n0, int64_t nv, uint
     free(wrow);
 }
 
+/* Decode-sized calls: x converted once, groups of 4 rows over the threads. */
 static void matmul_decode(float *y, const float *x, int64_t T, const struct hy_tensor *W, const uint16_t *xb,
                           int64_t Kp, int eo)
 {

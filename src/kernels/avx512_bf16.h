@@ -27,7 +27,8 @@ void hy_avx512bf16_matmul_rows_bf16x(float *y, int64_t ldy, const float *x, int6
 /* Rows [n0, n0+nv) of W (FP8 / MXFP8 / MXFP4 / FP4, or BF16) as the bf16 panel rows the prefill tiles
  * read: panel[r * round_up(K, 32) + k], natural element order, zero past K; bitwise what hy_bf16_panel
  * (bf16_panel.h) writes with W's per-tensor scale left out. panel: caller's, nv * round_up(K, 32)
- * words. Aborts if memory for a widened row cannot be had. For tests; the kernels call it per block. */
+ * words. Aborts if memory for a widened row cannot be had. For tests (the prefill runs the same code
+ * per block of rows). */
 void hy_avx512bf16_panel(const struct hy_tensor *W, int64_t n0, int64_t nv, uint16_t *panel);
 
 /* How many decode groups (up to 4 weight rows) have been computed through a bf16 panel instead of the
