@@ -180,6 +180,25 @@ two_netns() {
     echo "skip: cannot join the namespaces with a veth pair: $(cat "$W/veth.err")"; exit 77
   fi
 }
+# two_netns_ask WHERE PORT TAG: the two requests PATHS[i] / REQS[i] (i = 0, 1) sent at once to
+# 127.0.0.1:PORT, from namespace NSA (WHERE a) or from here; each answer's [content or text,
+# finish_reason] as JSON in $W/TAG.i.txt ("bad response: ..." when it is not a completion).
+two_netns_ask() {
+  local where=$1 port=$2 tag=$3 i pids=() pre=()
+  [ "$where" = a ] && pre=(ip netns exec "$NSA")
+  for i in 0 1; do
+    "${pre[@]}" curl -s --max-time 60 "http://127.0.0.1:$port${PATHS[$i]}" -H 'Content-Type: application/json' \
+      -d "${REQS[$i]}" >"$W/$tag.$i.json" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  for i in 0 1; do
+    "$PY" -c 'import json,sys
+c=json.load(open(sys.argv[1]))["choices"][0]
+print(json.dumps([c.get("message",{}).get("content", c.get("text")), c["finish_reason"]]))' "$W/$tag.$i.json" \
+      >"$W/$tag.$i.txt" 2>/dev/null || echo "bad response: $(head -c 300 "$W/$tag.$i.json")" >"$W/$tag.$i.txt"
+  done
+}
 two_netns_cleanup() {
   local ns p
   for ns in "$NSA" "$NSB"; do

@@ -65,27 +65,6 @@ nh=$(grep -c "dist: rank [0-3] done:" "$W/logits4.err")
 REQS=('{"model":"hy3","messages":[{"role":"user","content":"Tell me a short story about a cat."}],"max_tokens":48,"temperature":0,"ignore_eos":true}'
       '{"model":"hy3","prompt":"Once upon a time","max_tokens":48,"temperature":0,"ignore_eos":true}')
 PATHS=(/v1/chat/completions /v1/completions)
-# ask WHERE PORT TAG: sends both requests at once (WHERE: "a" = inside namespace A, else here)
-ask() {
-  local where=$1 port=$2 tag=$3 i pids=()
-  for i in 0 1; do
-    if [ "$where" = a ]; then
-      ip netns exec "$NSA" curl -s --max-time 60 "http://127.0.0.1:$port${PATHS[$i]}" -H 'Content-Type: application/json' \
-        -d "${REQS[$i]}" >"$W/$tag.$i.json" &
-    else
-      curl -s --max-time 60 "http://127.0.0.1:$port${PATHS[$i]}" -H 'Content-Type: application/json' \
-        -d "${REQS[$i]}" >"$W/$tag.$i.json" &
-    fi
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  for i in 0 1; do
-    "$PY" -c 'import json,sys
-c=json.load(open(sys.argv[1]))["choices"][0]
-print(json.dumps([c.get("message",{}).get("content", c.get("text")), c["finish_reason"]]))' "$W/$tag.$i.json" \
-      >"$W/$tag.$i.txt" 2>/dev/null || echo "bad response: $(head -c 300 "$W/$tag.$i.json")" >"$W/$tag.$i.txt"
-  done
-}
 # health WHERE PORT PID: polls /health until 200 (1) or the launcher died / 60 s (0)
 health() {
   local where=$1 port=$2 pid=$3 code t_end=$((SECONDS + 60))
@@ -101,7 +80,7 @@ health() {
 
 dist_serve one 0 --dtype float32 --max-model-len 256
 if wait_healthy one 60; then
-  ask here "${PORT[one]}" one
+  two_netns_ask here "${PORT[one]}" one
   kill -TERM "${RANKS[one]}"; wait_exit one 20
 else
   bad "one-process server not healthy"
@@ -116,7 +95,7 @@ t0=$SECONDS
 if health a $SPORT $SP; then
   note "serve 2+2 healthy after $((SECONDS - t0)) s"
   t0=$SECONDS
-  ask a $SPORT four
+  two_netns_ask a $SPORT four
   note "requests answered in $((SECONDS - t0)) s"
   t0=$SECONDS
   for i in 0 1; do

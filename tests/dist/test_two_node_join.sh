@@ -54,26 +54,10 @@ NODE2=("${NODE[@]}" --headless --data-parallel-start-rank 1)
 REQS=('{"model":"hy3","messages":[{"role":"user","content":"Tell me a short story about a cat."}],"max_tokens":32,"temperature":0,"ignore_eos":true}'
       '{"model":"hy3","prompt":"Once upon a time","max_tokens":32,"temperature":0,"ignore_eos":true}')
 PATHS=(/v1/chat/completions /v1/completions)
-ask() { # ask WHERE PORT TAG: both requests at once (WHERE a: from inside namespace A)
-  local where=$1 port=$2 tag=$3 i pids=() pre=()
-  [ "$where" = a ] && pre=(ip netns exec "$NSA")
-  for i in 0 1; do
-    "${pre[@]}" curl -s --max-time 60 "http://127.0.0.1:$port${PATHS[$i]}" -H 'Content-Type: application/json' \
-      -d "${REQS[$i]}" >"$W/$tag.$i.json" &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
-  for i in 0 1; do
-    "$PY" -c 'import json,sys
-c=json.load(open(sys.argv[1]))["choices"][0]
-print(json.dumps([c.get("message",{}).get("content", c.get("text")), c["finish_reason"]]))' "$W/$tag.$i.json" \
-      >"$W/$tag.$i.txt" 2>/dev/null || echo "bad response: $(head -c 300 "$W/$tag.$i.json")" >"$W/$tag.$i.txt"
-  done
-}
 
 # --- reference: one process ------------------------------------------------------------------------
 dist_serve one 0 --dtype float32 "${GUIDE[@]}"
-if wait_healthy one 60; then ask here "${PORT[one]}" one; kill -TERM "${RANKS[one]}"; wait_exit one 20
+if wait_healthy one 60; then two_netns_ask here "${PORT[one]}" one; kill -TERM "${RANKS[one]}"; wait_exit one 20
 else bad "one-process server not healthy"; fi
 
 # --- vLLM's form: two node scripts ----------------------------------------------------------------
@@ -88,7 +72,7 @@ while [ $SECONDS -lt $t_end ] && kill -0 $N1 2>/dev/null; do code=$(code_a 8000)
 if [ "$code" = 200 ]; then
   up=$((($(date +%s%N) - t0) / 1000000))
   ok "two nodes joined into one 4-rank job: /health 200 $((up / 1000)).$((up % 1000 / 100)) s after node 1 started (node 2 started 1 s later)"
-  ask a 8000 two
+  two_netns_ask a 8000 two
   for i in 0 1; do
     if cmp -s "$W/one.$i.txt" "$W/two.$i.txt" && ! grep -q '^bad' "$W/one.$i.txt"; then
       ok "2 nodes x 2 ranks, ${PATHS[$i]}: equal to one process: $(head -c 80 "$W/two.$i.txt")..."
