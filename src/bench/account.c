@@ -79,7 +79,7 @@ void hy_bench_account(const struct hy_model *m, const int64_t *expert_hits, int3
     double ctx_sum = 0.0;
     for (int32_t t = 0; t < n_tokens; t++)
         ctx_sum += ctx[t];
-    b.embed = T * H * (double)hy_dtype_size(m->embed.dtype);
+    b.embed = T * (double)hy_tensor_row_bytes(&m->embed);
     b.norms = H * 4.0;
     for (int L = 0; L < c->num_hidden_layers; L++) {
         const struct hy_layer *ly = &m->layers[L];

@@ -1,5 +1,5 @@
 /* cmd_quantize.c - `hyinfer quantize -m IN -o OUT --quant-dtype fp8|mxfp8|mxfp4|hybrid|w8a8-dynamic|w8a8|w8a8-mix
- *                  [--quant-target moe attn-linear mlp] [--mx-scale ocp|mse] [--calib-data TEXT ...]`
+ *                  [--quant-target moe attn-linear mlp lm_head embed] [--mx-scale ocp|mse] [--calib-data TEXT ...]`
  * (round-to-nearest, or GPTQ with calibration: quantize/gptq.h, quantize/calib.h), and `hyinfer info -m DIR`'s
  * model part. */
 #include "cli/args.h"
@@ -29,7 +29,7 @@
 
 static const char *usage_text =
     "hyinfer quantize -m IN_DIR -o OUT_DIR --quant-dtype fp8|mxfp8|mxfp4|hybrid|w8a8-dynamic|w8a8|w8a8-mix\n"
-    "                 [--quant-target moe attn-linear mlp]\n"
+    "                 [--quant-target moe attn-linear mlp lm_head embed]\n"
     "                 [--mx-scale ocp|mse]\n"
     "                 [--calib-data TEXT_FILE [--tokenizer DIR] [--num-calibration-samples N] [--max-seq-length L]\n"
     "                  [--dampening-frac F] [--no-actorder] [--no-qk-norm-weighting] [--no-routing-weighting] "
@@ -162,7 +162,7 @@ static int take_targets(int *argc, char **argv, unsigned *mask, int *seen)
             free(copy);
         }
         if (!n)
-            return hy_err_set("--quant-target needs one or more of moe, attn-linear, mlp");
+            return hy_err_set("--quant-target needs one or more of moe, attn-linear, mlp, lm_head, embed");
     }
     *argc = w;
     return 0;
@@ -184,7 +184,7 @@ int hy_cmd_quantize(int argc, char **argv)
          "needs --calib-data) | w8a8-mix (static attention, dynamic MLPs; needs --calib-data)"},
         {"--quant-target", NULL, HY_ARG_STR, &unused_targets, NULL,
          "one or more of moe (routed + shared experts), attn-linear (q/k/v/o, MTP eh_proj), mlp (dense MLP); "
-         "default: all three"},
+         "lm_head, embed (opt-in: the published checkpoints keep both BF16); default: moe attn-linear mlp"},
         {"--mx-scale", NULL, HY_ARG_STR, &mx_scale, NULL,
          "MX block scales: ocp (floor(log2 amax) - emax, the OCP MX conversion; default) | mse (that or one "
          "exponent up, whichever has the smaller block error)"},
@@ -356,8 +356,9 @@ int hy_cmd_quantize(int argc, char **argv)
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 1;
     }
-    printf("quantized %s -> %s (%s; targets:%s%s%s)\n", in, out, dtype, (o.targets & HY_QT_MOE) ? " moe" : "",
-           (o.targets & HY_QT_ATTN) ? " attn-linear" : "", (o.targets & HY_QT_MLP) ? " mlp" : "");
+    printf("quantized %s -> %s (%s; targets:%s%s%s%s%s)\n", in, out, dtype, (o.targets & HY_QT_MOE) ? " moe" : "",
+           (o.targets & HY_QT_ATTN) ? " attn-linear" : "", (o.targets & HY_QT_MLP) ? " mlp" : "",
+           (o.targets & HY_QT_LM_HEAD) ? " lm_head" : "", (o.targets & HY_QT_EMBED) ? " embed" : "");
     printf("  weight matrices: fp8 %lld, mxfp8 %lld, mxfp4 %lld, w8a8-dynamic %lld, w8a8 static %lld; tensors copied "
            "unchanged %lld; other files %lld\n",
            (long long)st.n_quant[HY_QF_FP8_TENSOR], (long long)st.n_quant[HY_QF_MXFP8],

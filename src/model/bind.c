@@ -61,6 +61,17 @@ int hy_bind_matrix(const struct hy_model *m, const char *name, int64_t rows, int
     return 0;
 }
 
+int hy_bind_table(struct hy_model *m, const char *module, int64_t rows, int64_t cols, struct hy_tensor *out)
+{
+    char wn[NAME_LEN], sn[NAME_LEN];
+    snprintf(wn, sizeof(wn), "%s.weight", module);
+    snprintf(sn, sizeof(sn), "%s.weight_scale", module);
+    const struct hy_st_tensor *w = hy_checkpoint_find(&m->ck, wn);
+    if (w && hy_dtype_is_kernel_float(w->dtype) && !hy_checkpoint_find(&m->ck, sn))
+        return hy_bind_matrix(m, wn, rows, cols, out);
+    return hy_qload_linear(&m->quant, &m->ck, module, rows, cols, 0, out);
+}
+
 /* A [n] vector (or [rows, cols] when cols > 0) widened to a malloc'd f32 copy. */
 int hy_bind_f32(const struct hy_st_tensor *t, int64_t rows, int64_t cols, float **out)
 {

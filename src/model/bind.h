@@ -23,6 +23,13 @@ int hy_bind_matrix(const struct hy_model *m, const char *name, int64_t rows, int
 /* Tensor t ([rows] when cols == 0, else [rows, cols]) widened to a malloc'd f32 copy *out. */
 int hy_bind_f32(const struct hy_st_tensor *t, int64_t rows, int64_t cols, float **out);
 
+/* The embedding or the lm_head, module `module` ("model.embed_tokens", "lm_head") [rows, cols]: stored as a
+ * float matrix without a weight_scale, it binds plain whatever quantization_config says (the published
+ * checkpoints keep both BF16 and name them in the ignore lists); stored otherwise, it binds as a linear in
+ * the format quantization_config assigns it (`hyinfer quantize --quant-target lm_head embed`), so a
+ * quantized table the config does not quantize is an error naming it. */
+int hy_bind_table(struct hy_model *m, const char *module, int64_t rows, int64_t cols, struct hy_tensor *out);
+
 /* A [n] vector by full name, widened to a malloc'd f32 copy *out. */
 int hy_bind_vec(const struct hy_model *m, const char *name, int64_t n, float **out);
 

@@ -427,22 +427,3 @@ int hy_qload_check_description(const struct hy_quant_config *qc, const struct hy
                     (long long)undescribed);
     return 0;
 }
-
-int hy_qload_check_unquantized(const struct hy_checkpoint *ck, const char *name, const char *what)
-{
-    const struct hy_st_tensor *w = hy_checkpoint_find(ck, name);
-    char sn[NAME_LEN];
-    size_t n = strlen(name);
-    const char *suf = ".weight";
-    if (n > strlen(suf) && strcmp(name + n - strlen(suf), suf) == 0)
-        n -= strlen(suf);
-    snprintf(sn, sizeof(sn), "%.*s.weight_scale", (int)n, name);
-    const struct hy_st_tensor *s = hy_checkpoint_find(ck, sn);
-    if (w && !hy_dtype_is_kernel_float(w->dtype))
-        return hy_err_set("unsupported dtype %s for tensor \"%s\" (supported: BF16, F16, F32; a quantized %s is "
-                          "not supported)",
-                          w->dtype_name, name, what);
-    if (s)
-        return hy_err_set("tensor \"%s\" exists: a quantized %s is not supported (keep it BF16/F16/F32)", sn, what);
-    return 0;
-}

@@ -40,13 +40,9 @@ int hy_qload_stack(struct hy_quant_config *qc, const struct hy_checkpoint *ck, c
 /* Rows [r0, r0 + n) of t as a tensor of its own (same format; data and scales offset). */
 struct hy_tensor hy_tensor_rows(const struct hy_tensor *t, int64_t r0, int64_t n);
 
-/* For tensors that are never quantized here (embedding, lm_head): -1 with a clear message when
- * `name`'s dtype is not F32/F16/BF16 or a "<module>.weight_scale" exists, else 0. */
 /* Ascend checkpoints: every tensor the description lists exists, and every int8 tensor is listed (a float
  * one may be left out: FLOAT); a FLOAT entry is stored as a float. 0, or -1 with hy_err_msg() naming the
  * tensor. Nothing for other methods. */
 int hy_qload_check_description(const struct hy_quant_config *qc, const struct hy_checkpoint *ck);
-
-int hy_qload_check_unquantized(const struct hy_checkpoint *ck, const char *name, const char *what);
 
 #endif

@@ -75,14 +75,12 @@ int hy_v3_bind_all(struct hy_model *m)
 {
     const struct hy_model_config *c = &m->cfg;
     const int64_t V = c->vocab_size, H = c->hidden_size;
-    if (hy_qload_check_unquantized(&m->ck, "model.embed_tokens.weight", "embedding") ||
-        (!c->tie_word_embeddings && hy_qload_check_unquantized(&m->ck, "lm_head.weight", "lm_head")) ||
-        hy_bind_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
+    if (hy_bind_table(m, "model.embed_tokens", V, H, &m->embed) ||
         hy_bind_vec(m, "model.norm.weight", H, &m->final_norm))
         return -1;
     if (c->tie_word_embeddings) {
         m->lm_head = m->embed;
-    } else if (hy_bind_matrix(m, "lm_head.weight", V, H, &m->lm_head)) {
+    } else if (hy_bind_table(m, "lm_head", V, H, &m->lm_head)) {
         return -1;
     }
     int n_layers = c->num_hidden_layers + (c->num_nextn_predict_layers > 0);

@@ -247,9 +247,8 @@ int hy_v4_bind_all(struct hy_model *m)
     const int64_t V = c->vocab_size, H = c->hidden_size, C = v->hc_mult;
     if (c->tie_word_embeddings)
         return hy_err_set("hy_v4 with tie_word_embeddings true is not supported (Hy4 has a separate lm_head)");
-    if (check_no_extra(m) || hy_bind_matrix(m, "model.embed_tokens.weight", V, H, &m->embed) ||
-        hy_bind_vec(m, "model.norm.weight", H, &m->final_norm) ||
-        hy_bind_matrix(m, "lm_head.weight", V, H, &m->lm_head) ||
+    if (check_no_extra(m) || hy_bind_table(m, "model.embed_tokens", V, H, &m->embed) ||
+        hy_bind_vec(m, "model.norm.weight", H, &m->final_norm) || hy_bind_table(m, "lm_head", V, H, &m->lm_head) ||
         bind_f32_named(m, "model.hc_head.hc_head_fn", C, C * H, &m->hc_head_fn) ||
         bind_f32_named(m, "model.hc_head.hc_head_base", C, 0, &m->hc_head_base) ||
         bind_f32_named(m, "model.hc_head.hc_head_scale", 1, 0, &m->hc_head_scale))

@@ -48,13 +48,27 @@ int hy_quant_target_parse(const char *s, unsigned *bit)
         *bit = HY_QT_ATTN;
     else if (s && strcmp(s, "mlp") == 0)
         *bit = HY_QT_MLP;
+    else if (s && strcmp(s, "lm_head") == 0)
+        *bit = HY_QT_LM_HEAD;
+    else if (s && strcmp(s, "embed") == 0)
+        *bit = HY_QT_EMBED;
     else
-        return hy_err_set("--quant-target \"%s\": expected moe, attn-linear or mlp", s ? s : "");
+        return hy_err_set("--quant-target \"%s\": expected moe, attn-linear, mlp, lm_head or embed", s ? s : "");
     return 0;
 }
 
 /* Linear categories of source tensors. */
-enum cat { CAT_NONE = 0, CAT_ATTN, CAT_MLP, CAT_ROUTED, CAT_ROUTED_FUSED_GU, CAT_ROUTED_FUSED_DN, CAT_SHARED };
+enum cat {
+    CAT_NONE = 0,
+    CAT_ATTN,
+    CAT_MLP,
+    CAT_ROUTED,
+    CAT_ROUTED_FUSED_GU,
+    CAT_ROUTED_FUSED_DN,
+    CAT_SHARED,
+    CAT_LM_HEAD,
+    CAT_EMBED
+};
 
 static int is_proj(const char *s, const char *const *names, int n, const char *suffix)
 {
@@ -67,15 +81,20 @@ static int is_proj(const char *s, const char *const *names, int n, const char *s
 }
 
 /* Category of a tensor name; *prefix = the length of its layer prefix ("model.layers.N." or, hy_v4's MTP
- * layer, "model.mtp_layers.N."). Module = name minus ".weight". hy_v4's attention linears (q_a / q_b /
- * kv_a_proj_with_mqa, o_proj, linear_gate) are attention; its kv_b_proj (absorbed into the latent at load),
- * the indexer, the router, hc_* and the sinks are never quantized. */
+ * layer, "model.mtp_layers.N."; 0 for lm_head and the embedding). Module = name minus ".weight". hy_v4's
+ * attention linears (q_a / q_b / kv_a_proj_with_mqa, o_proj, linear_gate) are attention; its kv_b_proj
+ * (absorbed into the latent at load), the indexer, the router, hc_* and the sinks are never quantized. */
 static enum cat classify(const char *name, int *prefix)
 {
     static const char *const attn[] = {"q_proj",   "k_proj",   "v_proj",      "o_proj",
                                        "q_a_proj", "q_b_proj", "linear_gate", "kv_a_proj_with_mqa"};
     static const char *const mlp[] = {"gate_proj", "up_proj", "down_proj"};
     int L, n = 0;
+    *prefix = 0;
+    if (strcmp(name, "lm_head.weight") == 0)
+        return CAT_LM_HEAD;
+    if (strcmp(name, "model.embed_tokens.weight") == 0)
+        return CAT_EMBED;
     if ((sscanf(name, "model.layers.%d.%n", &L, &n) != 1 || n == 0) &&
         (sscanf(name, "model.mtp_layers.%d.%n", &L, &n) != 1 || n == 0))
         return CAT_NONE;
@@ -119,6 +138,10 @@ static int cat_targeted(enum cat c, unsigned t)
     case CAT_ROUTED_FUSED_DN:
     case CAT_SHARED:
         return (t & HY_QT_MOE) != 0;
+    case CAT_LM_HEAD:
+        return (t & HY_QT_LM_HEAD) != 0;
+    case CAT_EMBED:
+        return (t & HY_QT_EMBED) != 0;
     default:
         return 0;
     }
@@ -131,6 +154,7 @@ static int cat_routed(enum cat c)
 
 static enum hy_qformat format_for(enum hy_quant_dtype d, enum cat c)
 {
+    const int table = c == CAT_LM_HEAD || c == CAT_EMBED; /* no calibrated input range: dynamic int8 */
     switch (d) {
     case HY_QD_FP8:
         return HY_QF_FP8_TENSOR;
@@ -143,7 +167,7 @@ static enum hy_qformat format_for(enum hy_quant_dtype d, enum cat c)
     case HY_QD_W8A8_DYN:
         return HY_QF_W8A8_DYN;
     case HY_QD_W8A8: /* vLLM-Ascend's MoE method is dynamic only */
-        return cat_routed(c) ? HY_QF_W8A8_DYN : HY_QF_W8A8_STATIC;
+        return cat_routed(c) || table ? HY_QF_W8A8_DYN : HY_QF_W8A8_STATIC;
     case HY_QD_W8A8_MIX: /* DeepSeek's mixed recipe: static attention, dynamic MLPs */
         return c == CAT_ATTN ? HY_QF_W8A8_STATIC : HY_QF_W8A8_DYN;
     }
@@ -197,6 +221,7 @@ struct plan {
     struct hy_calib *calib;     /* static w8a8's activation ranges (hy_calib_ranges run), else NULL */
     int64_t no_range;           /* static w8a8 linears without a range, written dynamic */
     unsigned cats_quantized[2]; /* bitmask of cats quantized as [0] = main group, [1] = mxfp4 group */
+    int tied;                   /* tie_word_embeddings: the embedding is the lm_head */
 };
 
 static struct entry *add_entry(struct plan *p)
@@ -442,6 +467,12 @@ static int build_plan(const struct hy_checkpoint *ck, const struct hy_model_conf
                       const struct hy_quantize_opts *o, struct plan *p)
 {
     const int64_t I = cfg->moe_intermediate_size, H = cfg->hidden_size;
+    const unsigned tables = o->targets & (HY_QT_LM_HEAD | HY_QT_EMBED);
+    p->tied = cfg->tie_word_embeddings;
+    if (p->tied && tables && tables != (HY_QT_LM_HEAD | HY_QT_EMBED))
+        return hy_err_set("--quant-target %s: this checkpoint ties lm_head to the embedding (tie_word_embeddings), "
+                          "so one table is both; give lm_head and embed together",
+                          tables == HY_QT_LM_HEAD ? "lm_head" : "embed");
     for (size_t i = 0; i < ck->n_index; i++) {
         const struct hy_st_tensor *t = ck->index[i];
         int plen = 0;
@@ -455,7 +486,7 @@ static int build_plan(const struct hy_checkpoint *ck, const struct hy_model_conf
         char module[NAME_CAP];
         snprintf(module, sizeof(module), "%.*s", (int)(strlen(t->name) - (fused ? 0 : strlen(".weight"))), t->name);
         if (!cat_targeted(c, o->targets)) {
-            if (!fused && json_array_append_new(p->ignored, json_string(module)))
+            if (!fused && c != CAT_LM_HEAD && c != CAT_EMBED && json_array_append_new(p->ignored, json_string(module)))
                 return hy_err_set("out of memory");
             if (plan_copy(p, t))
                 return -1;
@@ -890,15 +921,24 @@ static json_t *targets_for(unsigned mask)
         json_array_append_new(t, json_string("re:.*\\.mlp\\.experts\\.\\d+\\.(gate|up|down)_proj$"));
     if (mask & (1u << CAT_SHARED))
         json_array_append_new(t, json_string("re:.*\\.mlp\\.(shared_mlp|shared_experts)\\.(gate|up|down)_proj$"));
+    if (mask & (1u << CAT_LM_HEAD))
+        json_array_append_new(t, json_string("lm_head"));
+    if (mask & (1u << CAT_EMBED))
+        json_array_append_new(t, json_string("model.embed_tokens"));
     return t;
 }
 
 static json_t *make_qconfig(const struct hy_quantize_opts *o, struct plan *p)
 {
+    const unsigned all = p->cats_quantized[0] | p->cats_quantized[1];
+    /* lm_head is named in the ignore list unless quantized (tied: it is the embedding) */
+    const int lm_plain = !(all & (1u << (p->tied ? CAT_EMBED : CAT_LM_HEAD)));
     if (o->dtype == HY_QD_FP8) {
         json_t *ign = json_array();
-        json_array_append_new(ign, json_string("lm_head"));
-        json_array_append_new(ign, json_string("model.embed_tokens"));
+        if (lm_plain)
+            json_array_append_new(ign, json_string("lm_head"));
+        if (!(all & (1u << CAT_EMBED)))
+            json_array_append_new(ign, json_string("model.embed_tokens"));
         json_array_extend(ign, p->ignored);
         return json_pack("{s:s, s:s, s:o}", "quant_method", "fp8", "activation_scheme", "dynamic", "ignored_layers",
                          ign);
@@ -916,8 +956,11 @@ static json_t *make_qconfig(const struct hy_quantize_opts *o, struct plan *p)
                             json_pack("{s:o, s:o, s:o}", "targets", targets_for(mask), "weights", mx_args(bits, 0),
                                       "input_activations", mx_args(8, 1)));
     }
-    return json_pack("{s:s, s:s, s:s, s:o, s:[s]}", "quant_method", "compressed-tensors", "format", "float-quantized",
-                     "quantization_status", "compressed", "config_groups", groups, "ignore", "lm_head");
+    json_t *ign = json_array();
+    if (lm_plain)
+        json_array_append_new(ign, json_string("lm_head"));
+    return json_pack("{s:s, s:s, s:s, s:o, s:o}", "quant_method", "compressed-tensors", "format", "float-quantized",
+                     "quantization_status", "compressed", "config_groups", groups, "ignore", ign);
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */

@@ -28,7 +28,12 @@
  *          calibration never reached is written W8A8_DYNAMIC (stats). The static tensors come after every
  *          weight in the file (quant_bias needs the rounded weight's row sums).
  * Targets: HY_QT_MOE = routed experts + shared expert, HY_QT_ATTN = q/k/v/o_proj + MTP eh_proj,
- * HY_QT_MLP = dense MLP gate/up/down. Embedding, lm_head, norms, router, expert_bias are copied as they are.
+ * HY_QT_MLP = dense MLP gate/up/down, HY_QT_LM_HEAD = lm_head.weight, HY_QT_EMBED = model.embed_tokens.weight
+ * (opt-in; the published checkpoints keep both BF16). They take the dtype's format for a non-routed linear,
+ * except that static W8A8 (w8a8, w8a8-mix) writes them W8A8_DYNAMIC (no calibrated input range; the
+ * embedding has no input at all); always round-to-nearest (no GPTQ statistics). With tie_word_embeddings
+ * the one table is both: the two targets must come together. Norms, router, expert_bias, hy_v4's indexer,
+ * hc_* and sinks are copied as they are.
  * Fused experts (mlp.experts.gate_up_proj / down_proj) are written per expert when quantized.
  * Rounding: round-to-nearest, or with calibration statistics GPTQ (gptq.h) in the same layouts and
  * with the same scales (int8 too).
@@ -50,7 +55,8 @@ enum hy_quant_dtype {
     HY_QD_W8A8_MIX
 };
 
-enum { HY_QT_MOE = 1, HY_QT_ATTN = 2, HY_QT_MLP = 4, HY_QT_ALL = 7 };
+/* HY_QT_ALL: the default (the published checkpoints' set); lm_head and embed are opt-in. */
+enum { HY_QT_MOE = 1, HY_QT_ATTN = 2, HY_QT_MLP = 4, HY_QT_ALL = 7, HY_QT_LM_HEAD = 8, HY_QT_EMBED = 16 };
 
 struct hy_calib;
 
@@ -90,13 +96,14 @@ struct hy_quantize_stats {
  * otherwise. */
 int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out);
 
-/* "moe" | "attn-linear" | "mlp" -> HY_QT_* bit; -1 with hy_err_msg() otherwise. */
+/* "moe" | "attn-linear" | "mlp" | "lm_head" | "embed" -> HY_QT_* bit; -1 with hy_err_msg() otherwise. */
 int hy_quant_target_parse(const char *s, unsigned *bit);
 
 /* Quantizes in_dir into out_dir (which must not exist, or be an empty directory). Everything is written
  * to a temporary sibling directory and renamed into place at the end; on error nothing is left behind.
  * Returns 0 and *st, or -1 with hy_err_msg() (IN not a checkpoint, IN already quantized, a targeted
- * tensor that is not BF16/F16/F32 or holds NaN/Inf, odd K for mxfp4, OUT not empty, I/O errors). */
+ * tensor that is not BF16/F16/F32 or holds NaN/Inf, odd K for mxfp4, lm_head without embed or the reverse
+ * on a tied checkpoint, OUT not empty, I/O errors). */
 int hy_quantize_model(const char *in_dir, const char *out_dir, const struct hy_quantize_opts *o,
                       struct hy_quantize_stats *st);
 

@@ -50,11 +50,12 @@ def run(args, timeout=120):
 
 def expected_tensors(src, fmt, targets, mx_rule="ocp"):
     """name -> (dtype, bytes) expected in `hyinfer quantize` output, from quant_ref."""
-    cats = {"moe": ("routed", "shared"), "attn-linear": ("attn",), "mlp": ("mlp",)}
+    cats = {"moe": ("routed", "shared"), "attn-linear": ("attn",), "mlp": ("mlp",), "lm_head": ("lm_head",),
+            "embed": ("embed",)}
     on = set(c for t in targets for c in cats[t])
     exp = {}
     for name, (dt, a) in src.items():
-        cat = Q.linear_category(name)
+        cat = Q.linear_category(name) or Q.table_category(name)
         f = Q.format_for(fmt, cat) if cat in on else None
         if f is None:
             exp[name] = (dt, a.tobytes())
@@ -119,11 +120,14 @@ def source_matrix(src, mod):
 def random_variants(ck):
     """Fused and sharded inputs, K not a multiple of 32 (partial MX blocks): bytes vs quant_ref, logits vs ref."""
     print("random hy_v3 variants (fused / sharded input, partial MX blocks):")
-    for variant, fmt in (("outer-fused", "hybrid"), ("sharded", "mxfp4"), ("scaled", "fp8"), ("inner", "mxfp8")):
+    # tables: lm_head and the embedding quantized too (untied for "scaled", tied for "sharded")
+    for variant, fmt, tables in (("outer-fused", "hybrid", False), ("sharded", "mxfp4", True),
+                                 ("scaled", "fp8", True), ("inner", "mxfp8", False)):
         sd = os.path.join(WORK, "rand-" + variant)
         make_random_hy3.write(sd, variant)
         d = sd + "-" + fmt
-        rc, out, err = run(["quantize", "-m", sd, "-o", d, "--quant-dtype", fmt])
+        extra = ["--quant-target", "moe", "attn-linear", "mlp", "lm_head", "embed"] if tables else []
+        rc, out, err = run(["quantize", "-m", sd, "-o", d, "--quant-dtype", fmt] + extra)
         if not ck.check(rc == 0, "%s: quantize failed: %s" % (d, err.strip()[-300:])):
             continue
         src = load_tensors(sd)
@@ -133,7 +137,7 @@ def random_variants(ck):
             if not name.endswith(".weight_scale"):
                 continue
             mod = name[:-len(".weight_scale")]
-            cat = Q.linear_category(mod + ".weight")
+            cat = Q.linear_category(mod + ".weight") or Q.table_category(mod + ".weight")
             want = Q.quantize_weight(source_matrix(src, mod), Q.format_for(fmt, cat))
             n += 1
             for suf in ("weight", "weight_scale"):
@@ -143,6 +147,9 @@ def random_variants(ck):
                         for n_ in got if n_.endswith(".weight") and n_[:-7] + ".weight_scale" in got))
         ck.check(n > 0 and not bad, "%s: %d of %d quantized weights differ from quant_ref (first %s)"
                  % (d, len(bad), n, bad[:3]))
+        tq = sorted(t for t in ("lm_head", "model.embed_tokens") if t + ".weight_scale" in got)
+        ck.check(tq == (sorted(t for t in ("lm_head", "model.embed_tokens") if t + ".weight" in src) if tables
+                        else []), "%s: quantized tables %s" % (d, tq))
         print("  %-24s %d quantized weights (K in %s), bytes equal to quant_ref: %s"
               % (os.path.basename(d), n, ks, "yes" if n and not bad else "NO"))
         with open(os.path.join(sd, "config.json")) as f:
@@ -254,7 +261,7 @@ def bad_inputs(ck, mx8, fp8):
     def embed_fp8(t):
         t["model.embed_tokens.weight_scale"] = ("F32", np.array([1.0], dtype=np.float32))
     write_variant(fp8, b, embed_fp8)
-    expect_error(ck, "scaled embedding", b, "a quantized embedding is not supported")
+    expect_error(ck, "scaled embedding", b, 'leaves module "model.embed_tokens" unquantized')
 
     # hyinfer quantize refusals
     out = os.path.join(WORK, "q-nonempty")
@@ -269,7 +276,9 @@ def bad_inputs(ck, mx8, fp8):
     shutil.rmtree(o2, ignore_errors=True)
     expect_error(ck, "quantize: bad --quant-dtype", o2, '--quant-dtype "int3"',
                  ["quantize", "-m", TINY, "-o", o2, "--quant-dtype", "int3"])
-    expect_error(ck, "quantize: bad --quant-target", o2, '--quant-target "lm_head"',
+    expect_error(ck, "quantize: bad --quant-target", o2, '--quant-target "router"',
+                 ["quantize", "-m", TINY, "-o", o2, "--quant-dtype", "fp8", "--quant-target", "moe", "router"])
+    expect_error(ck, "quantize: tied lm_head alone", o2, "give lm_head and embed together",
                  ["quantize", "-m", TINY, "-o", o2, "--quant-dtype", "fp8", "--quant-target", "moe", "lm_head"])
     expect_error(ck, "quantize: IN not a model", o2, "config.json: not found",
                  ["quantize", "-m", WORK, "-o", o2, "--quant-dtype", "fp8"])
@@ -321,10 +330,12 @@ def main():
     print("hyinfer quantize vs tools/ref/quant_ref.py (byte equality):")
     cases = []
     all_t = ["moe", "attn-linear", "mlp"]
+    tables = all_t + ["lm_head", "embed"]  # hy3-tiny ties them: one table, quantized
     for fmt, targets, rule in (("fp8", all_t, "ocp"), ("mxfp8", all_t, "ocp"), ("mxfp4", all_t, "ocp"),
                                ("hybrid", all_t, "ocp"), ("fp8", ["attn-linear"], "ocp"), ("mxfp8", all_t, "mse"),
-                               ("hybrid", all_t, "mse")):
-        tag = (fmt if targets == all_t else fmt + "-attn") + ("-mse" if rule == "mse" else "")
+                               ("hybrid", all_t, "mse"), ("hybrid", tables, "ocp")):
+        tag = (fmt + ("" if targets == all_t else "-tables" if targets == tables else "-attn")
+               + ("-mse" if rule == "mse" else ""))
         d = os.path.join(WORK, tag)
         args = ["quantize", "-m", TINY, "-o", d, "--quant-dtype", fmt, "--quant-target"] + targets
         if rule != "ocp":

@@ -194,6 +194,15 @@ def linear_category(name):
     return None
 
 
+_TABLES = {"lm_head.weight": "lm_head", "model.embed_tokens.weight": "embed"}
+
+
+def table_category(name):
+    """"lm_head" / "embed" for the two vocabulary tables (quantized only when asked: --quant-target lm_head
+    embed), else None."""
+    return _TABLES.get(name)
+
+
 def format_for(fmt, cat):
     if cat is None:
         return None

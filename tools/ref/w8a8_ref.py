@@ -79,7 +79,10 @@ def _bf16_source(d):
 
 
 def expected_type(mod, recipe):
-    """The type RECIPE gives linear MOD (specs/ascend_w8a8.md §2; vLLM-Ascend's MoE method is dynamic only)."""
+    """The type RECIPE gives linear MOD (specs/ascend_w8a8.md §2; vLLM-Ascend's MoE method is dynamic only; lm_head
+    and the embedding, when quantized, have no calibrated input: dynamic)."""
+    if mod in ("lm_head", "model.embed_tokens"):
+        return "W8A8_DYNAMIC"
     if recipe == "w8a8" and ".mlp.experts." not in mod:
         return "W8A8"
     if recipe == "w8a8-mix" and (".self_attn." in mod or mod.endswith(".eh_proj")):  # the attn-linear target
