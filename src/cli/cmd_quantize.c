@@ -356,9 +356,9 @@ int hy_cmd_quantize(int argc, char **argv)
         fprintf(stderr, "hyinfer quantize: %s\n", hy_err_msg());
         return 1;
     }
-    printf("quantized %s -> %s (%s; targets:%s%s%s%s%s)\n", in, out, dtype, (o.targets & HY_QT_MOE) ? " moe" : "",
-           (o.targets & HY_QT_ATTN) ? " attn-linear" : "", (o.targets & HY_QT_MLP) ? " mlp" : "",
-           (o.targets & HY_QT_LM_HEAD) ? " lm_head" : "", (o.targets & HY_QT_EMBED) ? " embed" : "");
+    char words[64];
+    hy_quant_targets_str(o.targets, words, sizeof(words));
+    printf("quantized %s -> %s (%s; targets:%s)\n", in, out, dtype, words);
     printf("  weight matrices: fp8 %lld, mxfp8 %lld, mxfp4 %lld, w8a8-dynamic %lld, w8a8 static %lld; tensors copied "
            "unchanged %lld; other files %lld\n",
            (long long)st.n_quant[HY_QF_FP8_TENSOR], (long long)st.n_quant[HY_QF_MXFP8],

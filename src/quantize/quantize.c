@@ -40,21 +40,36 @@ int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out)
                       s ? s : "");
 }
 
+/* --quant-target words, in the order they print. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} target_words[] = {{"moe", HY_QT_MOE},
+                    {"attn-linear", HY_QT_ATTN},
+                    {"mlp", HY_QT_MLP},
+                    {"lm_head", HY_QT_LM_HEAD},
+                    {"embed", HY_QT_EMBED}};
+#define N_TARGET_WORDS (sizeof(target_words) / sizeof(target_words[0]))
+
 int hy_quant_target_parse(const char *s, unsigned *bit)
 {
-    if (s && strcmp(s, "moe") == 0)
-        *bit = HY_QT_MOE;
-    else if (s && strcmp(s, "attn-linear") == 0)
-        *bit = HY_QT_ATTN;
-    else if (s && strcmp(s, "mlp") == 0)
-        *bit = HY_QT_MLP;
-    else if (s && strcmp(s, "lm_head") == 0)
-        *bit = HY_QT_LM_HEAD;
-    else if (s && strcmp(s, "embed") == 0)
-        *bit = HY_QT_EMBED;
-    else
-        return hy_err_set("--quant-target \"%s\": expected moe, attn-linear, mlp, lm_head or embed", s ? s : "");
-    return 0;
+    for (size_t i = 0; s && i < N_TARGET_WORDS; i++)
+        if (strcmp(s, target_words[i].name) == 0) {
+            *bit = target_words[i].bit;
+            return 0;
+        }
+    return hy_err_set("--quant-target \"%s\": expected moe, attn-linear, mlp, lm_head or embed", s ? s : "");
+}
+
+void hy_quant_targets_str(unsigned mask, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_TARGET_WORDS && n < cap; i++)
+        if (mask & target_words[i].bit) {
+            const int w = snprintf(buf + n, cap - n, " %s", target_words[i].name);
+            n += w > 0 ? (size_t)w : 0;
+        }
 }
 
 /* Linear categories of source tensors. */

@@ -43,6 +43,7 @@
 
 #include "quantize/gptq.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum hy_quant_dtype {
@@ -98,6 +99,10 @@ int hy_quant_dtype_parse(const char *s, enum hy_quant_dtype *out);
 
 /* "moe" | "attn-linear" | "mlp" | "lm_head" | "embed" -> HY_QT_* bit; -1 with hy_err_msg() otherwise. */
 int hy_quant_target_parse(const char *s, unsigned *bit);
+
+/* The words of the HY_QT_* bits in mask, each after a space (" moe attn-linear mlp"), into buf (cap bytes,
+ * cap >= 1; truncated to fit, always terminated). */
+void hy_quant_targets_str(unsigned mask, char *buf, size_t cap);
 
 /* Quantizes in_dir into out_dir (which must not exist, or be an empty directory). Everything is written
  * to a temporary sibling directory and renamed into place at the end; on error nothing is left behind.

@@ -147,9 +147,10 @@ def random_variants(ck):
                         for n_ in got if n_.endswith(".weight") and n_[:-7] + ".weight_scale" in got))
         ck.check(n > 0 and not bad, "%s: %d of %d quantized weights differ from quant_ref (first %s)"
                  % (d, len(bad), n, bad[:3]))
-        tq = sorted(t for t in ("lm_head", "model.embed_tokens") if t + ".weight_scale" in got)
-        ck.check(tq == (sorted(t for t in ("lm_head", "model.embed_tokens") if t + ".weight" in src) if tables
-                        else []), "%s: quantized tables %s" % (d, tq))
+        names = ("lm_head", "model.embed_tokens")
+        tq = [t for t in names if t + ".weight_scale" in got]
+        want_tq = [t for t in names if t + ".weight" in src] if tables else []
+        ck.check(tq == want_tq, "%s: quantized tables %s, expected %s" % (d, tq, want_tq))
         print("  %-24s %d quantized weights (K in %s), bytes equal to quant_ref: %s"
               % (os.path.basename(d), n, ks, "yes" if n and not bad else "NO"))
         with open(os.path.join(sd, "config.json")) as f:
